@@ -1,0 +1,3 @@
+#include "cli/app.hpp"
+
+int main(int argc, char** argv) { return air::cli::run_main(argc, argv); }
