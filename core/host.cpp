@@ -156,3 +156,47 @@ std::string host_name() {
 }
 
 } // namespace air
+
+namespace air {
+
+Expected<std::string> read_text_file(const std::string& path, const std::string& what) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return usage_error(fmt::format("cannot read {} {}: {}", what, path, std::strerror(errno)));
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      close(fd);
+      return usage_error(fmt::format("cannot read {} {}: {}", what, path, std::strerror(err)));
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return text;
+}
+
+std::string self_exe_dir() {
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : exe.parent_path().string();
+}
+
+std::string find_python_package_dir(const Environment& env) {
+  auto has_package = [](const std::filesystem::path& dir) {
+    std::error_code ec;
+    return !dir.empty() && std::filesystem::exists(dir / "air" / "__init__.py", ec);
+  };
+  if (const auto from_env = env_or(env, "AIR_PYTHON_PACKAGE_DIR"); has_package(from_env)) return from_env;
+  const std::filesystem::path exe_dir = self_exe_dir();
+  for (const auto& candidate : {exe_dir / ".." / "share" / "air-run" / "python",
+                                std::filesystem::path(AIR_SOURCE_DIR) / "python"}) {
+    if (has_package(candidate)) return std::filesystem::weakly_canonical(candidate).string();
+  }
+  return {};
+}
+
+} // namespace air

@@ -38,3 +38,18 @@ Status check_readable_file(const std::string& path, const std::string& what);
 std::string host_name();
 
 } // namespace air
+
+namespace air {
+
+/// Reads a whole text file (the spec). Errors are usage errors naming the path.
+Expected<std::string> read_text_file(const std::string& path, const std::string& what);
+
+/// The directory holding air-run's own executable (from /proc/self/exe).
+std::string self_exe_dir();
+
+/// Finds the `air` Python package's parent directory: $AIR_PYTHON_PACKAGE_DIR,
+/// the source tree air-run was built from, or <prefix>/share/air-run/python
+/// next to an installed binary. "" when none exists.
+std::string find_python_package_dir(const Environment& env);
+
+} // namespace air
