@@ -449,7 +449,7 @@ private:
           if (!it->first.IsScalar() || !is_variable_name(it->first.Scalar())) {
             return usage_error(var_where + ": " + name + ": invalid variable name " + kind_name(it->first));
           }
-          const std::string& var = it->first.Scalar();
+          const std::string var = it->first.Scalar();
           if (vars.count(var) != 0)
             return usage_error(var_where + ": " + name + ": duplicate variable " + quoted(var));
           const std::string item_prefix = value_place(it->first, it->second) + ": " + name + "." + var;
