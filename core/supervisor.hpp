@@ -21,6 +21,7 @@ struct RankOutcome {
   bool stopped_by_air_run = false; ///< air-run signalled it during teardown before it ended
   bool oom_killed = false;         ///< killed by the kernel's OOM killer (cgroup memory.events)
   std::string spawn_error;         ///< non-empty when exec failed (then status is 126/127)
+  std::string log_error;           ///< non-empty when writing its log file failed ("write ...: ...")
   double duration_s = 0;
   double user_s = 0;
   double sys_s = 0;
