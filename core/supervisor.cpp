@@ -9,7 +9,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
 #include <memory>
 #include <optional>
 #include <poll.h>
@@ -80,11 +83,49 @@ void signal_group(pid_t pgid, int sig) {
   if (pgid > 0) ::kill(-pgid, sig);
 }
 
-/// Whether any process is left in the group (kill with signal 0 probes).
-/// Zombies count until their new parent reaps them.
+/// Whether `pid`'s /proc/<pid>/stat says it is a live (not zombie) member
+/// of process group `pgid`.
+bool live_member_of(const char* pid, pid_t pgid) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%s/stat", pid);
+  UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
+  if (!fd) return false;
+  char buf[512];
+  ssize_t n;
+  do {
+    n = ::read(fd.get(), buf, sizeof(buf) - 1);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  // "pid (comm) S ppid pgrp ...": comm may contain spaces and ')'.
+  const char* close_paren = std::strrchr(buf, ')');
+  if (close_paren == nullptr) return false;
+  char state = 0;
+  long ppid = 0;
+  long pgrp = 0;
+  if (std::sscanf(close_paren + 1, " %c %ld %ld", &state, &ppid, &pgrp) != 3) return false;
+  return pgrp == pgid && state != 'Z' && state != 'X';
+}
+
+/// Whether a live process is left in the group. kill(-pgid, 0) answers
+/// "no" cheaply; when it says "yes" the members may all be zombies waiting
+/// for their new parent to reap them (a container's PID 1 may never do so),
+/// and those are dead for our purpose, so /proc decides.
 bool group_alive(pid_t pgid) {
   if (pgid <= 0) return false;
-  return ::kill(-pgid, 0) == 0 || errno != ESRCH;
+  if (::kill(-pgid, 0) != 0 && errno == ESRCH) return false;
+  DIR* dir = ::opendir("/proc");
+  if (dir == nullptr) return true;
+  bool alive = false;
+  while (const dirent* e = ::readdir(dir)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    if (live_member_of(e->d_name, pgid)) {
+      alive = true;
+      break;
+    }
+  }
+  ::closedir(dir);
+  return alive;
 }
 
 struct Stream {
