@@ -9,7 +9,12 @@ namespace air {
 sigset_t supervised_signals() {
   sigset_t set;
   sigemptyset(&set);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGUSR1, SIGUSR2}) sigaddset(&set, sig);
+  sigaddset(&set, SIGCHLD);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2}) {
+    struct sigaction current {};
+    if (sigaction(sig, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) continue;
+    sigaddset(&set, sig);
+  }
   return set;
 }
 
@@ -26,11 +31,20 @@ Expected<std::unique_ptr<SignalGuard>> SignalGuard::install() {
     return sys_error("signalfd", err);
   }
   guard->fd_.reset(fd);
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  if (sigaction(SIGCHLD, &dfl, &guard->old_chld_action_) != 0) {
+    const int err = errno;
+    sigprocmask(SIG_SETMASK, &guard->old_mask_, nullptr);
+    return sys_error("sigaction(SIGCHLD)", err);
+  }
   struct sigaction ignore {};
   ignore.sa_handler = SIG_IGN;
   sigemptyset(&ignore.sa_mask);
   if (sigaction(SIGPIPE, &ignore, &guard->old_pipe_action_) != 0) {
     const int err = errno;
+    sigaction(SIGCHLD, &guard->old_chld_action_, nullptr);
     sigprocmask(SIG_SETMASK, &guard->old_mask_, nullptr);
     return sys_error("sigaction(SIGPIPE)", err);
   }
@@ -42,6 +56,7 @@ SignalGuard::~SignalGuard() {
   // SIGINT now would kill air-run before it can report the outcome.
   read_pending();
   sigaction(SIGPIPE, &old_pipe_action_, nullptr);
+  sigaction(SIGCHLD, &old_chld_action_, nullptr);
   sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
 }
 

@@ -61,6 +61,11 @@ struct ConsoleOptions {
 /// with status timed_out, SIGINT/SIGTERM/SIGHUP are forwarded then tear down.
 /// Returns when every rank is reaped and its pipes are drained. Never throws;
 /// a rank that cannot be exec'd is reported in its RankOutcome.
+///
+/// Call it from a single-threaded process: the signal mask it installs and
+/// each rank's parent-death signal are tied to the calling thread. It blocks
+/// the supervised signals and ignores SIGPIPE while it runs, and restores
+/// both before returning.
 RunOutcome supervise(const LaunchPlan& plan, const ConsoleOptions& console);
 
 } // namespace air

@@ -466,6 +466,16 @@ TEST_CASE("supervise: per-rank log files get raw lines of both streams", "[super
   CHECK(c.err.empty()); // rank 0 is logged but not echoed
 }
 
+TEST_CASE("supervise: a log file that fails mid-run is reported, the run goes on", "[supervisor]") {
+  TempDir dir;
+  auto plan = make_plan({{fixture("list_fds")}});
+  plan.ranks[0].log_file = "/dev/full";
+  const auto c = run_plan(plan, dir);
+  CHECK(c.outcome.status == Status::succeeded);
+  CHECK(c.outcome.ranks[0].log_error == "write /dev/full: No space left on device");
+  CHECK(c.out == "[rank0]: 0\n[rank0]: 1\n[rank0]: 2\n");
+}
+
 TEST_CASE("supervise: an unwritable log file is a launch failure", "[supervisor]") {
   TempDir dir;
   std::ofstream(dir.file("blocker")) << "a file, not a directory\n";
@@ -524,10 +534,12 @@ struct SupervisorChild {
   std::string console_path;
   std::string summary_path;
 
-  SupervisorChild(const air::LaunchPlan& plan, const TempDir& dir)
+  SupervisorChild(const air::LaunchPlan& plan, const TempDir& dir,
+                  const std::function<void()>& before = {})
       : console_path(dir.file("child.console")), summary_path(dir.file("child.summary")) {
     pid = ::fork();
     if (pid == 0) {
+      if (before) before();
       const int fd = ::open(console_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
       air::ConsoleOptions console;
       console.stdout_fd = fd;
@@ -595,6 +607,18 @@ TEST_CASE("supervise: SIGUSR1 is forwarded and otherwise ignored", "[supervisor]
   CHECK(read_file(child.summary_path) == "0 0  | exit code 0 0");
 }
 
+TEST_CASE("supervise: a signal ignored by air-run's parent stays ignored", "[supervisor][signals]") {
+  TempDir dir;
+  auto plan = make_plan({{fixture("sleep_forever")}});
+  SupervisorChild child(plan, dir, [] { std::signal(SIGHUP, SIG_IGN); }); // as under nohup
+  REQUIRE(child.wait_for_lines(1));
+  ::kill(child.pid, SIGHUP);
+  std::this_thread::sleep_for(200ms);
+  ::kill(child.pid, SIGTERM);
+  CHECK(child.wait_exit() == 143);
+  CHECK(read_file(child.summary_path) == "3 15 interrupted by SIGTERM | signal 15 (SIGTERM) 1");
+}
+
 TEST_CASE("supervise: kill -9 of air-run leaves no rank behind", "[supervisor][signals]") {
   TempDir dir;
   auto plan = make_plan({{fixture("sleep_forever")}, {fixture("sleep_forever")}});
@@ -628,6 +652,20 @@ TEST_CASE("supervise: the signal mask and SIGPIPE are restored afterwards", "[su
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGUSR1, SIGUSR2})
     CHECK(sigismember(&after, sig) == sigismember(&before, sig));
   CHECK(pipe_after.sa_handler == pipe_before.sa_handler);
+}
+
+TEST_CASE("supervise: exit statuses survive an inherited SIGCHLD SIG_IGN", "[supervisor][signals]") {
+  struct sigaction ignore {}, old {};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGCHLD, &ignore, &old);
+  TempDir dir;
+  auto plan = make_plan({{fixture("exit_with"), "3"}});
+  const auto c = run_plan(plan, dir);
+  struct sigaction after {};
+  ::sigaction(SIGCHLD, &old, &after);
+  CHECK(after.sa_handler == SIG_IGN); // restored to what it was
+  CHECK(c.outcome.exit_code() == 3);
+  CHECK(c.outcome.reason == "rank 0 exited with exit code 3");
 }
 
 // --- OOM detection
