@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
 #include <filesystem>
@@ -522,6 +523,18 @@ TEST_CASE("RunOutcome::exit_code follows the DESIGN table", "[supervisor]") {
   CHECK(o.exit_code() == 134);
 }
 
+namespace {
+
+/// One-line summary of an outcome, as SupervisorChild writes it.
+std::string summarize(const air::RunOutcome& o) {
+  std::ostringstream summary;
+  summary << static_cast<int>(o.status) << " " << o.interrupt_signal << " " << o.reason;
+  for (const auto& r : o.ranks) summary << " | " << r.status.describe() << " " << r.stopped_by_air_run;
+  return summary.str();
+}
+
+} // namespace
+
 // --- signals sent to air-run: the supervisor runs in a forked child of the
 // test, which the test signals like a user or a scheduler would.
 
@@ -533,6 +546,7 @@ struct SupervisorChild {
   pid_t pid = -1;
   std::string console_path;
   std::string summary_path;
+  int killed_by = 0; ///< the signal that ended the supervisor child itself, 0 if it exited
 
   SupervisorChild(const air::LaunchPlan& plan, const TempDir& dir,
                   const std::function<void()>& before = {})
@@ -545,10 +559,7 @@ struct SupervisorChild {
       console.stdout_fd = fd;
       console.stderr_fd = fd;
       const auto o = air::supervise(plan, console);
-      std::ofstream summary(summary_path);
-      summary << static_cast<int>(o.status) << " " << o.interrupt_signal << " " << o.reason;
-      for (const auto& r : o.ranks) summary << " | " << r.status.describe() << " " << r.stopped_by_air_run;
-      summary.close();
+      std::ofstream(summary_path) << summarize(o);
       ::_exit(o.exit_code()); // no Catch teardown, no atexit in the child
     }
   }
@@ -566,6 +577,7 @@ struct SupervisorChild {
       ::waitpid(pid, &wstatus, 0);
       return -1;
     }
+    killed_by = WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0;
     return WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
   }
 };
@@ -688,4 +700,112 @@ TEST_CASE("oom_counter_paths finds the memory cgroup", "[oom]") {
         std::vector<std::string>{"/cg/memory/x/y/memory.oom_control", "/cg/memory.events",
                                  "/cg/memory.events.local"});
   CHECK(air::oom_counter_paths("garbage\n", "/cg").empty());
+}
+
+namespace {
+
+/// A child memory cgroup with a limit, created under the test's own memory
+/// cgroup (v1 "memory" hierarchy, or v2). Empty `dir` and a `why` when this
+/// machine does not allow it (not root, read-only cgroupfs, v2 without a
+/// delegated subtree...).
+struct MemoryCgroup {
+  std::string dir;
+  std::string why;
+
+  explicit MemoryCgroup(long long limit_bytes) {
+    const std::string self = read_file("/proc/self/cgroup");
+    std::string v1_path, v2_path;
+    for (const auto& line : lines_of(self)) {
+      const auto first = line.find(':');
+      const auto second = line.find(':', first + 1);
+      if (first == std::string::npos || second == std::string::npos) continue;
+      const std::string controllers = line.substr(first + 1, second - first - 1);
+      const std::string path = line.substr(second + 1);
+      if (("," + controllers + ",").find(",memory,") != std::string::npos) v1_path = path;
+      if (line.rfind("0::", 0) == 0) v2_path = path;
+    }
+    const std::string name = "/air-oom-test-" + std::to_string(::getpid());
+    struct Candidate {
+      std::string dir, limit_file;
+    };
+    std::vector<Candidate> candidates;
+    if (!v1_path.empty())
+      candidates.push_back({"/sys/fs/cgroup/memory" + (v1_path == "/" ? "" : v1_path) + name,
+                            "memory.limit_in_bytes"});
+    if (!v2_path.empty())
+      candidates.push_back({"/sys/fs/cgroup" + (v2_path == "/" ? "" : v2_path) + name, "memory.max"});
+    for (const auto& c : candidates) {
+      if (::mkdir(c.dir.c_str(), 0755) != 0) {
+        why += "mkdir " + c.dir + ": " + std::strerror(errno) + "; ";
+        continue;
+      }
+      std::ofstream limit(c.dir + "/" + c.limit_file);
+      limit << limit_bytes << std::flush;
+      if (!limit) {
+        why += "cannot write " + c.dir + "/" + c.limit_file + "; ";
+        ::rmdir(c.dir.c_str());
+        continue;
+      }
+      std::ofstream(c.dir + "/memory.memsw.limit_in_bytes") << limit_bytes; // no swapping out of it
+      dir = c.dir;
+      return;
+    }
+    if (candidates.empty()) why = "no memory cgroup in /proc/self/cgroup";
+  }
+  ~MemoryCgroup() {
+    // Killed members can take a moment to leave the cgroup (EBUSY until then).
+    if (!dir.empty()) wait_until([&] { return ::rmdir(dir.c_str()) == 0 || errno == ENOENT; }, 3s);
+  }
+  /// Moves the calling process into the cgroup.
+  bool enter() const {
+    std::ofstream procs(dir + "/cgroup.procs");
+    procs << ::getpid() << std::flush;
+    return static_cast<bool>(procs);
+  }
+};
+
+} // namespace
+
+
+// Runs as a fresh process (re-exec of this binary) inside the limited cgroup:
+// a forked copy of the test process would carry hundreds of MB of ASan RSS
+// and the OOM killer would pick it instead of the rank.
+TEST_CASE("oom driver (run by the OOM test only)", "[.oom_driver]") {
+  const char* summary_path = std::getenv("AIR_TEST_OOM_SUMMARY");
+  REQUIRE(summary_path != nullptr);
+  auto plan = make_plan({{fixture("eat_memory")}});
+  air::ConsoleOptions console;
+  console.stdout_fd = -1;
+  console.stderr_fd = -1;
+  const auto o = air::supervise(plan, console);
+  std::ofstream(summary_path) << summarize(o);
+  ::_exit(o.exit_code());
+}
+
+TEST_CASE("supervise: an OOM kill is named as such", "[supervisor][oom]") {
+  MemoryCgroup cgroup(128LL * 1024 * 1024);
+  if (cgroup.dir.empty()) {
+    WARN("skipped: cannot create a memory cgroup here: " << cgroup.why);
+    return;
+  }
+  TempDir dir;
+  const std::string summary_path = dir.file("oom.summary");
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    // air-run itself runs inside the limited cgroup, as under a Slurm or k8s limit.
+    if (!cgroup.enter()) ::_exit(99);
+    ::setenv("AIR_TEST_OOM_SUMMARY", summary_path.c_str(), 1);
+    ::execl("/proc/self/exe", "unit_tests", "[.oom_driver]", static_cast<char*>(nullptr));
+    ::_exit(98);
+  }
+  int wstatus = 0;
+  const bool ended = wait_until([&] { return ::waitpid(pid, &wstatus, WNOHANG) == pid; }, 30s);
+  if (!ended) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &wstatus, 0);
+  }
+  REQUIRE(ended);
+  REQUIRE(WIFEXITED(wstatus)); // air-run itself survived
+  CHECK(WEXITSTATUS(wstatus) == 137);
+  CHECK(read_file(summary_path) == "1 0 rank 0 was killed by the OOM killer | signal 9 (SIGKILL) 0");
 }
