@@ -86,9 +86,8 @@ void signal_group(pid_t pgid, int sig) {
 /// Whether `pid`'s /proc/<pid>/stat says it is a live (not zombie) member
 /// of process group `pgid`.
 bool live_member_of(const char* pid, pid_t pgid) {
-  char path[64];
-  std::snprintf(path, sizeof(path), "/proc/%s/stat", pid);
-  UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
+  const std::string path = std::string("/proc/") + pid + "/stat";
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return false;
   char buf[512];
   ssize_t n;
