@@ -77,6 +77,7 @@ class DistributedFunction:
         self.grace_period = grace_period
         self.python = python
         self.env = dict(env or {})
+        self.last_summary = None  # air-run's JSON summary of the latest .distributed() call
 
     def __call__(self, *args, **kwargs):
         return self._fn(*args, **kwargs)
@@ -95,7 +96,10 @@ class DistributedFunction:
             self, args, kwargs, what="function %s" % _describe(self._fn),
             num_ranks=self.num_accelerators, accelerator_type=self.accelerator_type,
             timeout=self.timeout, grace_period=self.grace_period, python=self.python,
-            extra_env=self.env)
+            extra_env=self.env, summary_sink=self._keep_summary)
+
+    def _keep_summary(self, summary):
+        self.last_summary = summary
 
     def __reduce__(self):
         # A wrapper defined at the top level of an importable module travels by

@@ -365,24 +365,27 @@ def _error_for(launch, records, values, rank):
 
 def call_on_ranks(target, args, kwargs, *, what, num_ranks=None, accelerator_type=None,
                   timeout=None, grace_period=None, python=None, extra_env=None,
-                  placement=None):
+                  placement=None, summary_sink=None):
     """Runs target(*args, **kwargs) once per rank through air-run and returns
     the list of return values in rank order (see results_or_raise).
-    `placement` replaces the flags placement_flags() would choose."""
+    `placement` replaces the flags placement_flags() would choose;
+    `summary_sink` receives air-run's JSON summary (a dict) before the outcome
+    is turned into values or an exception."""
     from air._payload import dump_call
 
     timeout_text = format_timeout(timeout)
-    binary = _binary.resolve_binary()
-    env = child_environment(extra_env)
     workdir = tempfile.mkdtemp(prefix="air-call-")
     try:
         payload = os.path.join(workdir, "payload.pkl")
         outdir = os.path.join(workdir, "out")
         os.mkdir(outdir, 0o700)
+        # Serialise first: a payload error is the caller's to fix, binary or not.
         dump_call(payload, target, args, kwargs, what)
-        summary = os.path.join(workdir, "summary.json")
+        binary = _binary.resolve_binary()
+        env = child_environment(extra_env)
         if placement is None:
             placement = placement_flags(binary, env, num_ranks, accelerator_type)
+        summary = os.path.join(workdir, "summary.json")
         argv = [binary] + list(placement)
         argv += ["--timeout", timeout_text, "--python", python_executable(python),
                  "--summary", summary]
@@ -390,9 +393,22 @@ def call_on_ranks(target, args, kwargs, *, what, num_ranks=None, accelerator_typ
             argv += ["--grace-period", format_timeout(grace_period)]
         argv += ["-m", "air._worker", payload, outdir]
         launch = run_air_run(argv, env, summary, _grace_seconds(grace_period))
-        return results_or_raise(launch, outdir, world_hint=num_ranks, timeout_text=timeout_text)
+        if summary_sink is not None:
+            summary_sink(launch.summary)
+        return results_or_raise(launch, outdir, world_hint=num_ranks or _count(placement),
+                                timeout_text=timeout_text)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _count(placement):
+    """Rank count named by placement flags (-n N or --cpu-ranks N), else None."""
+    for flag in ("-n", "--cpu-ranks"):
+        if flag in placement:
+            index = placement.index(flag)
+            if index + 1 < len(placement) and str(placement[index + 1]).isdigit():
+                return int(placement[index + 1])
+    return None
 
 
 def _grace_seconds(grace_period):
