@@ -1,5 +1,79 @@
 #include "cli/app.hpp"
 
+#include "cli/commands.hpp"
+#include "cli/options.hpp"
+#include "core/error.hpp"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fmt/format.h>
+
 namespace air::cli {
-int run_main(int, char**) { return 0; }
+
+namespace {
+
+/// The one table from error kinds to exit codes (DESIGN section 5).
+int exit_code_for(ErrorKind kind) {
+  switch (kind) {
+  case ErrorKind::usage: return 2;
+  case ErrorKind::hardware: return 2;
+  case ErrorKind::system: return 125;
+  case ErrorKind::not_executable: return 126;
+  case ErrorKind::not_found: return 127;
+  }
+  return 125;
+}
+
+constexpr const char* k_footer = R"(
+Examples:
+  air-run -n 8 train.py --lr 1e-3          8 ranks, each gets RANK, LOCAL_RANK, WORLD_SIZE, ...
+  air-run -f job.yaml                      the same from a YAML spec
+  air-run --accelerator-type GPU_8xH100 train.py
+  air-run --no-python -n 2 ./my_binary
+Precedence: flags > AIR_RUN_* environment > spec file > defaults.
+Exit codes: 0 ok, 2 bad spec/hardware mismatch, a failing rank's code (128+N for signal N),
+124 timeout, 126/127 target not executable/not found, 128+N air-run interrupted.)";
+
+} // namespace
+
+int run_main(int argc, char** argv) {
+  CLI::App app{"air-run: launch a distributed training job, one process per accelerator", "air-run"};
+  app.prefix_command(); // everything from TARGET on belongs to the ranks
+  app.footer(k_footer);
+  app.get_formatter()->column_width(34);
+  CliOptions options;
+  register_options(app, options);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::fputs(fmt::format("air-run: error: {}\nRun `air-run --help` for the options.\n", e.what()).c_str(),
+               stderr);
+    return 2;
+  }
+  options.command = app.remaining();
+  if (!options.command.empty() && options.command.front() == "--") options.command.erase(options.command.begin());
+
+  Expected<int> code = 0;
+  if (options.version) {
+    std::fputs("air-run " AIR_VERSION "\n", stdout);
+    return 0;
+  }
+  if (options.list_gpus) {
+    code = list_gpus_command(options);
+  } else if (options.torch_distributor) {
+    code = torch_distributor_command(options);
+  } else {
+    code = run_command(options);
+  }
+  if (!code) {
+    std::fflush(stdout);
+    std::fputs(fmt::format("air-run: error: {}\n", code.error().message).c_str(), stderr);
+    return exit_code_for(code.error().kind);
+  }
+  return *code;
+}
+
 } // namespace air::cli

@@ -1,0 +1,47 @@
+# Thin wrapper over CMake; every target is one or two commands.
+BUILD ?= build
+CMAKE_FLAGS ?=
+PYTHON ?= /usr/bin/python3
+JOBS ?= $(shell nproc)
+
+.PHONY: all deps configure build demo test unit e2e pytest asan format lint bench clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+	@ln -sf $(BUILD)/compile_commands.json compile_commands.json
+
+# The product page's SimpleMLP DDP example: all GPUs with NCCL, else 2 CPU ranks with gloo.
+demo: build
+	@scripts/install-python.sh $(PYTHON) >/dev/null
+	$(BUILD)/cli/air-run --python $(PYTHON) -f configs/demo.yaml
+
+test: build
+	@scripts/install-python.sh $(PYTHON) >/dev/null
+	cd $(BUILD) && ctest --output-on-failure -j 2
+	AIR_RUN_BINARY=$(abspath $(BUILD))/cli/air-run $(PYTHON) -m pytest -q python/tests
+
+unit: build
+	$(BUILD)/tests/unit_tests
+
+asan:
+	$(MAKE) test BUILD=build-asan CMAKE_FLAGS="-DAIR_WERROR=ON -DAIR_SANITIZE=address,undefined"
+
+format:
+	git ls-files '*.cpp' '*.hpp' | xargs clang-format -i
+
+lint: build
+	git ls-files 'core/*.cpp' 'cli/*.cpp' | xargs clang-tidy -p $(BUILD) --quiet
+
+bench: build
+	scripts/bench-launch.sh $(BUILD)/cli/air-run
+
+clean:
+	rm -rf build build-asan compile_commands.json

@@ -1,0 +1,137 @@
+#include "cli/commands.hpp"
+#include "cli/run_report.hpp"
+#include "core/hardware.hpp"
+#include "core/host.hpp"
+#include "core/plan.hpp"
+#include "core/spec.hpp"
+#include "core/supervisor.hpp"
+
+#include <cstdio>
+#include <fmt/format.h>
+#include <unistd.h>
+
+namespace air::cli {
+
+namespace {
+
+void print_lines(const std::vector<std::string>& lines, std::FILE* to) {
+  for (const auto& line : lines) std::fputs((line + "\n").c_str(), to);
+}
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+/// Fails before launch when the target cannot start, so a typo costs no ranks:
+/// the interpreter or executable must resolve, a script must be readable.
+Status check_target(const LaunchSpec& spec, const Environment& env) {
+  const auto& command = spec.command.value;
+  const bool python_target = !spec.no_python.value && (spec.module.value || ends_with(command.front(), ".py"));
+  if (python_target) {
+    auto python = resolve_executable(spec.python.value, env);
+    if (!python) {
+      return Error{python.error().kind, fmt::format("Python interpreter {} (environment.python)",
+                                                    python.error().message)};
+    }
+    if (!spec.module.value) return check_readable_file(command.front(), "script");
+    return ok_status();
+  }
+  auto exe = resolve_executable(command.front(), env);
+  if (!exe) return exe.error();
+  return ok_status();
+}
+
+Expected<ResolvedSpec> resolve_from(const CliOptions& options, const Environment& env) {
+  SpecInputs inputs;
+  inputs.environment = env;
+  inputs.flags = options.flag_values();
+  inputs.command = options.command;
+  if (!options.spec_file.empty()) {
+    auto text = read_text_file(options.spec_file, "spec file");
+    if (!text) return text.error();
+    inputs.file_text = std::move(*text);
+    inputs.file_path = options.spec_file;
+  }
+  return resolve_spec(inputs);
+}
+
+std::optional<std::string> requested_type(const LaunchSpec& spec) {
+  if (spec.accelerator_type.value.empty()) return std::nullopt;
+  return spec.accelerator_type.value;
+}
+
+} // namespace
+
+Expected<int> run_command(const CliOptions& options) {
+  const Environment env = current_environment();
+  auto resolved = resolve_from(options, env);
+  if (!resolved) return resolved.error();
+  for (const auto& warning : resolved->warnings) std::fputs((warning + "\n").c_str(), stderr);
+  LaunchSpec& spec = resolved->spec;
+  spec.spec_path = options.spec_file;
+  if (spec.command.value.empty()) {
+    return usage_error("no target given: use `air-run [options] TARGET [ARGS...]` or `command:` in the spec");
+  }
+
+  const Hardware hardware = detect_hardware(env);
+  auto selection = select_accelerators(requested_type(spec), spec.num_accelerators.value,
+                                       spec.cpu_ranks.value, hardware);
+  if (!selection) return selection.error();
+
+  PlanContext ctx;
+  ctx.run_id = spec.run_id.value.empty() ? make_run_id() : spec.run_id.value;
+  if (spec.master_port.value != 0) {
+    if (!options.dry_run) AIR_TRY(check_port_free(spec.master_addr.value, spec.master_port.value));
+    ctx.master_port = spec.master_port.value;
+  } else {
+    auto port = choose_free_port(spec.master_addr.value);
+    if (!port) return port.error();
+    ctx.master_port = *port;
+  }
+  // Result and error files live in the log directory when there is one (kept),
+  // else in a private temporary directory removed after the report.
+  const bool keep_run_dir = !spec.log_dir.value.empty();
+  ctx.run_dir = keep_run_dir ? spec.log_dir.value : fmt::format("/tmp/air-run-{}", ctx.run_id);
+
+  if (options.dry_run) {
+    auto plan = make_plan(spec, *selection, env, ctx);
+    if (!plan) return plan.error();
+    std::fputs("Resolved spec:\n", stdout);
+    for (const auto& line : describe_spec(spec)) std::fputs(("  " + line + "\n").c_str(), stdout);
+    std::fputs(fmt::format("Hardware: {} ({})\n", detected_accelerator_type(hardware),
+                           hardware.reason.empty() ? hardware.source : hardware.reason)
+                   .c_str(),
+               stdout);
+    print_lines(selection->notices, stdout);
+    std::fputs("Plan:\n", stdout);
+    for (const auto& line : describe_plan(*plan)) std::fputs(("  " + line + "\n").c_str(), stdout);
+    return 0;
+  }
+
+  AIR_TRY(check_target(spec, env));
+  if (keep_run_dir) {
+    AIR_TRY(make_directories(ctx.run_dir));
+  } else {
+    auto dir = make_private_run_dir(env, ctx.run_id);
+    if (!dir) return dir.error();
+    ctx.run_dir = *dir;
+  }
+  auto plan = make_plan(spec, *selection, env, ctx);
+  if (!plan) {
+    if (!keep_run_dir) remove_tree(ctx.run_dir);
+    return plan.error();
+  }
+  print_lines(selection->notices, stderr);
+  for (const auto& notice : plan->notices) std::fputs(fmt::format("air-run: {}\n", notice).c_str(), stderr);
+
+  ConsoleOptions console;
+  if (spec.json.value) console.stdout_fd = STDERR_FILENO; // stdout carries only the JSON summary
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const RunOutcome outcome = supervise(*plan, console);
+  const int code = report_run(spec, hardware, *selection, *plan, outcome, env);
+  if (!keep_run_dir) remove_tree(ctx.run_dir);
+  return code;
+}
+
+} // namespace air::cli

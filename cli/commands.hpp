@@ -1,0 +1,18 @@
+#pragma once
+
+#include "cli/options.hpp"
+#include "core/error.hpp"
+
+namespace air::cli {
+
+/// The default command: resolve, check, plan, supervise, report. Returns air-run's exit code.
+Expected<int> run_command(const CliOptions& options);
+
+/// `air-run --list-gpus [--json]`: what hardware detection sees.
+Expected<int> list_gpus_command(const CliOptions& options);
+
+/// `air-run --torch-distributor script.py ARGS`: runs an unchanged
+/// TorchDistributor script once, with `pyspark.ml.torch.distributor` provided by air.
+Expected<int> torch_distributor_command(const CliOptions& options);
+
+} // namespace air::cli

@@ -1,0 +1,99 @@
+#include "cli/options.hpp"
+
+#include <fmt/format.h>
+
+namespace air::cli {
+
+namespace {
+
+/// Extra spellings for torchrun users; the key table holds the primary flag.
+struct FlagAlias {
+  std::string_view key;
+  std::string_view alias;
+};
+constexpr FlagAlias k_flag_aliases[] = {
+    {"num_accelerators", "--nproc-per-node"},
+    {"num_accelerators", "--nproc_per_node"},
+    {"master_port", "--master_port"},
+    {"master_addr", "--master_addr"},
+    {"no_python", "--no_python"},
+};
+
+/// Legacy serverless_gpu flags, passed to the spec module under their legacy key.
+struct LegacyFlag {
+  std::string_view key;
+  std::string_view flag;
+  std::string_view doc;
+};
+constexpr LegacyFlag k_legacy_flags[] = {
+    {"gpus", "--gpus", "deprecated: use --num-accelerators"},
+    {"gpu_type", "--gpu-type", "deprecated: use --accelerator-type"},
+};
+
+std::string names_for(const SpecKey& key) {
+  std::string names;
+  if (!key.short_flag.empty()) names += fmt::format("-{},", key.short_flag);
+  names += fmt::format("--{}", key.flag);
+  for (const auto& alias : k_flag_aliases) {
+    if (alias.key == key.key) names += fmt::format(",{}", alias.alias);
+  }
+  return names;
+}
+
+std::string help_for(const SpecKey& key) {
+  std::string help(key.doc);
+  if (!key.default_text.empty()) help += fmt::format(" [default: {}]", key.default_text);
+  if (!key.env.empty()) help += fmt::format(" (env {})", key.env);
+  return help;
+}
+
+} // namespace
+
+void register_options(CLI::App& app, CliOptions& options) {
+  app.add_option("-f,--spec", options.spec_file, "YAML spec file (see configs/)");
+  app.add_flag("--dry-run", options.dry_run,
+               "print the resolved spec with each value's origin and the per-rank plan; launch nothing");
+  app.add_flag("--list-gpus", options.list_gpus, "print the detected GPUs (with --json as JSON) and exit");
+  app.add_flag("--version", options.version, "print the version and exit");
+  app.add_flag("--torch-distributor", options.torch_distributor,
+               "run TARGET once as an unchanged TorchDistributor script (pyspark import provided by air)");
+
+  for (const auto& key : spec_keys()) {
+    if (key.flag.empty()) continue;
+    auto& slot = options.slots.emplace_back();
+    slot.key = &key;
+    slot.spelling = fmt::format("--{}", key.flag);
+    if (key.type == ValueType::boolean) {
+      app.add_flag(names_for(key), slot.count, help_for(key));
+      continue;
+    }
+    auto* opt = app.add_option(names_for(key), slot.texts, help_for(key));
+    // One value per occurrence; repeats accumulate (--env A=1 --env B=2) and
+    // the value never swallows the TARGET that follows it.
+    opt->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    opt->type_name(key.type == ValueType::string_map ? "KEY=VALUE" : "VALUE");
+  }
+  for (const auto& legacy : k_legacy_flags) {
+    auto& slot = options.slots.emplace_back();
+    slot.key = nullptr;
+    slot.spelling = std::string(legacy.flag);
+    auto* opt = app.add_option(std::string(legacy.flag), slot.texts, std::string(legacy.doc));
+    opt->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  }
+}
+
+std::vector<std::tuple<std::string, std::string, std::string>> CliOptions::flag_values() const {
+  std::vector<std::tuple<std::string, std::string, std::string>> out;
+  for (const auto& slot : slots) {
+    const std::string key =
+        slot.key ? std::string(slot.key->key) : (slot.spelling == "--gpus" ? "gpus" : "gpu_type");
+    if (slot.key && slot.key->type == ValueType::boolean) {
+      if (slot.count > 0) out.emplace_back(key, "true", slot.spelling);
+      continue;
+    }
+    for (const auto& text : slot.texts) out.emplace_back(key, text, slot.spelling);
+  }
+  return out;
+}
+
+} // namespace air::cli

@@ -1,0 +1,39 @@
+#pragma once
+
+#include "core/spec.hpp"
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+namespace air::cli {
+
+/// Everything the command line said, as raw strings: the spec module types and
+/// validates them, so flags, AIR_RUN_* variables and YAML share one set of rules.
+struct CliOptions {
+  std::string spec_file;
+  bool dry_run = false;
+  bool list_gpus = false;
+  bool version = false;
+  bool torch_distributor = false;
+
+  /// One slot per spec key with a flag; CLI11 writes the texts it saw there.
+  struct KeySlot {
+    const SpecKey* key = nullptr;
+    std::string spelling; ///< "--timeout"
+    std::vector<std::string> texts;
+    std::int64_t count = 0; ///< for boolean flags
+  };
+  std::deque<KeySlot> slots; ///< deque: CLI11 keeps pointers into it
+  std::vector<std::string> command; ///< TARGET ARGS...
+
+  /// The flag values in the shape resolve_spec takes.
+  std::vector<std::tuple<std::string, std::string, std::string>> flag_values() const;
+};
+
+/// Registers air-run's own flags and one flag per spec key (from the key table).
+void register_options(CLI::App& app, CliOptions& options);
+
+} // namespace air::cli

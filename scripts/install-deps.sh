@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs what air-run needs to build, test and run its demo, from Debian's
+# archive, skipping every package that is already installed. Safe to re-run.
+#   scripts/install-deps.sh            build + test + demo dependencies
+#   AIR_SKIP_DEPS=1 make ...           skip this step entirely (e.g. non-Debian hosts)
+set -euo pipefail
+
+if [[ "${AIR_SKIP_DEPS:-0}" == 1 ]]; then exit 0; fi
+if ! command -v dpkg-query >/dev/null 2>&1; then
+  echo "install-deps: not a Debian-like system; install the packages listed in README.md yourself" >&2
+  exit 0
+fi
+
+packages=(
+  g++ cmake make pkg-config           # toolchain
+  libcli11-dev                        # command line parsing
+  libyaml-cpp-dev                     # spec files, with line/column marks for errors
+  libfmt-dev                          # formatting
+  nlohmann-json3-dev                  # summary, result and error files
+  catch2                              # unit tests (v2 on Debian 12)
+  libxml2-utils                       # xmllint: validates the JUnit report in tests
+  clang-format clang-tidy             # make format / make lint
+  python3 python3-torch python3-pytest python3-cloudpickle python3-venv python3-pip
+  procps                              # ps/pgrep for the end-to-end tests
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]} == 0)); then exit 0; fi
+
+echo "install-deps: installing ${missing[*]}" >&2
+sudo=""
+if [[ $(id -u) != 0 ]]; then sudo="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+# A fresh image has no package lists; refresh them once when the install fails for that reason.
+if ! $sudo apt-get install -y --no-install-recommends "${missing[@]}"; then
+  $sudo apt-get update
+  $sudo apt-get install -y --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,82 @@
+# Shared helpers for the end-to-end tests (ccache test/suites style).
+# Each test_*.sh sources this, defines test functions and calls run_tests.
+# AIR_RUN (the binary) and AIR_FIXTURE_DIR come from ctest; defaults suit a manual run.
+set -uo pipefail
+
+: "${AIR_SOURCE_DIR:=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
+: "${AIR_RUN:=$AIR_SOURCE_DIR/build/cli/air-run}"
+: "${AIR_FIXTURE_DIR:=$AIR_SOURCE_DIR/build/fixtures}"
+: "${TORCH_PYTHON:=/usr/bin/python3}" # Debian's interpreter, the one with torch
+F=$AIR_FIXTURE_DIR
+unset AIR_RUN_FAKE_GPUS CUDA_VISIBLE_DEVICES RANK LOCAL_RANK WORLD_SIZE MASTER_PORT
+for v in $(env | sed -n 's/^\(AIR_RUN_[A-Z_]*\)=.*/\1/p'); do [[ $v == AIR_RUN_BINARY ]] || unset "$v"; done
+# The sanitizer runtime reports leaks of the parent only; children are not instrumented.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
+
+failures=0
+current=""
+TESTDIR=""
+
+fail() {
+  echo "FAIL [$current]: $*" >&2
+  echo "  test data left in $TESTDIR" >&2
+  echo "$*" >>"$TESTDIR/.failed"
+  return 1
+}
+
+# run_air ARGS...: runs air-run capturing stdout, stderr and the exit code in $out, $err, $rc.
+run_air() {
+  "$AIR_RUN" "$@" >"$TESTDIR/stdout" 2>"$TESTDIR/stderr"
+  rc=$?
+  out=$(cat "$TESTDIR/stdout")
+  err=$(cat "$TESTDIR/stderr")
+}
+
+expect_rc() {
+  [[ $rc == "$1" ]] || fail "expected exit code $1, got $rc; stderr: $(tail -5 "$TESTDIR/stderr")"
+}
+expect_contains() { # expect_contains HAYSTACK NEEDLE
+  [[ $1 == *"$2"* ]] || fail "expected to find '$2' in: $(echo "$1" | tail -20)"
+}
+expect_not_contains() {
+  [[ $1 != *"$2"* ]] || fail "did not expect '$2' in: $(echo "$1" | tail -20)"
+}
+expect_eq() {
+  [[ $1 == "$2" ]] || fail "expected '$2', got '$1'"
+}
+
+# pid_alive PID: true while PID exists and is not a zombie.
+pid_alive() {
+  local state
+  state=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
+  [[ $state != Z* ]]
+}
+
+# wait_for COND_CMD SECONDS: polls a command until it succeeds.
+wait_for() {
+  local deadline=$((SECONDS + $2))
+  while ((SECONDS < deadline)); do
+    if eval "$1"; then return 0; fi
+    sleep 0.05
+  done
+  return 1
+}
+
+run_tests() {
+  local fn
+  for fn in $(declare -F | awk '{print $3}' | grep '^test_'); do
+    current=$fn
+    TESTDIR=$(mktemp -d "${TMPDIR:-/tmp}/air-e2e-$fn-XXXXXX")
+    local before=$failures
+    (cd "$TESTDIR" && $fn) || true
+    # the subshell cannot update the counter: it records failures in a file
+    if [[ -s "$TESTDIR/.failed" ]]; then failures=$((failures + 1)); fi
+    if ((failures == before)); then
+      echo "ok   $fn"
+      rm -rf "$TESTDIR"
+    else
+      echo "FAIL $fn (data in $TESTDIR)"
+    fi
+  done
+  ((failures == 0)) || { echo "$failures test(s) failed" >&2; exit 1; }
+}
