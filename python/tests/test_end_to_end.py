@@ -242,3 +242,39 @@ def test_unmodified_pyspark_script(air_run, torch, tmp_path):
                           universal_newlines=True, timeout=120, cwd="/")
     assert done.returncode == 0, done.stderr
     assert "RESULT 6.0" in done.stdout.splitlines()
+
+
+# air-run's documented test override describes fake GPUs; the ranks do not use CUDA here.
+FAKE_GPUS = "2xNVIDIA H200"
+
+
+def test_default_uses_every_gpu(air_run, monkeypatch):
+    monkeypatch.setenv("AIR_RUN_FAKE_GPUS", FAKE_GPUS)
+
+    @air.distributed(timeout=60)
+    def where():
+        return (int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"]),
+                int(os.environ["WORLD_SIZE"]))
+
+    assert where.distributed() == [(0, 0, 2), (1, 1, 2)]
+
+
+def test_accelerator_type_mismatch_names_both(air_run, monkeypatch):
+    monkeypatch.setenv("AIR_RUN_FAKE_GPUS", FAKE_GPUS)
+
+    @air.distributed(accelerator_type="GPU_8xH100", timeout=60)
+    def never_runs():
+        raise AssertionError("launched")
+
+    with pytest.raises(ValueError) as info:
+        never_runs.distributed()
+    assert str(info.value).startswith("air-run: ")
+    assert "H100" in str(info.value) and "H200" in str(info.value)
+
+
+def test_torch_distributor_clamps_to_gpus(air_run, monkeypatch):
+    monkeypatch.setenv("AIR_RUN_FAKE_GPUS", FAKE_GPUS)
+    with pytest.warns(RuntimeWarning, match="'num_processes' was reset"):
+        distributor = TorchDistributor(num_processes=4, use_gpu=True)
+    assert distributor.num_processes == 2
+    assert distributor.run(lambda: int(os.environ["WORLD_SIZE"])) == 2
