@@ -11,6 +11,8 @@ it, and records the outcome:
 - ``$AIR_RESULT_FILE``: the return value as JSON (its repr when it is not JSON),
   so air-run's summary shows it; skipped when the function called air.report()
   itself and returned None.
+- sys.argv is reduced to the worker's path while the function runs, and
+  ``$AIR_WORKER_OUTDIR`` names OUTDIR.
 - on an exception: ``$TORCHELASTIC_ERROR_FILE`` in torchelastic's format, the
   traceback on stderr, and exit status 1.
 """
@@ -146,6 +148,11 @@ def main(argv=None):
     except Exception as e:
         _record_error(outdir, rank, e)
         _finish(1)
+
+    # The function gets its arguments from the caller, not from the command
+    # line: argparse inside it must not see the worker's PAYLOAD and OUTDIR.
+    sys.argv = sys.argv[:1]
+    os.environ["AIR_WORKER_OUTDIR"] = outdir
 
     try:
         value = target(*args, **kwargs)

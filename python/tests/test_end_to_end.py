@@ -63,9 +63,10 @@ def fails_on_rank_1():
     rank = int(os.environ["RANK"])
     if rank == 0:
         return "rank 0 done"
-    # Wait for rank 0's result (the worker's OUTDIR is argv[2]) so the partial
-    # result is there without relying on timing.
-    marker = os.path.join(sys.argv[2], "rank-0.pkl")
+    # Wait for rank 0's result so the partial result is there without relying
+    # on timing.
+    assert sys.argv[1:] == []
+    marker = os.path.join(os.environ["AIR_WORKER_OUTDIR"], "rank-0.pkl")
     deadline = time.time() + 60
     while not os.path.exists(marker) and time.time() < deadline:
         time.sleep(0.05)

@@ -15,7 +15,8 @@ from conftest import run_python, subprocess_env
 
 def returns_rank_and_args(a, b=0):
     return {"rank": int(os.environ["RANK"]), "world": int(os.environ["WORLD_SIZE"]),
-            "sum": a + b}
+            "sum": a + b, "argv": sys.argv[1:],
+            "outdir": os.path.basename(os.environ["AIR_WORKER_OUTDIR"])}
 
 
 def raises_value_error(word):
@@ -74,8 +75,9 @@ def test_success_writes_pickle_and_json_result(tmp_path):
     done, record, result_file, error_file, outdir = run_worker(
         tmp_path, returns_rank_and_args, (40,), {"b": 2})
     assert done.returncode == 0, done.stderr
-    assert record == {"ok": True, "value": {"rank": 1, "world": 2, "sum": 42}}
-    assert json.loads(result_file.read_text()) == {"rank": 1, "world": 2, "sum": 42}
+    expected = {"rank": 1, "world": 2, "sum": 42, "argv": [], "outdir": "out"}
+    assert record == {"ok": True, "value": expected}
+    assert json.loads(result_file.read_text()) == expected
     assert not error_file.exists()
     assert sorted(os.listdir(str(outdir))) == ["rank-1.pkl"]  # no temp file left behind
 
