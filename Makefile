@@ -32,7 +32,7 @@ unit: build
 	$(BUILD)/tests/unit_tests
 
 asan:
-	$(MAKE) test BUILD=build-asan CMAKE_FLAGS="-DAIR_WERROR=ON -DAIR_SANITIZE=address,undefined"
+	$(MAKE) test BUILD=build-asan CMAKE_FLAGS="-DAIR_WERROR=ON -DAIR_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug"
 
 format:
 	git ls-files '*.cpp' '*.hpp' | xargs clang-format -i
@@ -41,7 +41,7 @@ lint: build
 	git ls-files 'core/*.cpp' 'cli/*.cpp' | xargs clang-tidy -p $(BUILD) --quiet
 
 bench: build
-	scripts/bench-launch.sh $(BUILD)/cli/air-run
+	python3 scripts/bench-launch.py --air-run $(BUILD)/cli/air-run --baseline $(BUILD)/fixtures/baseline_launcher
 
 clean:
 	rm -rf build build-asan compile_commands.json

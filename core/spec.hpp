@@ -4,11 +4,13 @@
 #include "core/error.hpp"
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -42,6 +44,7 @@ enum class ValueType {
   opt_duration, ///< a duration or "none"
   string_list,  ///< YAML sequence of strings; flags repeat; env is comma separated
   string_map,   ///< YAML mapping of strings; flags repeat as KEY=VALUE
+  rank_list,    ///< "0,2-3", or a YAML list of ranks; flags repeat and accumulate
 };
 
 /// One row of the single key table: it drives YAML parsing, flags, AIR_RUN_*
@@ -54,6 +57,8 @@ struct SpecKey {
   ValueType type;
   std::string_view default_text; ///< as shown in docs
   std::string_view doc;          ///< one line
+  std::int64_t min_value = 0;    ///< integer keys only: smallest accepted value
+  std::int64_t max_value = 2147483647; ///< integer keys only: largest accepted value
 };
 
 /// Every key air-run understands, in documentation order.
@@ -62,12 +67,21 @@ std::span<const SpecKey> spec_keys();
 /// Finds a key row by YAML key; nullptr when unknown.
 const SpecKey* find_spec_key(std::string_view key);
 
-/// A legacy serverless_gpu name accepted with a deprecation warning.
+/// A legacy serverless_gpu name accepted with a deprecation warning. The CLI
+/// registers `flag` and passes it to `resolve_spec` with key `name`.
 struct LegacyKey {
   std::string_view name;     ///< "gpus"
   std::string_view replaced; ///< "num_accelerators"
+  std::string_view flag;     ///< "gpus" (long flag without dashes)
+  std::string_view env;      ///< "AIR_RUN_GPUS"
 };
+
+/// Every legacy name, each mapped to the key that replaces it.
 std::span<const LegacyKey> legacy_keys();
+
+/// The README table (key | flag | env var | default | meaning), rendered from
+/// `spec_keys()` so documentation cannot drift from the parser.
+std::string spec_keys_markdown();
 
 /// What the user asked for, typed and validated, each value with its origin.
 /// Produced only by `resolve_spec`; consumed by hardware matching and `make_plan`.
@@ -110,24 +124,45 @@ struct SpecInputs {
 };
 
 /// A resolved spec plus the warnings (deprecations, notices) to print before launch.
+/// Each warning is a whole line to print as is (no trailing newline):
+/// "air-run: warning: job.yaml:3:1: 'gpus' is deprecated, use 'num_accelerators'".
 struct ResolvedSpec {
   LaunchSpec spec;
   std::vector<std::string> warnings;
 };
 
 /// Merges defaults < file < AIR_RUN_* env < flags, checks types and ranges.
-/// Errors (usage kind, exit 2) name "file:line:col" and the key, and suggest a
-/// close key for unknown ones ("did you mean `timeout`?").
+/// A higher source replaces a whole value, except `env`, which merges per
+/// variable. Repeated flags of list keys accumulate. An empty command is not
+/// an error here (the CLI checks it).
+/// Errors (usage kind, exit 2) name the place and the key:
+/// "job.yaml:4:10: timeout: ...", "environment variable AIR_RUN_TIMEOUT: ...",
+/// "--timeout: ...", and suggest a close key for unknown ones
+/// ("job.yaml:2:1: unknown key 'timout' (did you mean 'timeout'?)").
 Expected<ResolvedSpec> resolve_spec(const SpecInputs& inputs);
 
-/// Parses "30", "30s", "1500ms", "90m", "3h", "1h30m". Errors name `what`.
+/// Parses "30", "30s", "1500ms", "90m", "3h", "1h30m", "1.5s" (units in
+/// decreasing order, a bare number is seconds). Zero is accepted; callers
+/// check their own lower bound. Errors are "<what>: expected a duration ...".
 Expected<Millis> parse_duration(std::string_view text, std::string_view what);
+
+/// Like `parse_duration` but also accepts "none" (nullopt).
+Expected<std::optional<Millis>> parse_opt_duration(std::string_view text, std::string_view what);
 
 /// Formats a duration the way users write them ("3h", "90m", "30s", "1.5s").
 std::string format_duration(Millis d);
 
-/// Parses "0,2-3" into {0,2,3}. Errors name `what`.
+/// Parses "0,2-3" into {0,2,3} (sorted, without duplicates); "" and "all"
+/// give the empty list (every rank). Errors name `what`.
 Expected<std::vector<int>> parse_rank_list(std::string_view text, std::string_view what);
+
+/// Formats ranks compactly, the inverse of `parse_rank_list`: {0,2,3} -> "0,2-3".
+std::string format_rank_list(const std::vector<int>& ranks);
+
+/// Splits a command written as one string on whitespace, honouring '...' and
+/// "..." quoting and backslash escapes, as a simple shell would.
+/// Errors name `what` ("...: unterminated quote in 'train.py \"x'").
+Expected<std::vector<std::string>> split_command_line(std::string_view text, std::string_view what);
 
 /// "key = value (origin)" lines for --dry-run, in table order.
 std::vector<std::string> describe_spec(const LaunchSpec& spec);
