@@ -162,6 +162,10 @@ def main(argv=None):
         else:
             _record_error(outdir, rank, e)
             _finish(e.code if isinstance(e.code, int) and 0 < e.code < 256 else 1)
+    except KeyboardInterrupt:
+        # air-run forwards SIGINT when the run is interrupted; the traceback of
+        # every rank would only bury air-run's own message.
+        _finish(128 + 2)
     except Exception as e:
         _record_error(outdir, rank, e)
         _finish(1)

@@ -4,6 +4,7 @@ Skipped when the binary is not found (see conftest.air_run)."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -279,3 +280,49 @@ def test_torch_distributor_clamps_to_gpus(air_run, monkeypatch):
         distributor = TorchDistributor(num_processes=4, use_gpu=True)
     assert distributor.num_processes == 2
     assert distributor.run(lambda: int(os.environ["WORLD_SIZE"])) == 2
+
+
+INTERRUPT_SCRIPT = """\
+import os, sys, time
+from air import distributed
+
+@distributed(num_accelerators=2, timeout=300)
+def slow(piddir):
+    with open(os.path.join(piddir, os.environ["RANK"]), "w") as f:
+        f.write(str(os.getpid()))
+    print("started", flush=True)
+    time.sleep(300)
+
+try:
+    slow.distributed(sys.argv[1])
+except KeyboardInterrupt:
+    print("INTERRUPTED", flush=True)
+"""
+
+
+def test_ctrl_c_stops_the_ranks(air_run, tmp_path):
+    """SIGINT to the caller (Ctrl-C, a notebook interrupt) stops every rank and
+    raises KeyboardInterrupt in the caller."""
+    script = tmp_path / "interrupt.py"
+    script.write_text(INTERRUPT_SCRIPT)
+    piddir = tmp_path / "pids"
+    piddir.mkdir()
+    proc = subprocess.Popen([sys.executable, str(script), str(piddir)],
+                            env=subprocess_env(AIR_RUN_BINARY=air_run), stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, universal_newlines=True)
+    try:
+        started = 0
+        for line in proc.stdout:
+            started += "started" in line
+            if started == 2:
+                break
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert "INTERRUPTED" in out
+    pids = [int((piddir / name).read_text()) for name in sorted(os.listdir(str(piddir)))]
+    assert len(pids) == 2
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
