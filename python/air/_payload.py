@@ -10,6 +10,7 @@ kwargs) written with cloudpickle when it is importable, so functions defined in
 import os
 import pickle
 import sys
+import types
 
 try:  # Optional: Debian's python3-cloudpickle, or pip's cloudpickle.
     import cloudpickle as _cloudpickle
@@ -46,10 +47,26 @@ def payload_limit():
     return value
 
 
+class _MainByReference(Exception):
+    pass
+
+
+class _ReferencePickler(pickle.Pickler):
+    """The standard pickler, refusing what it would send by a reference the
+    ranks cannot resolve: functions and classes of ``__main__`` (the ranks'
+    ``__main__`` is the worker, not the caller's script or notebook)."""
+
+    def persistent_id(self, obj):
+        if isinstance(obj, (types.FunctionType, type)) and \
+                getattr(obj, "__module__", None) == "__main__":
+            raise _MainByReference(getattr(obj, "__qualname__", repr(obj)))
+        return None
+
+
 def _pickler(file):
     if _cloudpickle is not None:
         return _cloudpickle.CloudPickler(file, protocol=PROTOCOL)
-    return pickle.Pickler(file, protocol=PROTOCOL)
+    return _ReferencePickler(file, protocol=PROTOCOL)
 
 
 class _TooLarge(Exception):
@@ -104,6 +121,12 @@ def dump_call(path, target, args, kwargs, what):
                 "air: %s and its arguments are too large to send to the ranks (more than %s "
                 "pickled; the limit is AIR_MAX_PAYLOAD_BYTES). %s" % (what, _human(limit), _ADVICE)
             ) from None
+        except _MainByReference as e:
+            raise SerializationError(
+                "air: %s uses %s, defined in __main__ (a script or notebook); without "
+                "cloudpickle it cannot be sent to the ranks. Install cloudpickle (Debian: "
+                "python3-cloudpickle), or move it to an importable module."
+                % (what, e.args[0])) from None
         except (OverflowError, MemoryError) as e:
             raise SerializationError(
                 "air: %s and its arguments are too large to pickle (%s: %s). %s"

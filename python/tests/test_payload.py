@@ -58,3 +58,29 @@ def test_unpicklable_argument(tmp_path):
     assert "cannot pickle '_thread.lock' object" in message
     assert message.endswith("create them inside the decorated function.")
     assert isinstance(info.value.__cause__, TypeError)
+
+
+def top_level(x):
+    return x + 1
+
+
+def test_without_cloudpickle_main_functions_are_refused(tmp_path, monkeypatch):
+    from air import _payload
+    monkeypatch.setattr(_payload, "_cloudpickle", None)
+
+    def notebook_fn():
+        pass
+
+    notebook_fn.__module__ = "__main__"
+    notebook_fn.__qualname__ = "notebook_fn"
+    with pytest.raises(air.SerializationError) as info:
+        dump_call(str(tmp_path / "p.pkl"), notebook_fn, (), {}, "function notebook_fn")
+    assert str(info.value) == (
+        "air: function notebook_fn uses notebook_fn, defined in __main__ (a script or "
+        "notebook); without cloudpickle it cannot be sent to the ranks. Install cloudpickle "
+        "(Debian: python3-cloudpickle), or move it to an importable module.")
+    # Importable functions still travel by reference.
+    dump_call(str(tmp_path / "ok.pkl"), top_level, (1,), {}, "function top_level")
+    header, target, args, kwargs = _payload.load_call(str(tmp_path / "ok.pkl"))
+    assert header["serializer"] == "pickle"
+    assert (target, args, kwargs) == (top_level, (1,), {})
