@@ -18,6 +18,7 @@ struct CliOptions {
   bool list_gpus = false;
   bool version = false;
   bool torch_distributor = false;
+  bool print_spec_table = false; ///< hidden: the README key table, generated from the key table
 
   /// One slot per spec key with a flag; CLI11 writes the texts it saw there.
   struct KeySlot {
