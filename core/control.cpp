@@ -203,6 +203,14 @@ UniqueFd connect_once(const std::string& host, int port, milliseconds timeout, s
   return result;
 }
 
+/// Writes a failure elsewhere into this node's outcome, so it exits with that node's code.
+void adopt(RunOutcome& outcome, const RemoteFailure& failure) {
+  outcome.status = RunOutcome::Status::failed;
+  outcome.root_cause_rank = -1;
+  outcome.reason = remote_failure_reason(failure);
+  outcome.remote_failure = failure;
+}
+
 Error join_error(int code, std::string message) {
   return Error{code == 2 ? ErrorKind::usage : ErrorKind::system, std::move(message)};
 }
@@ -543,6 +551,7 @@ void ControlChannel::local_failure(const RunOutcome& outcome) {
 void ControlChannel::finish(RunOutcome& outcome) {
   const bool local_ok = outcome.status == RunOutcome::Status::succeeded;
   if (!local_ok && !outcome.remote_failure) report_failure(outcome.exit_code(), outcome.root_cause_rank, outcome.reason);
+  if (local_ok && remote_ && !outcome.remote_failure) adopt(outcome, *remote_); // taken by check() after the end
   if (local_ok && !remote_) {
     const bool server = options_.node_rank == 0;
     if (!server) {
@@ -562,10 +571,7 @@ void ControlChannel::finish(RunOutcome& outcome) {
       const auto now = Clock::now();
       poll_retry(fds.data(), fds.size(), poll_timeout(now, next_deadline().value_or(now + milliseconds(1000))));
       if (auto f = pump(Clock::now())) {
-        outcome.status = RunOutcome::Status::failed;
-        outcome.root_cause_rank = -1;
-        outcome.reason = remote_failure_reason(*f);
-        outcome.remote_failure = std::move(*f);
+        adopt(outcome, *f);
         break;
       }
     }

@@ -154,7 +154,8 @@ Expected<std::vector<std::string>> expand_hostlist(std::string_view text) {
 Expected<std::vector<int>> expand_tasks_per_node(std::string_view text) {
   const std::string what = fmt::format("tasks per node '{}'", text);
   std::vector<int> counts;
-  for (std::string_view part : split_top_level(trim(text))) {
+  const std::string trimmed = trim(text);
+  for (std::string_view part : split_top_level(trimmed)) {
     std::string_view count = part;
     long long repeat = 1;
     if (const std::size_t paren = part.find("(x"); paren != std::string_view::npos) {
