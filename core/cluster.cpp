@@ -53,7 +53,8 @@ Status apply_slurm(LaunchSpec& spec, const SlurmEnv& slurm, ClusterContext& c) {
   if (spec.nnodes.is_default()) derive(spec.nnodes, slurm.num_nodes, "SLURM_STEP_NUM_NODES");
   if (spec.node_rank.is_default()) derive(spec.node_rank, slurm.node_id, "SLURM_NODEID");
   if (spec.nnodes.value == slurm.num_nodes) c.nodes = slurm.nodes;
-  if (spec.master_addr.is_default() && !slurm.nodes.empty()) {
+  // On one node the loopback default is always reachable; node names may not resolve.
+  if (spec.master_addr.is_default() && !slurm.nodes.empty() && spec.nnodes.value > 1) {
     derive(spec.master_addr, slurm.nodes.front(), "SLURM_STEP_NODELIST");
     c.master_is_slurm_node = true;
   }

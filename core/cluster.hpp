@@ -41,8 +41,8 @@ inline constexpr int k_static_master_port = 29500;
 /// environment > defaults.
 ///
 /// - Inside an `srun` step (SLURM_STEP_ID set): nnodes, node_rank, the node
-///   list and the node name come from Slurm; master_addr is the step's first
-///   node; master_port is `slurm_master_port(job id)` on several nodes; the
+///   list and the node name come from Slurm; on several nodes master_addr is
+///   the step's first node and master_port is `slurm_master_port(job id)`; the
 ///   run id defaults to "slurm-<job>.<step>". More than one task on a node is
 ///   an error: air-run starts the ranks itself.
 /// - In a Slurm allocation without srun (batch script, salloc) the run stays

@@ -254,3 +254,20 @@ TEST_CASE("node placeholders in output paths", "[cluster]") {
         "out/3/summary-gpu7.json");
   CHECK(air::expand_node_placeholders("plain.json", c) == "plain.json");
 }
+
+TEST_CASE("a one-node srun step keeps loopback and a free port", "[cluster]") {
+  air::Environment env = {{"SLURM_JOB_ID", "9"},          {"SLURM_STEP_ID", "1"},
+                          {"SLURM_STEP_NUM_NODES", "1"},  {"SLURM_NODEID", "0"},
+                          {"SLURM_STEP_NODELIST", "gpu-a01"}, {"SLURMD_NODENAME", "gpu-a01"},
+                          {"SLURM_STEP_TASKS_PER_NODE", "1"}};
+  air::LaunchSpec spec = spec_with({});
+  auto c = air::apply_cluster(spec, env, "vm");
+  REQUIRE(c.ok());
+  CHECK(c->source == "slurm");
+  CHECK_FALSE(c->multi_node());
+  CHECK(c->node_name == "gpu-a01");
+  CHECK(c->master_host == "127.0.0.1");
+  CHECK(spec.master_addr.is_default());
+  CHECK(c->master_port == 0);
+  CHECK(spec.run_id.value == "slurm-9.1");
+}
