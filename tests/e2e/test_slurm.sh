@@ -225,6 +225,30 @@ SH
   wait_for "! pgrep -f 'sleep 300' >/dev/null" 5 || fail "a rank outlived the job"
 }
 
+# The documented batch script, as a user would submit it.
+test_sbatch_cpu_smoke_script() {
+  if ! "$TORCH_PYTHON" -c 'import torch.distributed' 2>/dev/null; then
+    echo "  (skipped: $TORCH_PYTHON has no torch)"
+    return 0
+  fi
+  local bindir
+  bindir=$(cd "$(dirname "$AIR_RUN")" && pwd)
+  PATH=$bindir:$PATH AIR_SRC=$AIR_SOURCE_DIR PYTHON=$TORCH_PYTHON \
+    sl timeout 300 sbatch --wait --quiet --chdir="$TESTDIR" "$AIR_SOURCE_DIR/configs/slurm/cpu_smoke.sbatch" \
+    >"$TESTDIR/stdout" 2>"$TESTDIR/stderr"
+  rc=$?
+  expect_rc 0
+  local log
+  log=$(cat air-cpu-smoke-*.out 2>/dev/null)
+  local r
+  for r in 0 1 2 3; do
+    expect_contains "$log" "[rank$r]: rank $r/4 epoch 1: loss"
+  done
+  expect_contains "$log" "air-run: node 1/2 (node2), ranks 2-3 of 4"
+  # per-rank logs of both nodes in the one (shared) log directory
+  [[ -f $(echo runs/*/logs/rank3.log) ]] || fail "no rank3.log under runs/*/logs"
+}
+
 test_two_agents_on_one_node_is_an_error() {
   sl timeout 60 srun -N1 --ntasks-per-node=2 "$AIR_RUN" --no-python true >"$TESTDIR/stdout" 2>"$TESTDIR/stderr"
   rc=$?
