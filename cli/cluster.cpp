@@ -4,12 +4,14 @@
 #include "core/process.hpp"
 #include "core/slurm.hpp"
 
+#include <fmt/format.h>
+
+#include <poll.h>
+#include <sys/wait.h>
+
 #include <cerrno>
 #include <chrono>
 #include <csignal>
-#include <fmt/format.h>
-#include <poll.h>
-#include <sys/wait.h>
 
 namespace air::cli {
 
@@ -36,8 +38,8 @@ std::optional<std::string> capture(const std::vector<std::string>& argv, const E
       p.push_back({fd->get(), POLLIN, 0});
       owners.push_back(fd);
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
-                                                                            std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       timed_out = true;
       break;
@@ -103,7 +105,8 @@ Expected<ClusterContext> resolve_cluster(LaunchSpec& spec, const Environment& en
   } else {
     // Only node 0 hosts rank 0's store: on other nodes the port may well be
     // busy (another node's agent on the same host, as in tests).
-    if (!dry_run && c.node_rank == 0) AIR_TRY(check_port_free(spec.master_addr.value, spec.master_port.value));
+    if (!dry_run && c.node_rank == 0)
+      AIR_TRY(check_port_free(spec.master_addr.value, spec.master_port.value));
     c.master_port = spec.master_port.value;
   }
   if (c.multi_node()) {
@@ -115,12 +118,13 @@ Expected<ClusterContext> resolve_cluster(LaunchSpec& spec, const Environment& en
 
 std::string describe_cluster(const ClusterContext& c, int ranks_per_node) {
   const int first = c.node_rank * ranks_per_node;
-  const std::string ranks = ranks_per_node == 1 ? fmt::format("rank {}", first)
-                                                : fmt::format("ranks {}-{}", first, first + ranks_per_node - 1);
+  const std::string ranks = ranks_per_node == 1
+                                ? fmt::format("rank {}", first)
+                                : fmt::format("ranks {}-{}", first, first + ranks_per_node - 1);
   return fmt::format("node {}/{} ({}), {} of {}, master {}:{}, control port {}, via {}{}", c.node_rank,
-                     c.num_nodes, c.node_name, ranks, ranks_per_node * c.num_nodes,
-                     c.master_host, c.master_port, c.control_port, c.source,
-                     c.job_id.empty() ? "" : " job " + c.job_id);
+                     c.num_nodes, c.node_name, ranks, ranks_per_node * c.num_nodes, c.master_host,
+                     c.master_port, c.control_port, c.source, c.job_id.empty() ? "" : " job " + c.job_id) +
+         (c.gpus.empty() ? "" : ", GPUs " + c.gpus + " from Slurm");
 }
 
 void report_setup_failure(ControlChannel* control, const Error& error) {

@@ -17,10 +17,14 @@ template <typename T> void derive(Setting<T>& setting, T value, const char* vari
 /// The name --dry-run would show for a setting's source, for error messages.
 std::string place(const Origin& origin, const char* key) {
   switch (origin.kind) {
-  case Origin::Kind::flag: return origin.where.empty() ? key : origin.where;
-  case Origin::Kind::env: return origin.where;
-  case Origin::Kind::file: return origin.where + ": " + key;
-  case Origin::Kind::default_value: break;
+  case Origin::Kind::flag:
+    return origin.where.empty() ? key : origin.where;
+  case Origin::Kind::env:
+    return origin.where;
+  case Origin::Kind::file:
+    return origin.where + ": " + key;
+  case Origin::Kind::default_value:
+    break;
   }
   return key;
 }
@@ -37,7 +41,8 @@ std::string run_id_for(const SlurmEnv& slurm) {
 }
 
 Status apply_slurm(LaunchSpec& spec, const SlurmEnv& slurm, ClusterContext& c) {
-  const std::string node = slurm.node_name.empty() ? "node " + std::to_string(slurm.node_id) : slurm.node_name;
+  const std::string node =
+      slurm.node_name.empty() ? "node " + std::to_string(slurm.node_id) : slurm.node_name;
   if (slurm.tasks_on_this_node > 1 || slurm.local_id > 0) {
     return usage_error(fmt::format(
         "srun started {} air-run tasks on {} ({}); run one air-run per node with `srun --ntasks-per-node=1`: "
@@ -74,7 +79,8 @@ std::string ClusterContext::describe_node(int rank) const {
   return fmt::format("node {}", rank);
 }
 
-Expected<ClusterContext> apply_cluster(LaunchSpec& spec, const Environment& env, const std::string& host_name) {
+Expected<ClusterContext> apply_cluster(LaunchSpec& spec, const Environment& env,
+                                       const std::string& host_name) {
   ClusterContext c;
   c.node_name = host_name;
   auto slurm = read_slurm_env(env);

@@ -16,15 +16,15 @@ struct ClusterContext {
   std::string source = "single"; ///< "slurm" (inside srun), "static" (--nnodes/--node-rank) or "single"
   int num_nodes = 1;
   int node_rank = 0;
-  std::string node_name;         ///< SLURMD_NODENAME under Slurm, else this host's name
-  std::string master_host;       ///< node 0: a Slurm node name or what --master-addr said
+  std::string node_name;             ///< SLURMD_NODENAME under Slurm, else this host's name
+  std::string master_host;           ///< node 0: a Slurm node name or what --master-addr said
   bool master_is_slurm_node = false; ///< master_host is a Slurm node name; its NodeAddr may be resolved
-  int master_port = 0;           ///< 0: choose a free port (single node only)
-  int control_port = 0;          ///< node 0's agent listens here (multi-node only)
+  int master_port = 0;               ///< 0: choose a free port (single node only)
+  int control_port = 0;              ///< node 0's agent listens here (multi-node only)
   Millis join_timeout{300'000};
-  std::string job_id;            ///< Slurm job id, "" otherwise
-  std::vector<std::string> nodes; ///< node names by node rank, when Slurm lists them
-  std::string gpus;              ///< GPUs Slurm gave the step (SLURM_STEP_GPUS), "" when none
+  std::string job_id;               ///< Slurm job id, "" otherwise
+  std::vector<std::string> nodes;   ///< node names by node rank, when Slurm lists them
+  std::string gpus;                 ///< GPUs Slurm gave the step (SLURM_STEP_GPUS), "" when none
   std::vector<std::string> notices; ///< lines to print once before launch
 
   bool multi_node() const { return num_nodes > 1; }
@@ -51,7 +51,8 @@ inline constexpr int k_static_master_port = 29500;
 ///   torchrun's default port 29500 when none is given.
 /// On several nodes the control port is master_port + 1 unless given.
 /// Errors are usage errors naming the setting.
-Expected<ClusterContext> apply_cluster(LaunchSpec& spec, const Environment& env, const std::string& host_name);
+Expected<ClusterContext> apply_cluster(LaunchSpec& spec, const Environment& env,
+                                       const std::string& host_name);
 
 /// Replaces "{node_rank}" and "{node_name}" in `text` (summary, JUnit and log
 /// paths), so one command line gives each node its own file.

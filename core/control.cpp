@@ -4,16 +4,18 @@
 
 #include "core/control_message.hpp"
 
-#include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <fmt/format.h>
-#include <map>
+
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
 
 namespace air {
 
@@ -22,8 +24,8 @@ using std::chrono::milliseconds;
 
 struct ControlChannel::Peer {
   UniqueFd fd;
-  std::string in;      ///< received bytes not yet split into lines
-  int node_rank = -1;  ///< -1 until its hello (node 0's side)
+  std::string in;     ///< received bytes not yet split into lines
+  int node_rank = -1; ///< -1 until its hello (node 0's side)
   std::string name;
   bool done = false;   ///< node 0's side: it said `done`
   bool closed = false; ///< EOF or a socket error: nothing more will come
@@ -248,9 +250,9 @@ Status ControlChannel::serve_join() {
   auto listener = listen_on(options_.port);
   if (!listener) return listener.error();
   const auto deadline = Clock::now() + options_.join_timeout;
-  std::vector<std::unique_ptr<Peer>> pending;        // connected, no hello yet
-  std::map<int, std::unique_ptr<Peer>> joined;       // by node rank
-  std::string refused;                               // last stray connection we dropped, for the timeout message
+  std::vector<std::unique_ptr<Peer>> pending;  // connected, no hello yet
+  std::map<int, std::unique_ptr<Peer>> joined; // by node rank
+  std::string refused;                         // last stray connection we dropped, for the timeout message
 
   // Refuses everyone connected so far, so no agent waits for a start that will never come.
   const auto refuse_all = [&](int code, const std::string& message, Peer* also) {
@@ -299,8 +301,9 @@ Status ControlChannel::serve_join() {
     for (auto& [rank, p] : joined) {
       read_lines(*p);
       if (p->closed) {
-        return refuse_all(125, fmt::format("{} left before the start (its agent closed the control connection)",
-                                           name_of(rank, p->name)),
+        return refuse_all(125,
+                          fmt::format("{} left before the start (its agent closed the control connection)",
+                                      name_of(rank, p->name)),
                           nullptr);
       }
     }
@@ -323,32 +326,38 @@ Status ControlChannel::serve_join() {
       p->name = hello->name;
       const std::string who = name_of(r, hello->name);
       if (r < 1 || r >= options_.num_nodes) {
-        return refuse_all(2, fmt::format("an agent on {} says it is node {}, outside 1..{} ({} nodes)",
-                                         hello->name, r, options_.num_nodes - 1, options_.num_nodes),
+        return refuse_all(2,
+                          fmt::format("an agent on {} says it is node {}, outside 1..{} ({} nodes)",
+                                      hello->name, r, options_.num_nodes - 1, options_.num_nodes),
                           p.get());
       }
       if (hello->num_nodes != options_.num_nodes) {
-        return refuse_all(2, fmt::format("{} was started for {} nodes but {} for {}: give every node the "
-                                         "same --nnodes",
-                                         who, hello->num_nodes, name_of(0, ""), options_.num_nodes),
+        return refuse_all(2,
+                          fmt::format("{} was started for {} nodes but {} for {}: give every node the "
+                                      "same --nnodes",
+                                      who, hello->num_nodes, name_of(0, ""), options_.num_nodes),
                           p.get());
       }
       if (auto other = joined.find(r); other != joined.end()) {
-        return refuse_all(2, fmt::format("two agents say they are node {}: {} and {}; give each node its own "
-                                         "--node-rank",
-                                         r, other->second->name, hello->name),
+        return refuse_all(2,
+                          fmt::format("two agents say they are node {}: {} and {}; give each node its own "
+                                      "--node-rank",
+                                      r, other->second->name, hello->name),
                           p.get());
       }
       if (hello->ranks_per_node != options_.ranks_per_node) {
-        return refuse_all(2, fmt::format("{} runs {} rank(s) but {} runs {}: every node must run the same number "
-                                         "of ranks (--num-accelerators / --cpu-ranks)",
-                                         who, hello->ranks_per_node, name_of(0, ""), options_.ranks_per_node),
-                          p.get());
+        return refuse_all(
+            2,
+            fmt::format("{} runs {} rank(s) but {} runs {}: every node must run the same number "
+                        "of ranks (--num-accelerators / --cpu-ranks)",
+                        who, hello->ranks_per_node, name_of(0, ""), options_.ranks_per_node),
+            p.get());
       }
       joined.emplace(r, std::move(p));
     }
-    pending.erase(std::remove_if(pending.begin(), pending.end(), [](const auto& p) { return !p || p->closed; }),
-                  pending.end());
+    pending.erase(
+        std::remove_if(pending.begin(), pending.end(), [](const auto& p) { return !p || p->closed; }),
+        pending.end());
   }
 
   ControlMessage start;
@@ -372,13 +381,12 @@ Status ControlChannel::client_join() {
   for (;;) {
     const auto now = Clock::now();
     const auto left = std::chrono::duration_cast<milliseconds>(deadline - now);
-    peer->fd = connect_once(options_.master_host, options_.port, std::clamp(left, milliseconds(1), milliseconds(2000)),
-                            error);
+    peer->fd = connect_once(options_.master_host, options_.port,
+                            std::clamp(left, milliseconds(1), milliseconds(2000)), error);
     if (peer->fd) break;
     if (Clock::now() + k_retry_interval >= deadline) {
-      return Error{ErrorKind::system,
-                   fmt::format("could not reach node 0's agent at {} within {}: {}", where,
-                               describe_duration(options_.join_timeout), error)};
+      return Error{ErrorKind::system, fmt::format("could not reach node 0's agent at {} within {}: {}", where,
+                                                  describe_duration(options_.join_timeout), error)};
     }
     poll_retry(nullptr, 0, static_cast<int>(k_retry_interval.count()));
   }
@@ -410,8 +418,8 @@ Status ControlChannel::client_join() {
     }
     const auto now = Clock::now();
     if (now >= start_deadline) {
-      return Error{ErrorKind::system, fmt::format("node 0's agent at {} did not start the job within {}", where,
-                                                  describe_duration(options_.join_timeout * 2))};
+      return Error{ErrorKind::system, fmt::format("node 0's agent at {} did not start the job within {}",
+                                                  where, describe_duration(options_.join_timeout * 2))};
     }
     pollfd p{peer->fd.get(), POLLIN, 0};
     poll_retry(&p, 1, poll_timeout(now, start_deadline));
@@ -505,7 +513,8 @@ std::optional<RemoteFailure> ControlChannel::on_line(Peer& peer, const std::stri
     f.reason = m->text;
     return f;
   }
-  default: return std::nullopt;
+  default:
+    return std::nullopt;
   }
 }
 
@@ -550,8 +559,10 @@ void ControlChannel::local_failure(const RunOutcome& outcome) {
 
 void ControlChannel::finish(RunOutcome& outcome) {
   const bool local_ok = outcome.status == RunOutcome::Status::succeeded;
-  if (!local_ok && !outcome.remote_failure) report_failure(outcome.exit_code(), outcome.root_cause_rank, outcome.reason);
-  if (local_ok && remote_ && !outcome.remote_failure) adopt(outcome, *remote_); // taken by check() after the end
+  if (!local_ok && !outcome.remote_failure)
+    report_failure(outcome.exit_code(), outcome.root_cause_rank, outcome.reason);
+  if (local_ok && remote_ && !outcome.remote_failure)
+    adopt(outcome, *remote_); // taken by check() after the end
   if (local_ok && !remote_) {
     const bool server = options_.node_rank == 0;
     if (!server) {
@@ -563,13 +574,15 @@ void ControlChannel::finish(RunOutcome& outcome) {
     // Wait for the others (node 0) or for node 0's finish (the rest), with
     // heartbeats still going so a dead peer is noticed.
     for (;;) {
-      const bool all_done = server ? std::all_of(peers_.begin(), peers_.end(), [](const auto& p) { return p->done; })
-                                   : finished_;
+      const bool all_done =
+          server ? std::all_of(peers_.begin(), peers_.end(), [](const auto& p) { return p->done; })
+                 : finished_;
       if (all_done) break;
       std::vector<pollfd> fds;
       for (const int fd : poll_fds()) fds.push_back({fd, POLLIN, 0});
       const auto now = Clock::now();
-      poll_retry(fds.data(), fds.size(), poll_timeout(now, next_deadline().value_or(now + milliseconds(1000))));
+      poll_retry(fds.data(), fds.size(),
+                 poll_timeout(now, next_deadline().value_or(now + milliseconds(1000))));
       if (auto f = pump(Clock::now())) {
         adopt(outcome, *f);
         break;

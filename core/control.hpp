@@ -17,11 +17,11 @@ struct ControlOptions {
   int node_rank = 0;
   int num_nodes = 2;
   int ranks_per_node = 1;
-  std::string node_name;            ///< this node, for messages
+  std::string node_name;               ///< this node, for messages
   std::vector<std::string> node_names; ///< by node rank when known (Slurm), for messages
-  std::string master_host;          ///< where node 0's agent listens (used by nodes > 0)
-  int port = 0;                     ///< node 0's control port
-  std::string run_id;               ///< node 0's run id, handed to every node with `start`
+  std::string master_host;             ///< where node 0's agent listens (used by nodes > 0)
+  int port = 0;                        ///< node 0's control port
+  std::string run_id;                  ///< node 0's run id, handed to every node with `start`
   std::chrono::milliseconds join_timeout{300'000};
   std::chrono::milliseconds heartbeat_interval{1'000};
   std::chrono::milliseconds heartbeat_timeout{5'000}; ///< a peer silent this long is a dead agent
@@ -92,9 +92,9 @@ private:
   std::string run_id_;
   std::vector<std::unique_ptr<Peer>> peers_; ///< node 0: one per other node; others: node 0
   std::chrono::steady_clock::time_point next_heartbeat_{};
-  bool failure_reported_ = false;         ///< this node's failure (or node 0's abort) is out
-  std::optional<RemoteFailure> remote_;   ///< the failure elsewhere that stopped this node
-  bool finished_ = false;                 ///< client: node 0 said finish
+  bool failure_reported_ = false;       ///< this node's failure (or node 0's abort) is out
+  std::optional<RemoteFailure> remote_; ///< the failure elsewhere that stopped this node
+  bool finished_ = false;               ///< client: node 0 said finish
 };
 
 } // namespace air

@@ -50,15 +50,20 @@ std::string format_control_message(const ControlMessage& m) {
   case ControlMessage::Kind::hello:
     return fmt::format("hello {} {} {} {} {}\n", k_control_protocol_version, m.node_rank, m.num_nodes,
                        m.ranks_per_node, one_word(m.name));
-  case ControlMessage::Kind::start: return fmt::format("start {}\n", one_word(m.text));
-  case ControlMessage::Kind::refuse: return fmt::format("refuse {} {}\n", m.exit_code, one_line(m.text));
-  case ControlMessage::Kind::heartbeat: return "hb\n";
+  case ControlMessage::Kind::start:
+    return fmt::format("start {}\n", one_word(m.text));
+  case ControlMessage::Kind::refuse:
+    return fmt::format("refuse {} {}\n", m.exit_code, one_line(m.text));
+  case ControlMessage::Kind::heartbeat:
+    return "hb\n";
   case ControlMessage::Kind::fail:
   case ControlMessage::Kind::abort:
     return fmt::format("{} {} {} {} {} {}\n", m.kind == ControlMessage::Kind::fail ? "fail" : "abort",
                        m.node_rank, m.rank, m.exit_code, one_word(m.name), one_line(m.text));
-  case ControlMessage::Kind::done: return fmt::format("done {}\n", m.node_rank);
-  case ControlMessage::Kind::finish: return "finish\n";
+  case ControlMessage::Kind::done:
+    return fmt::format("done {}\n", m.node_rank);
+  case ControlMessage::Kind::finish:
+    return "finish\n";
   }
   return "hb\n";
 }
@@ -119,7 +124,8 @@ Expected<ControlMessage> parse_control_message(std::string_view line) {
     int version = 0;
     if (!number(w[0], version)) return bad(fmt::format("bad number '{}'", w[0]));
     if (version != k_control_protocol_version)
-      return bad(fmt::format("protocol version {}, this air-run speaks {}", version, k_control_protocol_version));
+      return bad(
+          fmt::format("protocol version {}, this air-run speaks {}", version, k_control_protocol_version));
     if (!number(w[1], m.node_rank)) return bad(fmt::format("bad number '{}'", w[1]));
     if (!number(w[2], m.num_nodes)) return bad(fmt::format("bad number '{}'", w[2]));
     if (!number(w[3], m.ranks_per_node)) return bad(fmt::format("bad number '{}'", w[3]));
@@ -129,7 +135,8 @@ Expected<ControlMessage> parse_control_message(std::string_view line) {
   if (verb == "fail" || verb == "abort") {
     m.kind = verb == "fail" ? ControlMessage::Kind::fail : ControlMessage::Kind::abort;
     const auto w = split_words(rest, 4);
-    if (w.size() != 5 || w[3].empty()) return bad(fmt::format("expected '{} NODE RANK CODE NAME TEXT'", verb));
+    if (w.size() != 5 || w[3].empty())
+      return bad(fmt::format("expected '{} NODE RANK CODE NAME TEXT'", verb));
     if (!number(w[0], m.node_rank)) return bad(fmt::format("bad number '{}'", w[0]));
     if (!number(w[1], m.rank)) return bad(fmt::format("bad number '{}'", w[1]));
     if (!number(w[2], m.exit_code)) return bad(fmt::format("bad number '{}'", w[2]));

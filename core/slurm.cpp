@@ -1,8 +1,9 @@
 // Slurm's environment, host lists and scontrol output, parsed without the OS.
 #include "core/slurm.hpp"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 
 namespace air {
 
@@ -87,7 +88,10 @@ Expected<std::vector<std::string>> expand_name(std::string_view name, const std:
     for (const auto& n : *numbers) {
       for (const auto& tail : *rest) {
         if (out.size() >= k_max_hosts) return usage_error(what + ": too many hosts");
-        out.push_back(std::string(prefix) + n + tail);
+        std::string host(prefix);
+        host += n;
+        host += tail;
+        out.push_back(std::move(host));
       }
     }
   }
@@ -120,7 +124,8 @@ Expected<int> read_int(const char* name, const std::string& text) {
 std::optional<std::string> value_after(std::string_view text, std::string_view key) {
   std::size_t pos = 0;
   while ((pos = text.find(key, pos)) != std::string_view::npos) {
-    const bool at_word_start = pos == 0 || text[pos - 1] == ' ' || text[pos - 1] == '\n' || text[pos - 1] == '\t';
+    const bool at_word_start =
+        pos == 0 || text[pos - 1] == ' ' || text[pos - 1] == '\n' || text[pos - 1] == '\t';
     std::size_t i = pos + key.size();
     pos = i;
     if (!at_word_start) continue;
@@ -161,12 +166,14 @@ Expected<std::vector<int>> expand_tasks_per_node(std::string_view text) {
     if (const std::size_t paren = part.find("(x"); paren != std::string_view::npos) {
       if (part.back() != ')') return usage_error(what + ": expected N(xM)");
       const auto r = to_number(part.substr(paren + 2, part.size() - paren - 3));
-      if (!r || *r < 1 || *r > static_cast<long long>(k_max_hosts)) return usage_error(what + ": bad repeat count");
+      if (!r || *r < 1 || *r > static_cast<long long>(k_max_hosts))
+        return usage_error(what + ": bad repeat count");
       repeat = *r;
       count = part.substr(0, paren);
     }
     const auto n = to_number(count);
-    if (!n || *n > 1'000'000) return usage_error(what + ": expected a whole number, got '" + std::string(count) + "'");
+    if (!n || *n > 1'000'000)
+      return usage_error(what + ": expected a whole number, got '" + std::string(count) + "'");
     counts.insert(counts.end(), static_cast<std::size_t>(repeat), static_cast<int>(*n));
   }
   return counts;
@@ -199,8 +206,8 @@ Expected<std::optional<SlurmEnv>> read_slurm_env(const Environment& env) {
     s.node_id = *id;
   }
   if (s.node_id >= s.num_nodes) {
-    return usage_error(fmt::format("SLURM_NODEID {} is outside 0..{} ({} nodes)", s.node_id, s.num_nodes - 1,
-                                   s.num_nodes));
+    return usage_error(
+        fmt::format("SLURM_NODEID {} is outside 0..{} ({} nodes)", s.node_id, s.num_nodes - 1, s.num_nodes));
   }
   const auto [list_var, list_text] =
       in_step ? first_of(env, {"SLURM_STEP_NODELIST", "SLURM_NODELIST", "SLURM_JOB_NODELIST"})
@@ -224,8 +231,9 @@ Expected<std::optional<SlurmEnv>> read_slurm_env(const Environment& env) {
     if (!id) return id.error();
     s.local_id = *id;
   }
-  const auto [tasks_var, tasks_text] = in_step ? first_of(env, {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"})
-                                               : first_of(env, {"SLURM_TASKS_PER_NODE"});
+  const auto [tasks_var, tasks_text] =
+      in_step ? first_of(env, {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"})
+              : first_of(env, {"SLURM_TASKS_PER_NODE"});
   if (tasks_text != nullptr) {
     auto counts = expand_tasks_per_node(*tasks_text);
     if (!counts) return Error{ErrorKind::usage, std::string(tasks_var) + ": " + counts.error().message};

@@ -14,16 +14,16 @@ namespace air {
 /// Pure data; the cluster resolver (core/cluster.hpp) turns it into a
 /// ClusterContext.
 struct SlurmEnv {
-  std::string job_id;                   ///< SLURM_JOB_ID (or SLURM_JOBID)
-  std::optional<int> step_id;           ///< SLURM_STEP_ID; nullopt outside `srun` (batch script, salloc)
-  int num_nodes = 1;                    ///< the step's node count (the job's outside a step)
-  int node_id = 0;                      ///< SLURM_NODEID: this node's index in the node list
-  std::vector<std::string> nodes;       ///< expanded SLURM_STEP_NODELIST (or the job's)
-  std::string node_name;                ///< SLURMD_NODENAME, "" when unset
-  int local_id = 0;                     ///< SLURM_LOCALID: this task's index on its node
-  int tasks_on_this_node = 1;           ///< from SLURM_STEP_TASKS_PER_NODE / SLURM_TASKS_PER_NODE
-  std::string tasks_per_node_text;      ///< the variable as Slurm wrote it, for messages
-  std::string gpus;                     ///< SLURM_STEP_GPUS or SLURM_JOB_GPUS, "" when none
+  std::string job_id;              ///< SLURM_JOB_ID (or SLURM_JOBID)
+  std::optional<int> step_id;      ///< SLURM_STEP_ID; nullopt outside `srun` (batch script, salloc)
+  int num_nodes = 1;               ///< the step's node count (the job's outside a step)
+  int node_id = 0;                 ///< SLURM_NODEID: this node's index in the node list
+  std::vector<std::string> nodes;  ///< expanded SLURM_STEP_NODELIST (or the job's)
+  std::string node_name;           ///< SLURMD_NODENAME, "" when unset
+  int local_id = 0;                ///< SLURM_LOCALID: this task's index on its node
+  int tasks_on_this_node = 1;      ///< from SLURM_STEP_TASKS_PER_NODE / SLURM_TASKS_PER_NODE
+  std::string tasks_per_node_text; ///< the variable as Slurm wrote it, for messages
+  std::string gpus;                ///< SLURM_STEP_GPUS or SLURM_JOB_GPUS, "" when none
 };
 
 /// Reads the Slurm variables of `env`. nullopt when this is not a Slurm job

@@ -4,11 +4,12 @@
 #include "core/host.hpp"
 #include "tests/unit/catch.hpp"
 
-#include <chrono>
-#include <future>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+
+#include <chrono>
+#include <future>
 #include <thread>
 
 using air::ControlMessage;
@@ -64,7 +65,8 @@ using Joined = air::Expected<std::unique_ptr<air::ControlChannel>>;
 
 /// Joins node 0 (in a thread) and node 1 (here).
 std::pair<std::unique_ptr<air::ControlChannel>, std::unique_ptr<air::ControlChannel>> join_two(int port) {
-  auto server = std::async(std::launch::async, [port] { return air::ControlChannel::join(options_for(0, port)); });
+  auto server =
+      std::async(std::launch::async, [port] { return air::ControlChannel::join(options_for(0, port)); });
   Joined client = air::ControlChannel::join(options_for(1, port));
   Joined node0 = server.get();
   INFO((node0 ? "" : node0.error().message) << (client ? "" : client.error().message));
@@ -136,7 +138,8 @@ TEST_CASE("malformed control messages are errors quoting the line", "[control]")
         "control message 'fail 1 2': expected 'fail NODE RANK CODE NAME TEXT'");
   CHECK(air::parse_control_message("GET / HTTP/1.1").error().message ==
         "control message 'GET / HTTP/1.1': unknown message");
-  CHECK(air::parse_control_message("start").error().message == "control message 'start': expected 'start RUN_ID'");
+  CHECK(air::parse_control_message("start").error().message ==
+        "control message 'start': expected 'start RUN_ID'");
 }
 
 TEST_CASE("two agents join, node 0's run id wins, and a success is agreed", "[control]") {
@@ -225,7 +228,8 @@ TEST_CASE("a silent or vanished agent is a failure", "[control]") {
 
 TEST_CASE("an agent that stops talking is noticed after the heartbeat timeout", "[control]") {
   const int port = free_port();
-  auto server = std::async(std::launch::async, [port] { return air::ControlChannel::join(options_for(0, port)); });
+  auto server =
+      std::async(std::launch::async, [port] { return air::ControlChannel::join(options_for(0, port)); });
   // A hand-made agent: says hello, then never sends a heartbeat.
   int fd = -1;
   for (int i = 0; i < 100 && fd < 0; ++i) {
@@ -256,11 +260,13 @@ TEST_CASE("an agent that stops talking is noticed after the heartbeat timeout", 
 
 TEST_CASE("disagreeing nodes are refused, naming the node, on both sides", "[control]") {
   const int port = free_port();
-  auto server = std::async(std::launch::async, [port] { return air::ControlChannel::join(options_for(0, port)); });
+  auto server =
+      std::async(std::launch::async, [port] { return air::ControlChannel::join(options_for(0, port)); });
   Joined client = air::ControlChannel::join(options_for(1, port, 3));
   Joined node0 = server.get();
-  const std::string expected = "node 1 (beta) runs 3 rank(s) but node 0 (alpha) runs 2: every node must run the "
-                               "same number of ranks (--num-accelerators / --cpu-ranks)";
+  const std::string expected =
+      "node 1 (beta) runs 3 rank(s) but node 0 (alpha) runs 2: every node must run the "
+      "same number of ranks (--num-accelerators / --cpu-ranks)";
   REQUIRE_FALSE(node0.ok());
   REQUIRE_FALSE(client.ok());
   CHECK(node0.error().message == expected);
@@ -278,8 +284,9 @@ TEST_CASE("a node that never joins is named after the join timeout", "[control]"
   REQUIRE_FALSE(node0.ok());
   CHECK(Clock::now() - start >= 300ms);
   CHECK(node0.error().kind == air::ErrorKind::system);
-  CHECK(node0.error().message == "node 1 (beta) did not join within 300ms (node 0's agent waited on control port " +
-                                     std::to_string(o.port) + ")");
+  CHECK(node0.error().message ==
+        "node 1 (beta) did not join within 300ms (node 0's agent waited on control port " +
+            std::to_string(o.port) + ")");
 
   auto c = options_for(1, o.port);
   c.join_timeout = 300ms;

@@ -22,13 +22,20 @@ std::string expand_error(const std::string& text) {
 
 /// What srun gives task 1 of `srun -N2 --ntasks-per-node=1` (taken from a real Slurm 22.05).
 air::Environment srun_env() {
-  return {{"SLURM_JOB_ID", "4242"},          {"SLURM_JOBID", "4242"},
-          {"SLURM_STEP_ID", "0"},            {"SLURM_STEPID", "0"},
-          {"SLURM_NNODES", "2"},             {"SLURM_JOB_NUM_NODES", "2"},
-          {"SLURM_STEP_NUM_NODES", "2"},     {"SLURM_NODEID", "1"},
-          {"SLURM_JOB_NODELIST", "node[1-2]"}, {"SLURM_STEP_NODELIST", "node[1-2]"},
-          {"SLURM_STEP_TASKS_PER_NODE", "1(x2)"}, {"SLURM_TASKS_PER_NODE", "1(x2)"},
-          {"SLURM_LOCALID", "0"},            {"SLURMD_NODENAME", "node2"}};
+  return {{"SLURM_JOB_ID", "4242"},
+          {"SLURM_JOBID", "4242"},
+          {"SLURM_STEP_ID", "0"},
+          {"SLURM_STEPID", "0"},
+          {"SLURM_NNODES", "2"},
+          {"SLURM_JOB_NUM_NODES", "2"},
+          {"SLURM_STEP_NUM_NODES", "2"},
+          {"SLURM_NODEID", "1"},
+          {"SLURM_JOB_NODELIST", "node[1-2]"},
+          {"SLURM_STEP_NODELIST", "node[1-2]"},
+          {"SLURM_STEP_TASKS_PER_NODE", "1(x2)"},
+          {"SLURM_TASKS_PER_NODE", "1(x2)"},
+          {"SLURM_LOCALID", "0"},
+          {"SLURMD_NODENAME", "node2"}};
 }
 
 air::LaunchSpec spec_with(std::initializer_list<std::tuple<std::string, std::string, std::string>> flags) {
@@ -45,7 +52,8 @@ air::LaunchSpec spec_with(std::initializer_list<std::tuple<std::string, std::str
 TEST_CASE("Slurm host lists expand like scontrol show hostnames", "[slurm]") {
   CHECK(expand_ok("node1") == Hosts{"node1"});
   CHECK(expand_ok("node[1-2]") == Hosts{"node1", "node2"});
-  CHECK(expand_ok("node[1-2,5],gpu-a[01-03]") == Hosts{"node1", "node2", "node5", "gpu-a01", "gpu-a02", "gpu-a03"});
+  CHECK(expand_ok("node[1-2,5],gpu-a[01-03]") ==
+        Hosts{"node1", "node2", "node5", "gpu-a01", "gpu-a02", "gpu-a03"});
   CHECK(expand_ok("a,b[7],c") == Hosts{"a", "b7", "c"});
   CHECK(expand_ok("n[098-101]") == Hosts{"n098", "n099", "n100", "n101"});
   CHECK(expand_ok("r[1-2]n[1-2]") == Hosts{"r1n1", "r1n2", "r2n1", "r2n2"});
@@ -70,7 +78,8 @@ TEST_CASE("Slurm's compressed tasks per node expand", "[slurm]") {
   CHECK(*counts == std::vector<int>{2, 2, 2, 1});
   CHECK(*air::expand_tasks_per_node("1") == std::vector<int>{1});
   CHECK(air::expand_tasks_per_node("2(x").error().message == "tasks per node '2(x': expected N(xM)");
-  CHECK(air::expand_tasks_per_node("x").error().message == "tasks per node 'x': expected a whole number, got 'x'");
+  CHECK(air::expand_tasks_per_node("x").error().message ==
+        "tasks per node 'x': expected a whole number, got 'x'");
 }
 
 TEST_CASE("the master port comes from the job id, even, in 15000..29998", "[slurm]") {
@@ -80,7 +89,8 @@ TEST_CASE("the master port comes from the job id, even, in 15000..29998", "[slur
   CHECK(air::slurm_master_port("7499") == 29998);
   CHECK(air::slurm_master_port("7500") == 15000);
   CHECK(air::slurm_master_port("123+1") == 15246); // heterogeneous job: leading digits
-  CHECK(air::slurm_master_port("99999999999999999999") == 15000 + 2 * 2499); // (10^20 - 1) mod 7500, no overflow
+  CHECK(air::slurm_master_port("99999999999999999999") ==
+        15000 + 2 * 2499); // (10^20 - 1) mod 7500, no overflow
 }
 
 TEST_CASE("scontrol output gives NodeAddr and KillWait", "[slurm]") {
@@ -89,7 +99,8 @@ TEST_CASE("scontrol output gives NodeAddr and KillWait", "[slurm]") {
   CHECK(air::parse_scontrol_node_addr(node) == std::optional<std::string>("10.1.2.3"));
   CHECK(air::parse_scontrol_node_addr("NodeName=x NodeHostName=x") == std::nullopt);
   CHECK(air::parse_scontrol_node_addr("XNodeAddr=1.2.3.4") == std::nullopt);
-  CHECK(air::parse_scontrol_kill_wait("JobCompType = none\nKillWait                = 30 sec\nKillOnBadExit = 0\n") ==
+  CHECK(air::parse_scontrol_kill_wait(
+            "JobCompType = none\nKillWait                = 30 sec\nKillOnBadExit = 0\n") ==
         std::optional<int>(30));
   CHECK(air::parse_scontrol_kill_wait("KillOnBadExit = 0\n") == std::nullopt);
 }
@@ -196,7 +207,9 @@ TEST_CASE("more than one air-run per node under srun is an error", "[cluster]") 
 }
 
 TEST_CASE("a Slurm allocation without srun runs on this node, with a notice", "[cluster]") {
-  air::Environment env = {{"SLURM_JOB_ID", "77"}, {"SLURM_JOB_NUM_NODES", "2"}, {"SLURM_JOB_NODELIST", "n[1-2]"},
+  air::Environment env = {{"SLURM_JOB_ID", "77"},
+                          {"SLURM_JOB_NUM_NODES", "2"},
+                          {"SLURM_JOB_NODELIST", "n[1-2]"},
                           {"SLURM_NODEID", "0"}};
   air::LaunchSpec spec = spec_with({});
   auto c = air::apply_cluster(spec, env, "n1");
@@ -205,8 +218,9 @@ TEST_CASE("a Slurm allocation without srun runs on this node, with a notice", "[
   CHECK(c->num_nodes == 1);
   CHECK(c->master_port == 0);
   REQUIRE(c->notices.size() == 1);
-  CHECK(c->notices[0] == "Slurm job 77 has 2 nodes, but air-run was not started by srun: running on this node "
-                         "only; use `srun --ntasks-per-node=1 air-run ...` to run one agent per node");
+  CHECK(c->notices[0] ==
+        "Slurm job 77 has 2 nodes, but air-run was not started by srun: running on this node "
+        "only; use `srun --ntasks-per-node=1 air-run ...` to run one agent per node");
 }
 
 TEST_CASE("static mode: torchrun's flags and defaults", "[cluster]") {
@@ -228,7 +242,8 @@ TEST_CASE("static mode: torchrun's flags and defaults", "[cluster]") {
   spec = spec_with({{"nnodes", "2", "--nnodes"}, {"master_port", "65535", "--master-port"}});
   CHECK(air::apply_cluster(spec, {}, "h").error().message ==
         "--master-port: port 65535 leaves no room for the control port (master_port + 1); set control_port");
-  spec = spec_with({{"nnodes", "2", "--nnodes"}, {"master_port", "400", "--master-port"},
+  spec = spec_with({{"nnodes", "2", "--nnodes"},
+                    {"master_port", "400", "--master-port"},
                     {"control_port", "400", "--control-port"}});
   CHECK(air::apply_cluster(spec, {}, "h").error().message ==
         "--control-port: the control port must differ from the master port 400");
@@ -256,9 +271,12 @@ TEST_CASE("node placeholders in output paths", "[cluster]") {
 }
 
 TEST_CASE("a one-node srun step keeps loopback and a free port", "[cluster]") {
-  air::Environment env = {{"SLURM_JOB_ID", "9"},          {"SLURM_STEP_ID", "1"},
-                          {"SLURM_STEP_NUM_NODES", "1"},  {"SLURM_NODEID", "0"},
-                          {"SLURM_STEP_NODELIST", "gpu-a01"}, {"SLURMD_NODENAME", "gpu-a01"},
+  air::Environment env = {{"SLURM_JOB_ID", "9"},
+                          {"SLURM_STEP_ID", "1"},
+                          {"SLURM_STEP_NUM_NODES", "1"},
+                          {"SLURM_NODEID", "0"},
+                          {"SLURM_STEP_NODELIST", "gpu-a01"},
+                          {"SLURMD_NODENAME", "gpu-a01"},
                           {"SLURM_STEP_TASKS_PER_NODE", "1"}};
   air::LaunchSpec spec = spec_with({});
   auto c = air::apply_cluster(spec, env, "vm");

@@ -3,11 +3,12 @@
 #include "core/supervisor.hpp"
 #include "tests/unit/catch.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <csignal>
-#include <fcntl.h>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 namespace {
