@@ -16,6 +16,7 @@ constexpr FlagAlias k_flag_aliases[] = {
     {"num_accelerators", "--nproc_per_node"},
     {"master_port", "--master_port"},
     {"master_addr", "--master_addr"},
+    {"node_rank", "--node_rank"},
     {"no_python", "--no_python"},
 };
 
