@@ -22,6 +22,7 @@ packages=(
   clang-format clang-tidy             # make format / make lint
   python3 python3-torch python3-pytest python3-cloudpickle python3-venv python3-pip
   procps                              # ps/pgrep for the end-to-end tests
+  slurm-wlm munge                     # real Slurm for the multi-node end-to-end test
 )
 
 missing=()
