@@ -61,7 +61,7 @@ void register_options(CLI::App& app, CliOptions& options) {
                  "with --check: minimum all-reduce bus bandwidth in GB/s at the largest size [default: 100 for "
                  "NVLink-class GPUs, else 5]")
       ->type_name("GBPS")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0.0, 1e6));
   app.add_flag("--torch-distributor", options.torch_distributor,
                "run TARGET once as an unchanged TorchDistributor script (pyspark import provided by air)");
 
