@@ -176,7 +176,10 @@ bool fill_send_buffer(const Gpu& gpu, int rank, std::size_t bytes, Failure& fail
     }
     filled += chunk;
   }
-  return true;
+  // Device-to-device cudaMemcpy does not wait on the host, and the legacy
+  // default stream it runs on does not order against our non-blocking
+  // streams: finish the fill before any all-reduce reads it.
+  return cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize", failure);
 }
 
 /// One all-reduce on every GPU, issued as one NCCL group (required when one
