@@ -65,6 +65,9 @@ void register_options(CLI::App& app, CliOptions& options) {
   app.add_flag("--torch-distributor", options.torch_distributor,
                "run TARGET once as an unchanged TorchDistributor script (pyspark import provided by air)");
 
+  app.add_flag("--print-spec-table", options.print_spec_table, "print the spec key table as Markdown")
+      ->group(""); // hidden: keeps README.md in step with the key table (tests/e2e/test_docs.sh)
+
   for (const auto& key : spec_keys()) {
     if (key.flag.empty()) continue;
     auto& slot = options.slots.emplace_back();
