@@ -32,9 +32,11 @@ Examples:
   air-run -f job.yaml                      the same from a YAML spec
   air-run --accelerator-type GPU_8xH100 train.py
   air-run --no-python -n 2 ./my_binary
+  air-run --check [--json]                 preflight: GPU health and NCCL all-reduce bandwidth
 Precedence: flags > AIR_RUN_* environment > spec file > defaults.
 Exit codes: 0 ok, 2 bad spec/hardware mismatch, a failing rank's code (128+N for signal N),
-124 timeout, 126/127 target not executable/not found, 128+N air-run interrupted.)";
+124 timeout, 126/127 target not executable/not found, 128+N air-run interrupted.
+--check: 0 all checks passed (warnings allowed), 1 a check failed or no GPU to check, 2 bad usage.)";
 
 /// Reports an option air-run does not know, with the closest known spelling.
 int unknown_option(const CLI::App& app, const std::string& given) {
@@ -89,7 +91,11 @@ int run_main(int argc, char** argv) {
     std::fputs(spec_keys_markdown().c_str(), stdout);
     return 0;
   }
-  if (options.list_gpus) {
+  if (options.check) {
+    code = check_command(options);
+  } else if (options.min_busbw >= 0) {
+    code = usage_error("--min-busbw applies only to --check");
+  } else if (options.list_gpus) {
     code = list_gpus_command(options);
   } else if (options.torch_distributor) {
     code = torch_distributor_command(options);

@@ -11,6 +11,12 @@ Expected<int> run_command(const CliOptions& options);
 /// `air-run --list-gpus [--json]`: what hardware detection sees.
 Expected<int> list_gpus_command(const CliOptions& options);
 
+/// `air-run --check [--json] [-n N | --accelerator-type T] [--min-busbw GBPS]`:
+/// NVML health of the selected GPUs and an NCCL all-reduce across them
+/// (docs/preflight.md). Returns 0 when no check failed, 1 when one did or
+/// there is no GPU to check.
+Expected<int> check_command(const CliOptions& options);
+
 /// `air-run --torch-distributor script.py ARGS`: runs an unchanged
 /// TorchDistributor script once, with `pyspark.ml.torch.distributor` provided by air.
 Expected<int> torch_distributor_command(const CliOptions& options);

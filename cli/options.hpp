@@ -19,6 +19,8 @@ struct CliOptions {
   bool version = false;
   bool torch_distributor = false;
   bool print_spec_table = false; ///< hidden: the README key table, generated from the key table
+  bool check = false;            ///< --check: the preflight health and NCCL check
+  double min_busbw = -1;         ///< --min-busbw GB/s; < 0: the default for the GPUs
 
   /// One slot per spec key with a flag; CLI11 writes the texts it saw there.
   struct KeySlot {

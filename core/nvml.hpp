@@ -2,7 +2,9 @@
 
 #include "core/error.hpp"
 #include "core/hardware.hpp"
+#include "core/health.hpp"
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,9 @@ using Return = int;                                 ///< nvmlReturn_t, a C enum 
 inline constexpr Return kSuccess = 0;               ///< NVML_SUCCESS
 inline constexpr Return kErrorInsufficientSize = 7; ///< NVML_ERROR_INSUFFICIENT_SIZE
 inline constexpr Return kErrorDriverNotLoaded = 9;  ///< NVML_ERROR_DRIVER_NOT_LOADED
+inline constexpr Return kErrorNotSupported = 3;     ///< NVML_ERROR_NOT_SUPPORTED
+inline constexpr Return kErrorGpuIsLost = 15;       ///< NVML_ERROR_GPU_IS_LOST
+inline constexpr Return kErrorResetRequired = 16;   ///< NVML_ERROR_RESET_REQUIRED
 
 struct DeviceSt;          ///< struct nvmlDevice_st, opaque
 using Device = DeviceSt*; ///< nvmlDevice_t
@@ -43,6 +48,53 @@ struct Memory {
 };
 
 static_assert(sizeof(Memory) == 24, "nvmlMemory_t is three unsigned long long");
+
+/// nvmlProcessInfo_t as filled by nvmlDeviceGetComputeRunningProcesses_v3
+/// and _v2 (nvmlProcessInfo_v2_t; the _v1 call fills a shorter struct and is
+/// never used). 4 bytes of padding follow `pid` on every 64-bit ABI.
+struct ProcessInfo {
+  unsigned int pid;
+  unsigned long long used_gpu_memory; ///< usedGpuMemory; kValueNotAvailable when hidden
+  unsigned int gpu_instance_id;       ///< gpuInstanceId (MIG), 0xFFFFFFFF otherwise
+  unsigned int compute_instance_id;   ///< computeInstanceId (MIG)
+};
+
+static_assert(sizeof(ProcessInfo) == 24, "nvmlProcessInfo_v2_t is 4 + 4 (pad) + 8 + 4 + 4 bytes");
+static_assert(offsetof(ProcessInfo, used_gpu_memory) == 8, "usedGpuMemory is 8-byte aligned");
+
+inline constexpr unsigned long long kValueNotAvailable = ~0ULL; ///< NVML_VALUE_NOT_AVAILABLE
+
+// Enum values passed by value (C enums, int-sized), as in nvml.h.
+inline constexpr int kMemoryErrorCorrected = 0;   ///< NVML_MEMORY_ERROR_TYPE_CORRECTED
+inline constexpr int kMemoryErrorUncorrected = 1; ///< NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+inline constexpr int kVolatileEcc = 0;            ///< NVML_VOLATILE_ECC
+inline constexpr int kAggregateEcc = 1;           ///< NVML_AGGREGATE_ECC
+inline constexpr int kRetiredMultipleSingleBit = 0; ///< NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS
+inline constexpr int kRetiredDoubleBit = 1;       ///< NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR
+inline constexpr int kTemperatureGpu = 0;         ///< NVML_TEMPERATURE_GPU
+inline constexpr int kThresholdShutdown = 0;      ///< NVML_TEMPERATURE_THRESHOLD_SHUTDOWN
+inline constexpr int kThresholdSlowdown = 1;      ///< NVML_TEMPERATURE_THRESHOLD_SLOWDOWN
+
+/// The entry points the preflight health check uses, looked up with dlsym
+/// one by one. Each may be null: an old driver or a GPU family without the
+/// feature reads as "not supported", never as a failure.
+struct HealthApi {
+  Return (*device_get_handle_by_uuid)(const char*, Device*) = nullptr; ///< nvmlDeviceGetHandleByUUID
+  Return (*device_get_total_ecc_errors)(Device, int, int,
+                                        unsigned long long*) = nullptr; ///< nvmlDeviceGetTotalEccErrors
+  Return (*device_get_retired_pages)(Device, int, unsigned int*, unsigned long long*,
+                                     unsigned long long*) = nullptr; ///< nvmlDeviceGetRetiredPages_v2
+  Return (*device_get_retired_pages_pending_status)(Device, int*) = nullptr; ///< ...PendingStatus
+  Return (*device_get_remapped_rows)(Device, unsigned int*, unsigned int*, unsigned int*,
+                                     unsigned int*) = nullptr; ///< nvmlDeviceGetRemappedRows
+  Return (*device_get_temperature)(Device, int, unsigned int*) = nullptr; ///< nvmlDeviceGetTemperature
+  Return (*device_get_temperature_threshold)(Device, int,
+                                             unsigned int*) = nullptr; ///< ...TemperatureThreshold
+  /// nvmlDeviceGetCurrentClocksEventReasons, else the older ...ClocksThrottleReasons (same bits).
+  Return (*device_get_clocks_event_reasons)(Device, unsigned long long*) = nullptr;
+  /// nvmlDeviceGetComputeRunningProcesses_v3, else _v2 (same struct).
+  Return (*device_get_compute_running_processes)(Device, unsigned int*, ProcessInfo*) = nullptr;
+};
 
 inline constexpr unsigned int kNameBufferSize = 96; ///< NVML_DEVICE_NAME_V2_BUFFER_SIZE
 inline constexpr unsigned int kUuidBufferSize = 96; ///< NVML_DEVICE_UUID_V2_BUFFER_SIZE
@@ -102,6 +154,15 @@ public:
   /// Only a missing handle or UUID is an error: without a UUID a rank cannot
   /// be bound. A failed memory query gives 0 bytes.
   Expected<GpuInfo> device_info(unsigned int index) const;
+
+  /// Resolves the optional health entry points (null where the driver lacks one).
+  nvml::HealthApi health_api() const;
+
+  /// Reads the preflight health values of the GPU with `uuid` (see
+  /// core/nvml_health.cpp). A query the GPU does not support leaves its probe
+  /// empty with why "not supported"; a lost GPU sets `lost`. Error (system
+  /// kind) only when no device has that UUID: "NVML has no GPU <uuid>".
+  Expected<GpuHealthReading> read_health(const std::string& uuid) const;
 
 private:
   NvmlLibrary(void* handle, const nvml::Api& api) : handle_(handle), api_(api) {}
