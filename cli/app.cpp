@@ -63,6 +63,8 @@ int run_main(int argc, char** argv) {
   }
   if (options.list_gpus) {
     code = list_gpus_command(options);
+  } else if (options.list_envs || options.prune_envs) {
+    code = envs_command(options);
   } else if (options.torch_distributor) {
     code = torch_distributor_command(options);
   } else {

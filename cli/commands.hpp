@@ -11,6 +11,10 @@ Expected<int> run_command(const CliOptions& options);
 /// `air-run --list-gpus [--json]`: what hardware detection sees.
 Expected<int> list_gpus_command(const CliOptions& options);
 
+/// `air-run --list-envs` / `--prune-envs [--older-than D]`: the cached Python
+/// environments in the cache directory the spec, flags and variables select.
+Expected<int> envs_command(const CliOptions& options);
+
 /// `air-run --torch-distributor script.py ARGS`: runs an unchanged
 /// TorchDistributor script once, with `pyspark.ml.torch.distributor` provided by air.
 Expected<int> torch_distributor_command(const CliOptions& options);

@@ -57,6 +57,10 @@ void register_options(CLI::App& app, CliOptions& options) {
   app.add_flag("--version", options.version, "print the version and exit");
   app.add_flag("--torch-distributor", options.torch_distributor,
                "run TARGET once as an unchanged TorchDistributor script (pyspark import provided by air)");
+  app.add_flag("--list-envs", options.list_envs, "list the cached Python environments and exit");
+  app.add_flag("--prune-envs", options.prune_envs,
+               "remove cached Python environments (not in use; with --older-than, only those unused that long)");
+  app.add_option("--older-than", options.older_than, "with --prune-envs: a duration like 30d, 12h or 90m");
 
   for (const auto& key : spec_keys()) {
     if (key.flag.empty()) continue;

@@ -18,6 +18,9 @@ struct CliOptions {
   bool list_gpus = false;
   bool version = false;
   bool torch_distributor = false;
+  bool list_envs = false;  ///< --list-envs
+  bool prune_envs = false; ///< --prune-envs
+  std::string older_than;  ///< --older-than, for --prune-envs
 
   /// One slot per spec key with a flag; CLI11 writes the texts it saw there.
   struct KeySlot {
