@@ -28,11 +28,14 @@ struct Hardware {
   std::string source; ///< "nvml", "AIR_RUN_FAKE_GPUS", or "none"
   std::string reason; ///< why no GPU was found ("NVML not available: ..."), "" otherwise
   std::string cuda_visible_devices; ///< the inherited value, "" when unset
+  bool cuda_visible_devices_set = false; ///< tells "unset" from "set to empty" (no GPUs)
+  std::vector<std::string> notes; ///< remarks: CUDA_VISIBLE_DEVICES applied, a device skipped
 };
 
 /// Detects GPUs: `AIR_RUN_FAKE_GPUS` (tests only) when set, else NVML loaded
 /// with dlopen at run time. A missing library or driver yields no GPUs and a
 /// reason, never an error. Applies an inherited CUDA_VISIBLE_DEVICES (indices or UUIDs).
+/// GPUs come in PCI bus order, or in CUDA_VISIBLE_DEVICES order when it is set.
 Hardware detect_hardware(const Environment& env);
 
 /// Parses AIR_RUN_FAKE_GPUS: `;`-separated names with an optional count prefix,

@@ -21,6 +21,7 @@ struct RankOutcome {
   bool stopped_by_air_run = false; ///< air-run signalled it during teardown before it ended
   bool oom_killed = false;         ///< killed by the kernel's OOM killer (cgroup memory.events)
   std::string spawn_error;         ///< non-empty when exec failed (then status is 126/127)
+  std::string log_error;           ///< non-empty when writing its log file failed ("write ...: ...")
   double duration_s = 0;
   double user_s = 0;
   double sys_s = 0;
@@ -60,6 +61,11 @@ struct ConsoleOptions {
 /// with status timed_out, SIGINT/SIGTERM/SIGHUP are forwarded then tear down.
 /// Returns when every rank is reaped and its pipes are drained. Never throws;
 /// a rank that cannot be exec'd is reported in its RankOutcome.
+///
+/// Call it from a single-threaded process: the signal mask it installs and
+/// each rank's parent-death signal are tied to the calling thread. It blocks
+/// the supervised signals and ignores SIGPIPE while it runs, and restores
+/// both before returning.
 RunOutcome supervise(const LaunchPlan& plan, const ConsoleOptions& console);
 
 } // namespace air

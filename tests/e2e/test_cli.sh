@@ -101,8 +101,8 @@ test_fake_gpu_too_many() {
 test_fake_gpu_fewer_uses_first() {
   AIR_RUN_FAKE_GPUS="2xNVIDIA H200" run_air -n 1 --dry-run --no-python /bin/true
   expect_rc 0
-  expect_contains "$out" "GPU-00000000-0000-0000-0000-000000000000"
-  expect_not_contains "$out" "GPU-00000000-0000-0000-0000-000000000001"
+  expect_contains "$out" "GPU-00000000-0000-0000-0000-000000000001"
+  expect_not_contains "$out" "GPU-00000000-0000-0000-0000-000000000002"
 }
 
 test_fake_gpu_default_uses_all_and_matches() {

@@ -1,0 +1,152 @@
+#include "core/process.hpp"
+#include "tests/unit/catch.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <poll.h>
+#include <string>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace {
+
+std::string fixture(const std::string& name) { return std::string(AIR_FIXTURE_DIR) + "/" + name; }
+
+/// A fresh directory under /tmp, removed at the end of the test.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char name[] = "/tmp/air-process-test-XXXXXX";
+    path = ::mkdtemp(name);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+/// Reads both pipes to EOF and reaps the child; returns stdout, stderr, status.
+struct Finished {
+  std::string out;
+  std::string err;
+  int wstatus = 0;
+};
+
+Finished finish(air::ChildProcess& child) {
+  Finished f;
+  std::string* bufs[2] = {&f.out, &f.err};
+  int fds[2] = {child.stdout_fd.get(), child.stderr_fd.get()};
+  int open = 2;
+  while (open > 0) {
+    pollfd p[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
+    if (::poll(p, 2, 10'000) <= 0) break;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i] < 0 || p[i].revents == 0) continue;
+      char buf[4096];
+      const ssize_t n = ::read(fds[i], buf, sizeof(buf));
+      if (n > 0) {
+        bufs[i]->append(buf, static_cast<std::size_t>(n));
+      } else if (n == 0 || errno != EAGAIN) {
+        fds[i] = -1;
+        --open;
+      }
+    }
+  }
+  while (::waitpid(child.pid, &f.wstatus, 0) < 0 && errno == EINTR) {
+  }
+  return f;
+}
+
+} // namespace
+
+TEST_CASE("resolve_executable searches the given PATH", "[process]") {
+  auto sh = air::resolve_executable("sh", "/nonexistent:/bin");
+  REQUIRE(sh.ok());
+  CHECK(*sh == "/bin/sh");
+  auto missing = air::resolve_executable("air-no-such-program", "/bin:/usr/bin");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().kind == air::ErrorKind::not_found);
+  CHECK(missing.error().message == "air-no-such-program: command not found");
+  auto with_slash = air::resolve_executable("./x/y", "/bin");
+  REQUIRE(with_slash.ok());
+  CHECK(*with_slash == "./x/y");
+}
+
+TEST_CASE("resolve_executable reports a match without execute permission", "[process]") {
+  TempDir dir;
+  const std::string file = dir.path + "/script";
+  std::ofstream(file) << "#!/bin/sh\n";
+  ::chmod(file.c_str(), 0644);
+  // Even root fails access(X_OK) when no execute bit is set at all.
+  auto r = air::resolve_executable("script", dir.path);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().kind == air::ErrorKind::not_executable);
+  CHECK(r.error().message == "script: permission denied");
+}
+
+TEST_CASE("spawn_process passes exactly the given environment", "[process]") {
+  auto child = air::spawn_process({fixture("print_env")}, {{"FOO", "bar baz"}, {"PATH", "/usr/bin:/bin"}});
+  REQUIRE(child.ok());
+  CHECK(child->pid > 0);
+  const Finished f = finish(*child);
+  CHECK(f.out == "FOO=bar baz\nPATH=/usr/bin:/bin\n");
+  CHECK(WIFEXITED(f.wstatus));
+  CHECK(WEXITSTATUS(f.wstatus) == 0);
+}
+
+TEST_CASE("spawn_process: own group, stdin /dev/null, only fds 0-2", "[process]") {
+  auto child = air::spawn_process({fixture("list_fds"), "-l"}, {});
+  REQUIRE(child.ok());
+  CHECK(::getpgid(child->pid) == child->pid);
+  const Finished f = finish(*child);
+  // stdout and stderr are pipes; the names carry inode numbers, so check the prefix.
+  const auto first_newline = f.out.find('\n');
+  REQUIRE(first_newline != std::string::npos);
+  CHECK(f.out.substr(0, first_newline) == "0 /dev/null");
+  CHECK(f.out.find("\n1 pipe:[") != std::string::npos);
+  CHECK(f.out.find("\n2 pipe:[") != std::string::npos);
+  CHECK(std::count(f.out.begin(), f.out.end(), '\n') == 3);
+}
+
+TEST_CASE("spawn_process: exec failures are errors, not exit codes", "[process]") {
+  TempDir dir;
+  SECTION("not found on PATH, before any fork") {
+    auto r = air::spawn_process({"air-no-such-program"}, {{"PATH", "/bin"}});
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().kind == air::ErrorKind::not_found);
+    CHECK(r.error().message == "air-no-such-program: command not found");
+  }
+  SECTION("a missing path, reported by exec in the child") {
+    auto r = air::spawn_process({dir.path + "/missing"}, {});
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().kind == air::ErrorKind::not_found);
+    CHECK(r.error().message == dir.path + "/missing: No such file or directory");
+  }
+  SECTION("a file that is not executable") {
+    const std::string file = dir.path + "/plain";
+    std::ofstream(file) << "data\n";
+    ::chmod(file.c_str(), 0644);
+    auto r = air::spawn_process({file}, {});
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().kind == air::ErrorKind::not_executable);
+    CHECK(r.error().message == file + ": permission denied");
+  }
+  SECTION("an executable file in no known format") {
+    const std::string file = dir.path + "/garbage";
+    std::ofstream(file) << "\x01\x02\x03\x04garbage";
+    ::chmod(file.c_str(), 0755);
+    auto r = air::spawn_process({file}, {});
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().kind == air::ErrorKind::not_executable);
+    CHECK(r.error().message == file + ": cannot execute: Exec format error");
+  }
+  SECTION("an empty command") {
+    auto r = air::spawn_process({}, {});
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().kind == air::ErrorKind::usage);
+    CHECK(r.error().message == "empty command");
+  }
+}
