@@ -93,6 +93,7 @@ std::vector<std::tuple<std::string, std::string, std::string>> CliOptions::flag_
         slot.key ? std::string(slot.key->key) : (slot.spelling == "--gpus" ? "gpus" : "gpu_type");
     if (slot.key && slot.key->type == ValueType::boolean) {
       if (slot.count > 0) out.emplace_back(key, "true", slot.spelling);
+      if (slot.count < 0) out.emplace_back(key, "false", slot.spelling); // --flag=false (CLI11 counts -1)
       continue;
     }
     for (const auto& text : slot.texts) out.emplace_back(key, text, slot.spelling);
