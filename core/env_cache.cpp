@@ -105,6 +105,12 @@ std::string read_small_file(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
+bool starts_with_shebang(const std::string& path) {
+  char head[2] = {};
+  Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  return fd.get() >= 0 && read(fd.get(), head, 2) == 2 && head[0] == '#' && head[1] == '!';
+}
+
 std::string iso_utc(std::time_t t) {
   std::tm tm{};
   gmtime_r(&t, &tm);
@@ -251,7 +257,7 @@ Expected<InterpreterIdentity> identify_interpreter(const std::string& resolved, 
   const std::string realpath_text = real;
   struct stat st {};
   if (stat(real, &st) != 0) return sys_error("stat " + realpath_text, errno);
-  const bool script = read_small_file(realpath_text).rfind("#!", 0) == 0;
+  const bool script = starts_with_shebang(realpath_text);
   std::string memo;
   if (!script) {
     const std::string id = fmt::format("{}\n{}:{}:{}:{}.{}:{}.{}\nPYTHONHOME={}\n", realpath_text, st.st_dev,
@@ -299,6 +305,11 @@ std::string link_target_name(const std::string& cache, const std::string& key) {
   return n <= 0 ? "" : std::string(target, static_cast<std::size_t>(n));
 }
 
+bool lock_is_free(const std::string& cache, const std::string& key) {
+  Fd fd(open((key_path(cache, key) + ".lock").c_str(), O_RDWR | O_CLOEXEC));
+  return fd.get() < 0 || flock(fd.get(), LOCK_EX | LOCK_NB) == 0; // closing the fd releases it
+}
+
 /// Removes build directories and publish links whose air-run is gone (kill -9
 /// during a build). With `key` (its lock held exclusively), every unpublished
 /// directory of that key is removed, whoever made it.
@@ -311,7 +322,9 @@ void remove_leftovers(const std::string& cache, const std::string& key = "") {
     const std::string entry_key = name.substr(0, 64);
     if (link_target_name(cache, entry_key) == ".store/" + name) continue;
     const pid_t pid = static_cast<pid_t>(std::atoll(name.c_str() + 65));
-    if (entry_key == key || !pid_alive(pid)) remove_tree(entry.path().string());
+    // A dead pid alone is not proof (another PID namespace may share the
+    // cache): the key's lock must be free too.
+    if (entry_key == key || (!pid_alive(pid) && lock_is_free(cache, entry_key))) remove_tree(entry.path().string());
   }
   for (const auto& entry : fs::directory_iterator(cache, ec)) {
     const std::string name = entry.path().filename().string();

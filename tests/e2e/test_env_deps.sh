@@ -184,6 +184,20 @@ print(s.getsockname()[1], flush=True); time.sleep(300)' >port &
     expect_eq "$(builds)" 0
     [[ -z $(pgrep -f "$PWD/cache") ]] || fail "a build process survived: $(pgrep -af "$PWD/cache")"
   done
+  # kill -9 cannot be handled: pip dies with air-run (parent-death signal) and
+  # the next air-run removes the unpublished directory.
+  "$AIR_RUN" --no-index=false --index-url "http://127.0.0.1:$(cat port)/simple" -f job.yaml show.py >out 2>err &
+  pid=$!
+  wait_for 'grep -qs "Looking in indexes" cache/.store/*/air-run-build.log' 60 || fail "pip did not start"
+  kill -KILL $pid
+  wait $pid
+  expect_eq "$(entries)" 0
+  expect_eq "$(builds)" 1
+  wait_for '[[ -z $(pgrep -f "$PWD/cache") ]]' 10 || fail "pip outlived a killed air-run"
+  run_air --env-cache-dir cache --list-envs
+  expect_rc 0
+  expect_contains "$out" "0 environments in $PWD/cache"
+  expect_eq "$(builds)" 0
   kill $server
   # The index is not part of a finished build: the same job then builds fine offline.
   run_air -f job.yaml show.py
