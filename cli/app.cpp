@@ -3,6 +3,7 @@
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
 #include "core/error.hpp"
+#include "core/suggest.hpp"
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -34,6 +35,22 @@ Precedence: flags > AIR_RUN_* environment > spec file > defaults.
 Exit codes: 0 ok, 2 bad spec/hardware mismatch, a failing rank's code (128+N for signal N),
 124 timeout, 126/127 target not executable/not found, 128+N air-run interrupted.)";
 
+/// Reports an option air-run does not know, with the closest known spelling.
+int unknown_option(const CLI::App& app, const std::string& given) {
+  const std::string name = given.substr(0, given.find('='));
+  std::vector<std::string> known;
+  for (const CLI::Option* opt : app.get_options()) {
+    for (const auto& lname : opt->get_lnames()) known.push_back("--" + lname);
+  }
+  const std::string hint = closest_name(name, known);
+  std::fputs(fmt::format("air-run: error: unknown option '{}'{}\nRun `air-run --help` for the options; "
+                         "use `--` before a TARGET that starts with '-'.\n",
+                         name, hint.empty() ? "" : fmt::format(" (did you mean '{}'?)", hint))
+                 .c_str(),
+             stderr);
+  return 2;
+}
+
 } // namespace
 
 int run_main(int argc, char** argv) {
@@ -54,7 +71,13 @@ int run_main(int argc, char** argv) {
     return 2;
   }
   options.command = app.remaining();
-  if (!options.command.empty() && options.command.front() == "--") options.command.erase(options.command.begin());
+  if (!options.command.empty() && options.command.front() == "--") {
+    options.command.erase(options.command.begin());
+  } else if (!options.command.empty() && options.command.front().size() > 1 &&
+             options.command.front()[0] == '-') {
+    // prefix_command() hands an unknown option over as the TARGET; catch the typo here.
+    return unknown_option(app, options.command.front());
+  }
 
   Expected<int> code = 0;
   if (options.version) {

@@ -31,7 +31,7 @@ Expected<int> torch_distributor_command(const CliOptions& options) {
   }
   if (const auto from_env = env_or(env, "AIR_RUN_PYTHON"); !from_env.empty()) python = from_env;
   AIR_TRY(check_readable_file(options.command.front(), "script"));
-  auto exe = resolve_executable(python, env);
+  auto exe = check_executable(python, env);
   if (!exe) return exe.error();
 
   // The script's own TorchDistributor.run() launches the ranks through air-run;

@@ -8,6 +8,7 @@
 #include "core/supervisor.hpp"
 
 #include <cstdio>
+#include <filesystem>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -29,7 +30,7 @@ Status check_target(const LaunchSpec& spec, const Environment& env) {
   const auto& command = spec.command.value;
   const bool python_target = !spec.no_python.value && (spec.module.value || ends_with(command.front(), ".py"));
   if (python_target) {
-    auto python = resolve_executable(spec.python.value, env);
+    auto python = check_executable(spec.python.value, env);
     if (!python) {
       return Error{python.error().kind, fmt::format("Python interpreter {} (environment.python)",
                                                     python.error().message)};
@@ -37,7 +38,7 @@ Status check_target(const LaunchSpec& spec, const Environment& env) {
     if (!spec.module.value) return check_readable_file(command.front(), "script");
     return ok_status();
   }
-  auto exe = resolve_executable(command.front(), env);
+  auto exe = check_executable(command.front(), env);
   if (!exe) return exe.error();
   return ok_status();
 }
@@ -56,6 +57,19 @@ Expected<ResolvedSpec> resolve_from(const CliOptions& options, const Environment
   return resolve_spec(inputs);
 }
 
+/// A relative script path written in a spec file is relative to that file
+/// (as in docker-compose), so `air-run -f configs/job.yaml` works from any
+/// directory. Bare program names are left for the PATH lookup.
+void anchor_command_to_spec_dir(LaunchSpec& spec) {
+  auto& command = spec.command.value;
+  if (spec.command.origin.kind != Origin::Kind::file || command.empty() || spec.module.value) return;
+  const std::filesystem::path target = command.front();
+  const bool is_path = ends_with(command.front(), ".py") || command.front().find('/') != std::string::npos;
+  if (!is_path || target.is_absolute()) return;
+  const auto spec_dir = std::filesystem::path(spec.spec_path).parent_path();
+  if (!spec_dir.empty()) command.front() = (spec_dir / target).lexically_normal().string();
+}
+
 std::optional<std::string> requested_type(const LaunchSpec& spec) {
   if (spec.accelerator_type.value.empty()) return std::nullopt;
   return spec.accelerator_type.value;
@@ -70,6 +84,7 @@ Expected<int> run_command(const CliOptions& options) {
   for (const auto& warning : resolved->warnings) std::fputs((warning + "\n").c_str(), stderr);
   LaunchSpec& spec = resolved->spec;
   spec.spec_path = options.spec_file;
+  anchor_command_to_spec_dir(spec);
   if (spec.command.value.empty()) {
     return usage_error("no target given: use `air-run [options] TARGET [ARGS...]` or `command:` in the spec");
   }

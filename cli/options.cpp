@@ -74,7 +74,7 @@ void register_options(CLI::App& app, CliOptions& options) {
     auto* opt = app.add_option(names_for(key), slot.texts, help_for(key));
     // One value per occurrence; repeats accumulate (--env A=1 --env B=2) and
     // the value never swallows the TARGET that follows it.
-    opt->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    opt->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->expected(1)->allow_extra_args(false);
     opt->type_name(key.type == ValueType::string_map ? "KEY=VALUE" : "VALUE");
   }
   for (const auto& legacy : k_legacy_flags) {
@@ -82,7 +82,7 @@ void register_options(CLI::App& app, CliOptions& options) {
     slot.key = nullptr;
     slot.spelling = std::string(legacy.flag);
     auto* opt = app.add_option(std::string(legacy.flag), slot.texts, std::string(legacy.doc));
-    opt->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)->expected(1)->allow_extra_args(false);
   }
 }
 

@@ -1,5 +1,7 @@
 #include "core/host.hpp"
 
+#include "core/process.hpp"
+
 #include <arpa/inet.h>
 #include <cerrno>
 #include <cstring>
@@ -112,30 +114,16 @@ void remove_tree(const std::string& dir) {
   std::filesystem::remove_all(dir, ec); // remove_all does not follow symlinks
 }
 
-Expected<std::string> resolve_executable(const std::string& name, const Environment& env) {
-  auto check = [&](const std::string& path) -> Expected<std::string> {
-    struct stat st {};
-    if (stat(path.c_str(), &st) != 0) return Error{ErrorKind::not_found, path + ": command not found"};
-    if (S_ISDIR(st.st_mode) || access(path.c_str(), X_OK) != 0) {
-      return Error{ErrorKind::not_executable, path + ": permission denied (not an executable file)"};
-    }
-    return path;
-  };
-  if (name.find('/') != std::string::npos) return check(name);
-  const std::string path_var = env_or(env, "PATH", "/usr/local/bin:/usr/bin:/bin");
-  bool saw_denied = false;
-  size_t start = 0;
-  while (start <= path_var.size()) {
-    const size_t end = std::min(path_var.find(':', start), path_var.size());
-    std::string dir = path_var.substr(start, end - start);
-    if (dir.empty()) dir = ".";
-    auto found = check(dir + "/" + name);
-    if (found) return found;
-    if (found.error().kind == ErrorKind::not_executable) saw_denied = true;
-    start = end + 1;
+Expected<std::string> check_executable(const std::string& name, const Environment& env) {
+  if (name.find('/') == std::string::npos) {
+    return resolve_executable(name, env_or(env, "PATH", k_default_path));
   }
-  if (saw_denied) return Error{ErrorKind::not_executable, name + ": permission denied"};
-  return Error{ErrorKind::not_found, name + ": command not found"};
+  struct stat st {};
+  if (stat(name.c_str(), &st) != 0) return Error{ErrorKind::not_found, name + ": no such file"};
+  if (S_ISDIR(st.st_mode) || access(name.c_str(), X_OK) != 0) {
+    return Error{ErrorKind::not_executable, name + ": permission denied (not an executable file)"};
+  }
+  return name;
 }
 
 Status check_readable_file(const std::string& path, const std::string& what) {

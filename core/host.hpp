@@ -27,9 +27,10 @@ Expected<std::string> make_private_run_dir(const Environment& env, const std::st
 /// Removes a directory tree air-run created (best effort, no symlink following).
 void remove_tree(const std::string& dir);
 
-/// Resolves a program name through PATH the way execvp does. Errors:
-/// not_found (exit 127) or not_executable (exit 126), naming the program.
-Expected<std::string> resolve_executable(const std::string& name, const Environment& env);
+/// Checks before launch that a program can be started: a bare name is looked
+/// up along env's PATH (as the ranks will), a path must be an executable file.
+/// Errors: not_found (exit 127) or not_executable (exit 126), naming the program.
+Expected<std::string> check_executable(const std::string& name, const Environment& env);
 
 /// Checks that a script or file target exists and is readable (exit 127 when not).
 Status check_readable_file(const std::string& path, const std::string& what);

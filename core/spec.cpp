@@ -4,6 +4,8 @@
 // are applied in precedence order: file, env, flags.
 #include "core/spec.hpp"
 
+#include "core/suggest.hpp"
+
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -284,21 +286,6 @@ std::string expected_text(const SpecKey& key) {
     return "ranks like 0,2-3 or a list of ranks";
   }
   return "a value";
-}
-
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
 }
 
 // The closest known name, when it is close enough to be a typo; "" otherwise.

@@ -163,13 +163,18 @@ test_sigterm_forwarded_exit_143() {
 }
 
 test_sigint_exit_130() {
-  "$AIR_RUN" --cpu-ranks 2 --grace-period 5s --no-python sh -c 'echo "$$" > pid.$RANK; exec sleep 60' >o 2>e &
+  # a non-interactive shell starts background jobs with SIGINT ignored; restore it as a terminal would
+  env --default-signal=INT "$AIR_RUN" --cpu-ranks 2 --grace-period 5s --no-python sh -c 'echo "$$" > pid.$RANK; exec sleep 60' >o 2>e &
   local air=$!
   wait_for '[[ -s pid.0 && -s pid.1 ]]' 10 || fail "ranks did not start"
   kill -INT $air
   wait $air
   rc=$?
   expect_rc 130
+  local p
+  for p in $(cat pid.0 pid.1); do
+    wait_for "! pid_alive $p" 5 || fail "rank pid $p survived SIGINT of air-run"
+  done
 }
 
 test_kill_9_of_air_run_leaves_no_rank() {

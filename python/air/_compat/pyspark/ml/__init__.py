@@ -1,0 +1,1 @@
+"""air stand-in for pyspark.ml (TorchDistributor only)."""

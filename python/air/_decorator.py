@@ -1,0 +1,164 @@
+"""@distributed: run a function once per accelerator and collect the results."""
+
+import functools
+import sys
+import warnings
+
+from air import _launch
+
+DEFAULT_TIMEOUT = 3 * 3600  # seconds, as Databricks' @distributed
+
+# serverless_gpu's short GPU type values; databricks.air spells them GPU_<n>x<MODEL>.
+LEGACY_TYPES = ("A10", "H100", "B300")
+
+_UNSET = object()
+
+
+def _accelerator_text(value):
+    """Accepts strings and enum-like values (GPUType.H100, AcceleratorType...)."""
+    if value is None or isinstance(value, str):
+        return value
+    inner = getattr(value, "value", None)
+    if isinstance(inner, str):
+        return inner
+    name = getattr(value, "name", None)
+    if isinstance(name, str):
+        return name
+    raise TypeError("accelerator_type must be a string such as 'GPU_8xH100' or 'CPU', not %r"
+                    % (value,))
+
+
+def _resolve_options(num_accelerators, accelerator_type, gpus, gpu_type, stacklevel):
+    if gpus is not None:
+        warnings.warn("`gpus` is deprecated; use `num_accelerators` instead",
+                      FutureWarning, stacklevel=stacklevel)
+        if num_accelerators is not None:
+            raise TypeError("pass either num_accelerators or its deprecated name gpus, not both")
+        num_accelerators = gpus
+    if gpu_type is not None:
+        warnings.warn("`gpu_type` is deprecated; use `accelerator_type` instead",
+                      FutureWarning, stacklevel=stacklevel)
+        if accelerator_type is not None:
+            raise TypeError("pass either accelerator_type or its deprecated name gpu_type, "
+                            "not both")
+        accelerator_type = gpu_type
+    accelerator_type = _accelerator_text(accelerator_type)
+    if accelerator_type is not None and accelerator_type.upper() in LEGACY_TYPES:
+        warnings.warn("accelerator type %r is deprecated; use the GPU_<n>x<MODEL> form, e.g. "
+                      "'GPU_8x%s'" % (accelerator_type, accelerator_type.upper()),
+                      FutureWarning, stacklevel=stacklevel)
+    if num_accelerators is not None:
+        if isinstance(num_accelerators, bool) or not isinstance(num_accelerators, int):
+            raise TypeError("num_accelerators must be a positive int, not %r"
+                            % (num_accelerators,))
+        if num_accelerators < 1:
+            raise ValueError("num_accelerators must be at least 1, got %d" % num_accelerators)
+    return num_accelerators, accelerator_type
+
+
+class DistributedFunction:
+    """A function wrapped by @distributed.
+
+    Calling it runs the function here, once, as before. ``.distributed(*args,
+    **kwargs)`` runs it once per rank through air-run and returns the list of
+    the ranks' return values in rank order.
+    """
+
+    def __init__(self, fn, num_accelerators=None, accelerator_type=None,
+                 timeout=DEFAULT_TIMEOUT, grace_period=None, python=None, env=None):
+        if not callable(fn):
+            raise TypeError("@distributed must decorate a callable, not %r" % (fn,))
+        functools.update_wrapper(self, fn)
+        self._fn = fn
+        self.num_accelerators = num_accelerators
+        self.accelerator_type = accelerator_type
+        _launch.format_timeout(timeout)  # validate now, at decoration time
+        self.timeout = timeout
+        self.grace_period = grace_period
+        self.python = python
+        self.env = dict(env or {})
+        self.last_summary = None  # air-run's JSON summary of the latest .distributed() call
+
+    def __call__(self, *args, **kwargs):
+        return self._fn(*args, **kwargs)
+
+    def distributed(self, *args, **kwargs):
+        """Runs the function on every rank with these arguments.
+
+        Returns a list with one return value per rank, in rank order. Raises
+        air.DistributedError naming the failing rank (with its traceback and
+        the other ranks' results), air.DistributedTimeout when the timeout
+        passes, ValueError when air-run refuses the spec (e.g. an
+        accelerator_type that does not match this machine), and
+        air.SerializationError when the call cannot be sent to the ranks.
+        """
+        return _launch.call_on_ranks(
+            self, args, kwargs, what="function %s" % _describe(self._fn),
+            num_ranks=self.num_accelerators, accelerator_type=self.accelerator_type,
+            timeout=self.timeout, grace_period=self.grace_period, python=self.python,
+            extra_env=self.env, summary_sink=self._keep_summary)
+
+    def _keep_summary(self, summary):
+        self.last_summary = summary
+
+    def __reduce__(self):
+        # A wrapper defined at the top level of an importable module travels by
+        # name (the worker imports the module), like a plain function; others
+        # (notebook / __main__ / nested) travel by value with their function.
+        module_name = getattr(self._fn, "__module__", None)
+        qualname = getattr(self._fn, "__qualname__", "")
+        if module_name and module_name != "__main__" and "<locals>" not in qualname:
+            module = sys.modules.get(module_name)
+            found = module
+            for part in qualname.split("."):
+                found = getattr(found, part, None)
+            if found is self:
+                return (_by_name, (module_name, qualname))
+        return (DistributedFunction, (self._fn, self.num_accelerators, self.accelerator_type,
+                                      self.timeout, self.grace_period, self.python, self.env))
+
+    def __repr__(self):
+        return "<distributed function %s (num_accelerators=%r, accelerator_type=%r)>" % (
+            _describe(self._fn), self.num_accelerators, self.accelerator_type)
+
+
+def _by_name(module_name, qualname):
+    import importlib
+    found = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    return found
+
+
+def _describe(fn):
+    return "%s.%s" % (getattr(fn, "__module__", "?"),
+                      getattr(fn, "__qualname__", getattr(fn, "__name__", repr(fn))))
+
+
+def distributed(fn=None, *, num_accelerators=None, accelerator_type=None,
+                timeout=DEFAULT_TIMEOUT, gpus=None, gpu_type=None, grace_period=None,
+                python=None, env=None):
+    """Decorator: ``@distributed(num_accelerators=None, accelerator_type=None,
+    timeout=10800)``; also usable bare as ``@distributed``.
+
+    num_accelerators: ranks to run (default: every GPU; on a machine without a
+        GPU, 1 rank on CPU unless a count is given).
+    accelerator_type: "GPU_<n>x<MODEL>" (e.g. "GPU_8xH100") or "CPU"; a type
+        that does not match the machine is refused before anything runs.
+    timeout: seconds (or "90m", "3h"); None disables. Default 3 hours.
+    gpus, gpu_type: deprecated serverless_gpu names (FutureWarning).
+    grace_period: seconds between SIGTERM and SIGKILL when air-run stops ranks.
+    python: interpreter for the ranks (default: this one, sys.executable).
+    env: extra environment variables for every rank.
+    """
+    num_accelerators, accelerator_type = _resolve_options(
+        num_accelerators, accelerator_type, gpus, gpu_type, stacklevel=3)
+
+    def wrap(f):
+        return DistributedFunction(f, num_accelerators=num_accelerators,
+                                   accelerator_type=accelerator_type, timeout=timeout,
+                                   grace_period=grace_period, python=python, env=env)
+
+    if fn is not None:
+        return wrap(fn)
+    return wrap

@@ -1,0 +1,417 @@
+"""Running air-run from Python: command line, child environment, streaming of
+the ranks' output, and turning the outcome into values or one exception."""
+
+import collections
+import json
+import math
+import os
+import pickle
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+
+from air import _binary
+from air._errors import DistributedError, DistributedTimeout
+
+TAIL_LINES = 200
+
+
+# --------------------------------------------------------------------------- command line
+
+def format_timeout(timeout):
+    """air-run's --timeout text: None -> "none", seconds -> "N" (rounded up),
+    a duration string ("90m", "3h", "none") as given."""
+    if timeout is None:
+        return "none"
+    if isinstance(timeout, bool):
+        raise TypeError("timeout must be a number of seconds, a duration string or None, "
+                        "not %r" % (timeout,))
+    if isinstance(timeout, str):
+        if not timeout.strip():
+            raise ValueError("timeout must not be empty")
+        return timeout.strip()
+    if hasattr(timeout, "total_seconds"):  # datetime.timedelta
+        timeout = timeout.total_seconds()
+    try:
+        seconds = float(timeout)
+    except (TypeError, ValueError):
+        raise TypeError("timeout must be a number of seconds, a duration string or None, "
+                        "not %r" % (timeout,))
+    if not seconds > 0 or math.isinf(seconds):
+        raise ValueError("timeout must be a positive number of seconds (or None to disable), "
+                         "got %r" % (timeout,))
+    return str(int(math.ceil(seconds)))
+
+
+def placement_flags(binary, env, num_ranks, accelerator_type):
+    """Flags that choose where the ranks run.
+
+    GPU machine: ``-n N`` when a count is given (else air-run uses every GPU).
+    No GPU (or accelerator_type "CPU"): ``--cpu-ranks N`` with N = the count
+    given, else 1. An explicit GPU accelerator_type is passed through unchecked
+    so air-run reports a mismatch with the hardware itself.
+    """
+    flags = []
+    if accelerator_type is not None and str(accelerator_type).upper() == "CPU":
+        return ["--accelerator-type", "CPU", "--cpu-ranks", str(num_ranks or 1)]
+    if accelerator_type is None:
+        info = _binary.list_gpus(binary, env)
+        if _binary.gpu_count(info) == 0:
+            return ["--cpu-ranks", str(num_ranks or 1)]
+    if num_ranks is not None:
+        flags += ["-n", str(num_ranks)]
+    if accelerator_type is not None:
+        flags += ["--accelerator-type", str(accelerator_type)]
+    return flags
+
+
+def child_environment(extra=None):
+    """The caller's environment with the directory holding the `air` package
+    first on PYTHONPATH, so every rank (and the worker module) imports this
+    same package."""
+    env = dict(os.environ)
+    parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if _binary.PYTHON_ROOT not in parts:
+        parts.insert(0, _binary.PYTHON_ROOT)
+    env["PYTHONPATH"] = os.pathsep.join(parts)
+    env.update(extra or {})
+    return env
+
+
+def python_executable(python=None):
+    return python or sys.executable or shutil.which("python3") or "python3"
+
+
+# --------------------------------------------------------------------------- running
+
+class Launch:
+    """How one air-run process ended, with what it printed (the last lines)."""
+
+    def __init__(self, argv, returncode, summary, output_tail, stderr_tail):
+        self.argv = argv
+        self.returncode = returncode
+        self.summary = summary
+        self.output_tail = output_tail  # both streams, in arrival order
+        self.stderr_tail = stderr_tail
+
+    def air_run_errors(self):
+        """air-run's own `air-run: error: ...` lines (not a rank's output)."""
+        return [l for l in self.stderr_tail if l.startswith("air-run: error:")]
+
+    def rank_tail(self, rank, count=20):
+        prefix = "[rank%d]" % rank
+        lines = [l for l in self.output_tail if l.startswith(prefix)]
+        return lines[-count:]
+
+
+def _die_with_parent():
+    # Runs in the child between fork and exec: ask the kernel to SIGTERM air-run
+    # if the caller (a notebook kernel, a script) dies, so no job outlives it.
+    # air-run then tears its ranks down.
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _load_prctl():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.prctl
+        fn.argtypes = [ctypes.c_int, ctypes.c_ulong]
+        fn.restype = ctypes.c_int
+        return fn
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _load_prctl()
+
+
+def _pump(pipe, stream_name, tails, lock):
+    """Copies a pipe to sys.stdout / sys.stderr line by line (looked up on every
+    line, so notebook and pytest replacements of sys.stdout see the output)."""
+    for raw in iter(pipe.readline, b""):
+        line = raw.decode("utf-8", "replace")
+        with lock:
+            for tail in tails:
+                tail.append(line.rstrip("\n"))
+        stream = getattr(sys, stream_name)
+        try:
+            stream.write(line)
+            stream.flush()
+        except (ValueError, OSError):
+            pass  # the caller closed its stream; keep draining so air-run never blocks
+    pipe.close()
+
+
+def run_air_run(argv, env, summary_path=None, grace_seconds=30.0):
+    """Runs air-run, streaming its output (the ranks' prefixed lines and its
+    own messages) to this process's sys.stdout / sys.stderr as it comes.
+
+    Ctrl-C (KeyboardInterrupt) forwards SIGINT to air-run, which stops the
+    ranks; the KeyboardInterrupt is re-raised once it has exited.
+    """
+    output_tail = collections.deque(maxlen=TAIL_LINES)
+    stderr_tail = collections.deque(maxlen=TAIL_LINES)
+    lock = threading.Lock()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (ValueError, OSError, AttributeError):
+            pass
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env,
+                            preexec_fn=_die_with_parent if _PRCTL is not None else None)
+    pumps = [
+        threading.Thread(target=_pump, args=(proc.stdout, "stdout", [output_tail], lock),
+                         daemon=True),
+        threading.Thread(target=_pump, args=(proc.stderr, "stderr", [output_tail, stderr_tail],
+                                            lock), daemon=True),
+    ]
+    for t in pumps:
+        t.start()
+    try:
+        returncode = proc.wait()
+    except KeyboardInterrupt:
+        _stop(proc, grace_seconds)
+        for t in pumps:
+            t.join(timeout=5)
+        raise
+    for t in pumps:
+        t.join()
+    summary = {}
+    if summary_path and os.path.exists(summary_path):
+        try:
+            with open(summary_path, "r", encoding="utf-8") as f:
+                summary = json.load(f)
+        except (OSError, ValueError):
+            summary = {}
+    return Launch(list(argv), returncode, summary, list(output_tail), list(stderr_tail))
+
+
+def _stop(proc, grace_seconds):
+    """SIGINT to air-run (it forwards to the ranks and tears down); SIGKILL if it
+    has not ended after its grace period plus a margin, or on a second Ctrl-C."""
+    try:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=grace_seconds + 10)
+    except (KeyboardInterrupt, subprocess.TimeoutExpired):
+        proc.kill()
+        proc.wait()
+
+
+# --------------------------------------------------------------------------- outcomes
+
+_RANK_FILE = re.compile(r"^rank-(\d+)\.pkl$")
+
+
+def read_rank_records(outdir):
+    """{rank: record dict} from the worker's rank-N.pkl files; a file that
+    cannot be unpickled here becomes an error record saying why."""
+    records = {}
+    try:
+        names = os.listdir(outdir)
+    except OSError:
+        return records
+    for name in names:
+        match = _RANK_FILE.match(name)
+        if not match:
+            continue
+        rank = int(match.group(1))
+        try:
+            with open(os.path.join(outdir, name), "rb") as f:
+                records[rank] = pickle.load(f)
+        except Exception as e:
+            records[rank] = {"ok": False, "type": "air.ResultError",
+                             "message": "the result of rank %d could not be unpickled in the "
+                                        "caller: %s: %s" % (rank, type(e).__name__, e),
+                             "traceback": "", "exception": None}
+    return records
+
+
+def _world_size(launch, records, hint):
+    ranks = launch.summary.get("ranks") if isinstance(launch.summary, dict) else None
+    if isinstance(ranks, list) and ranks:
+        return len(ranks)
+    if hint:
+        return int(hint)
+    return (max(records) + 1) if records else 0
+
+
+def _outcome(launch):
+    outcome = launch.summary.get("outcome") if isinstance(launch.summary, dict) else None
+    return outcome if isinstance(outcome, dict) else {}
+
+
+def _summary_rank(launch, rank):
+    for entry in launch.summary.get("ranks") or []:
+        if isinstance(entry, dict) and entry.get("rank") == rank:
+            return entry
+    return {}
+
+
+def is_spec_error(launch):
+    """Exit code 2 with air-run's own `air-run: error:` line: nothing was launched."""
+    return launch.returncode == 2 and bool(launch.air_run_errors())
+
+
+def spec_error_text(launch):
+    lines = launch.air_run_errors()
+    text = "\n".join(l[len("air-run: error:"):].strip() for l in lines)
+    return "air-run: " + (text or "invalid launch spec (exit code 2)")
+
+
+def is_timeout(launch):
+    if launch.returncode != 124:
+        return False
+    status = _outcome(launch).get("status")
+    return status is None or status in ("timed_out", "timeout")
+
+
+def results_or_raise(launch, outdir, world_hint=None, timeout_text=None):
+    """The per-rank return values in rank order, or one exception:
+    ValueError (bad spec / hardware mismatch, exit 2), DistributedTimeout
+    (exit 124), DistributedError (any other failure)."""
+    if is_spec_error(launch):
+        raise ValueError(spec_error_text(launch))
+    records = read_rank_records(outdir)
+    world = _world_size(launch, records, world_hint)
+    values = [None] * world
+    for rank, record in records.items():
+        if record.get("ok") and 0 <= rank < world:
+            values[rank] = record.get("value")
+
+    if launch.returncode == 0:
+        failed = sorted(r for r, rec in records.items() if not rec.get("ok"))
+        if not failed:
+            return values
+        # Exit 0 but a record says otherwise (e.g. an unpicklable result here).
+        raise _error_for(launch, records, values, failed[0])
+
+    if is_timeout(launch):
+        reason = _outcome(launch).get("reason") or ""
+        headline = "the distributed call timed out%s; air-run stopped every rank (exit code 124)" % (
+            " after %s" % _pretty_timeout(timeout_text) if timeout_text else "")
+        if reason:
+            headline += ": " + reason
+        done = [r for r, rec in sorted(records.items()) if rec.get("ok")]
+        headline += ". Ranks that finished: %s" % (done or "none")
+        raise DistributedTimeout(headline, rank=_root_rank(launch, records),
+                                 message=reason or "timeout", partial_results=values,
+                                 exit_code=launch.returncode, summary=launch.summary)
+
+    return_rank = _root_rank(launch, records)
+    raise _error_for(launch, records, values, return_rank)
+
+
+def _pretty_timeout(text):
+    return "%s s" % text if text.isdigit() else text
+
+
+def _root_rank(launch, records):
+    root = _outcome(launch).get("root_cause_rank")
+    if isinstance(root, int) and root >= 0:
+        return root
+    failed = sorted(r for r, rec in records.items() if not rec.get("ok"))
+    return failed[0] if failed else None
+
+
+def _error_for(launch, records, values, rank):
+    rc = launch.returncode
+    reason = _outcome(launch).get("reason") or ""
+    record = records.get(rank) if rank is not None else None
+    if record is not None and not record.get("ok"):
+        exception = None
+        if record.get("exception") is not None:
+            try:
+                exception = pickle.loads(record["exception"])
+            except Exception:
+                exception = None
+        exc_type, message = record.get("type"), record.get("message", "")
+        headline = "rank %d failed with %s: %s (air-run exit code %s)" % (
+            rank, exc_type, message, rc)
+        return DistributedError(headline, rank=rank, exc_type=exc_type, message=message,
+                                remote_traceback=record.get("traceback", ""),
+                                partial_results=values, exit_code=rc, summary=launch.summary,
+                                exception=exception)
+    # No record from our worker: the rank died without raising (signal, os._exit,
+    # the interpreter failed to start...). Use air-run's account.
+    if rank is not None:
+        error = _summary_rank(launch, rank).get("error") or {}
+        exc_type = error.get("type")
+        message = error.get("message") or reason or "exited with code %s" % rc
+        headline = "rank %d failed: %s (air-run exit code %s)" % (rank, message, rc)
+        tail = launch.rank_tail(rank)
+        if tail and not error.get("traceback"):
+            headline += "\n\nLast output of rank %d:\n%s" % (rank, "\n".join(tail))
+        return DistributedError(headline, rank=rank, exc_type=exc_type, message=message,
+                                remote_traceback=error.get("traceback") or "",
+                                partial_results=values, exit_code=rc, summary=launch.summary)
+    lines = [l for l in launch.stderr_tail if not l.startswith("[rank")][-20:]
+    headline = "air-run failed with exit code %s%s" % (rc, ": " + reason if reason else "")
+    if lines:
+        headline += "\n" + "\n".join(lines)
+    return DistributedError(headline, message=reason, partial_results=values, exit_code=rc,
+                            summary=launch.summary)
+
+
+# --------------------------------------------------------------------------- one call
+
+def call_on_ranks(target, args, kwargs, *, what, num_ranks=None, accelerator_type=None,
+                  timeout=None, grace_period=None, python=None, extra_env=None,
+                  placement=None, summary_sink=None):
+    """Runs target(*args, **kwargs) once per rank through air-run and returns
+    the list of return values in rank order (see results_or_raise).
+    `placement` replaces the flags placement_flags() would choose;
+    `summary_sink` receives air-run's JSON summary (a dict) before the outcome
+    is turned into values or an exception."""
+    from air._payload import dump_call
+
+    timeout_text = format_timeout(timeout)
+    workdir = tempfile.mkdtemp(prefix="air-call-")
+    try:
+        payload = os.path.join(workdir, "payload.pkl")
+        outdir = os.path.join(workdir, "out")
+        os.mkdir(outdir, 0o700)
+        # Serialise first: a payload error is the caller's to fix, binary or not.
+        dump_call(payload, target, args, kwargs, what)
+        binary = _binary.resolve_binary()
+        env = child_environment(extra_env)
+        if placement is None:
+            placement = placement_flags(binary, env, num_ranks, accelerator_type)
+        summary = os.path.join(workdir, "summary.json")
+        argv = [binary] + list(placement)
+        argv += ["--timeout", timeout_text, "--python", python_executable(python),
+                 "--summary", summary]
+        if grace_period is not None:
+            argv += ["--grace-period", format_timeout(grace_period)]
+        argv += ["-m", "air._worker", payload, outdir]
+        launch = run_air_run(argv, env, summary, _grace_seconds(grace_period))
+        if summary_sink is not None:
+            summary_sink(launch.summary)
+        return results_or_raise(launch, outdir, world_hint=num_ranks or _count(placement),
+                                timeout_text=timeout_text)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _count(placement):
+    """Rank count named by placement flags (-n N or --cpu-ranks N), else None."""
+    for flag in ("-n", "--cpu-ranks"):
+        if flag in placement:
+            index = placement.index(flag)
+            if index + 1 < len(placement) and str(placement[index + 1]).isdigit():
+                return int(placement[index + 1])
+    return None
+
+
+def _grace_seconds(grace_period):
+    if grace_period is None or isinstance(grace_period, str):
+        return 30.0
+    return float(grace_period)
