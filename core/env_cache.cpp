@@ -502,19 +502,32 @@ Expected<std::string> build_env(const EnvRequest& request, const std::string& ke
   return prefix;
 }
 
-Expected<std::vector<std::string>> requirements_of(const LaunchSpec& spec) {
-  if (!spec.requirements_file.value.empty()) {
-    auto text = read_text_file(spec.requirements_file.value, "requirements file");
-    if (!text) return text.error();
-    return parse_requirements_text(*text, spec.requirements_file.value);
-  }
-  return normalise_requirements(spec.dependencies.value, "environment.dependencies");
-}
-
 std::string current_dir() {
   std::error_code ec;
   const fs::path cwd = fs::current_path(ec);
   return ec ? "/" : cwd.string();
+}
+
+/// The directory a path is relative to: a path written in the spec file is
+/// relative to that file (as its command is), others to the working directory.
+std::string base_dir(const Origin& origin, const LaunchSpec& spec) {
+  const std::string cwd = current_dir();
+  if (origin.kind != Origin::Kind::file || spec.spec_path.empty()) return cwd;
+  const std::string dir = fs::path(spec.spec_path).parent_path().string();
+  return dir.empty() ? cwd : absolute_link(dir, cwd);
+}
+
+Expected<std::vector<std::string>> requirements_of(const LaunchSpec& spec) {
+  if (!spec.requirements_file.value.empty()) {
+    std::string path = spec.requirements_file.value;
+    if (path.front() != '/' && spec.requirements_file.origin.kind == Origin::Kind::file) {
+      path = absolute_link(path, base_dir(spec.requirements_file.origin, spec));
+    }
+    auto text = read_text_file(path, "requirements file");
+    if (!text) return text.error();
+    return parse_requirements_text(*text, spec.requirements_file.value);
+  }
+  return normalise_requirements(spec.dependencies.value, "environment.dependencies");
 }
 
 void fill_rank_view(PreparedEnv& out, const LaunchSpec& spec, const Environment& env) {
@@ -540,7 +553,7 @@ Expected<std::string> env_cache_dir(const LaunchSpec& spec, const Environment& e
       return usage_error("env_cache_dir: no cache directory: set HOME or XDG_CACHE_HOME, or give --env-cache-dir");
     }
   }
-  return absolute_link(dir, current_dir());
+  return absolute_link(dir, spec.env_cache_dir.value.empty() ? current_dir() : base_dir(spec.env_cache_dir.origin, spec));
 }
 
 Expected<PreparedEnv> prepare_python_env(const LaunchSpec& spec, const Environment& env, bool dry_run) {
@@ -554,7 +567,7 @@ Expected<PreparedEnv> prepare_python_env(const LaunchSpec& spec, const Environme
 
   auto cache = env_cache_dir(spec, env);
   if (!cache) return cache.error();
-  auto resolved = resolve_executable(spec.python.value, env);
+  auto resolved = check_executable(spec.python.value, env);
   if (!resolved) {
     return Error{resolved.error().kind,
                  fmt::format("Python interpreter {} (environment.python)", resolved.error().message)};
@@ -562,8 +575,8 @@ Expected<PreparedEnv> prepare_python_env(const LaunchSpec& spec, const Environme
   auto interpreter = identify_interpreter(*resolved, env, *cache, !dry_run);
   if (!interpreter) return interpreter.error();
   request.interpreter = std::move(*interpreter);
-  const std::string cwd = current_dir();
-  for (const auto& link : spec.find_links.value) request.sources.find_links.push_back(absolute_link(link, cwd));
+  const std::string links_dir = base_dir(spec.find_links.origin, spec);
+  for (const auto& link : spec.find_links.value) request.sources.find_links.push_back(absolute_link(link, links_dir));
   request.sources.index_url = spec.index_url.value;
   request.sources.no_index = spec.no_index.value;
   request.system_site_packages = spec.system_site_packages.value;

@@ -84,6 +84,16 @@ test_dependency_importable_in_every_rank_then_reused() {
   expect_contains "$out" "$first/bin/python -u show.py"
 }
 
+test_paths_in_the_spec_file_are_relative_to_it() {
+  mkdir proj && cd proj && setup_job && printf 'airtestpkg==1.0\n' >requirements.txt
+  sed -i 's/dependencies: .*/dependencies: requirements.txt/' job.yaml
+  cd /
+  run_air -n 2 -f "$TESTDIR/proj/job.yaml" "$TESTDIR/proj/show.py"
+  expect_rc 0
+  expect_contains "$out" "[rank1]: rank 1 airtestpkg-1.0 venv"
+  [[ -L $(echo "$TESTDIR"/proj/cache/*[0-9a-f]) ]] || fail "the cache is not next to the spec"
+}
+
 test_dry_run_builds_nothing() {
   setup_job
   run_air --dry-run -f job.yaml show.py

@@ -147,3 +147,18 @@ TEST_CASE("prepare_python_env reports bad input before touching the cache", "[py
   REQUIRE_FALSE(unreadable.ok());
   CHECK(unreadable.error().message.find("/nonexistent/requirements.txt") != std::string::npos);
 }
+
+TEST_CASE("env_cache_dir written in a spec file is relative to that file", "[python_env]") {
+  air::LaunchSpec spec;
+  spec.spec_path = "/proj/configs/job.yaml";
+  spec.env_cache_dir.value = "../cache";
+  spec.env_cache_dir.origin = air::Origin{air::Origin::Kind::file, "/proj/configs/job.yaml:3:1"};
+  auto dir = air::env_cache_dir(spec, {});
+  REQUIRE(dir.ok());
+  CHECK(*dir == "/proj/cache");
+  spec.env_cache_dir.origin = air::Origin{air::Origin::Kind::flag, "--env-cache-dir"};
+  dir = air::env_cache_dir(spec, {});
+  REQUIRE(dir.ok());
+  CHECK(*dir != "/proj/cache");
+  CHECK(dir->front() == '/');
+}
