@@ -3,6 +3,7 @@
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
 #include "core/error.hpp"
+#include "core/spec.hpp"
 #include "core/suggest.hpp"
 
 #include <CLI/CLI.hpp>
@@ -82,6 +83,10 @@ int run_main(int argc, char** argv) {
   Expected<int> code = 0;
   if (options.version) {
     std::fputs("air-run " AIR_VERSION "\n", stdout);
+    return 0;
+  }
+  if (options.print_spec_table) {
+    std::fputs(spec_keys_markdown().c_str(), stdout);
     return 0;
   }
   if (options.list_gpus) {

@@ -1,3 +1,4 @@
+#include "cli/cluster.hpp"
 #include "cli/commands.hpp"
 #include "cli/run_report.hpp"
 #include "core/env_cache.hpp"
@@ -105,16 +106,16 @@ Expected<int> run_command(const CliOptions& options) {
     for (const auto& [name, value] : python_env->vars) spec.env.value[name] = value;
   }
 
+  // Nodes (cli/cluster.cpp): Slurm or --nnodes/--node-rank; decides the master port.
+  auto cluster = resolve_cluster(spec, env, options.dry_run);
+  if (!cluster) return cluster.error();
   PlanContext ctx;
   ctx.run_id = spec.run_id.value.empty() ? make_run_id() : spec.run_id.value;
-  if (spec.master_port.value != 0) {
-    if (!options.dry_run) AIR_TRY(check_port_free(spec.master_addr.value, spec.master_port.value));
-    ctx.master_port = spec.master_port.value;
-  } else {
-    auto port = choose_free_port(spec.master_addr.value);
-    if (!port) return port.error();
-    ctx.master_port = *port;
-  }
+  ctx.master_port = cluster->master_port;
+  ctx.node_rank = cluster->node_rank;
+  ctx.num_nodes = cluster->num_nodes;
+  ctx.node_name = cluster->node_name;
+  ctx.cluster_source = cluster->source;
   // Result and error files live in the log directory when there is one (kept),
   // else in a private temporary directory removed after the report.
   const bool keep_run_dir = !spec.log_dir.value.empty();
@@ -136,18 +137,33 @@ Expected<int> run_command(const CliOptions& options) {
     return 0;
   }
 
-  AIR_TRY(check_target(spec, env));
+  print_lines(cluster->notices, stderr);
+  // Several nodes: wait for all of them (node 0's run id wins); from here on a
+  // failure before launch is told to the other nodes so they stop too.
+  auto control = join_cluster(*cluster, selection->ranks, ctx.run_id);
+  if (!control) return control.error();
+  ControlChannel* const channel = control->get();
+  if (channel != nullptr) {
+    ctx.run_id = channel->run_id();
+    std::fputs(fmt::format("air-run: {}\n", describe_cluster(*cluster, selection->ranks)).c_str(), stderr);
+  }
+  const auto setup_failed = [channel](Error error) {
+    report_setup_failure(channel, error);
+    return error;
+  };
+
+  if (auto target = check_target(spec, env); !target) return setup_failed(target.error());
   if (keep_run_dir) {
-    AIR_TRY(make_directories(ctx.run_dir));
+    if (auto made = make_directories(ctx.run_dir); !made) return setup_failed(made.error());
   } else {
     auto dir = make_private_run_dir(env, ctx.run_id);
-    if (!dir) return dir.error();
+    if (!dir) return setup_failed(dir.error());
     ctx.run_dir = *dir;
   }
   auto plan = make_plan(spec, *selection, env, ctx);
   if (!plan) {
     if (!keep_run_dir) remove_tree(ctx.run_dir);
-    return plan.error();
+    return setup_failed(plan.error());
   }
   print_lines(selection->notices, stderr);
   for (const auto& notice : plan->notices) std::fputs(fmt::format("air-run: {}\n", notice).c_str(), stderr);
@@ -156,7 +172,8 @@ Expected<int> run_command(const CliOptions& options) {
   if (spec.json.value) console.stdout_fd = STDERR_FILENO; // stdout carries only the JSON summary
   std::fflush(stdout);
   std::fflush(stderr);
-  const RunOutcome outcome = supervise(*plan, console);
+  RunOutcome outcome = supervise(*plan, console, channel);
+  if (channel != nullptr) channel->finish(outcome); // every node agrees on the end (and its exit code)
   const int code = report_run(spec, hardware, *selection, *plan, outcome, env);
   if (!keep_run_dir) remove_tree(ctx.run_dir);
   return code;

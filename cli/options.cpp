@@ -16,6 +16,7 @@ constexpr FlagAlias k_flag_aliases[] = {
     {"num_accelerators", "--nproc_per_node"},
     {"master_port", "--master_port"},
     {"master_addr", "--master_addr"},
+    {"node_rank", "--node_rank"},
     {"no_python", "--no_python"},
 };
 
@@ -61,6 +62,9 @@ void register_options(CLI::App& app, CliOptions& options) {
   app.add_flag("--prune-envs", options.prune_envs,
                "remove cached Python environments (not in use; with --older-than, only those unused that long)");
   app.add_option("--older-than", options.older_than, "with --prune-envs: a duration like 30d, 12h or 90m");
+
+  app.add_flag("--print-spec-table", options.print_spec_table, "print the spec key table as Markdown")
+      ->group(""); // hidden: keeps README.md in step with the key table (tests/e2e/test_docs.sh)
 
   for (const auto& key : spec_keys()) {
     if (key.flag.empty()) continue;

@@ -21,6 +21,7 @@ struct CliOptions {
   bool list_envs = false;  ///< --list-envs
   bool prune_envs = false; ///< --prune-envs
   std::string older_than;  ///< --older-than, for --prune-envs
+  bool print_spec_table = false; ///< hidden: the README key table, generated from the key table
 
   /// One slot per spec key with a flag; CLI11 writes the texts it saw there.
   struct KeySlot {

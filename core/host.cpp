@@ -42,6 +42,10 @@ int try_bind(const std::string& addr, int port) {
   }
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -errno;
+  // As rank 0's TCPStore binds (SO_REUSEADDR): a port whose last connections
+  // linger in TIME_WAIT (the previous srun step of the same job) is free to it.
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   int result = 0;
   if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) { // NOLINT
     result = -errno;

@@ -58,6 +58,8 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
   plan.run_dir = ctx.run_dir;
   plan.node_rank = ctx.node_rank;
   plan.num_nodes = ctx.num_nodes;
+  plan.node_name = ctx.node_name;
+  plan.cluster_source = ctx.cluster_source;
   plan.ranks_per_node = selection.ranks;
   plan.world_size = selection.ranks * ctx.num_nodes;
   plan.master_addr = spec.master_addr.value;
@@ -140,8 +142,9 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
 
 std::vector<std::string> describe_plan(const LaunchPlan& plan) {
   std::vector<std::string> lines;
-  lines.push_back(fmt::format("run {}: {} rank(s) on node {}/{}, world size {}, master {}:{}", plan.run_id,
-                              plan.ranks_per_node, plan.node_rank, plan.num_nodes, plan.world_size,
+  lines.push_back(fmt::format("run {}: {} rank(s) on node {}/{}{}, world size {}, master {}:{}", plan.run_id,
+                              plan.ranks_per_node, plan.node_rank, plan.num_nodes,
+                              plan.node_name.empty() ? "" : " (" + plan.node_name + ")", plan.world_size,
                               plan.master_addr, plan.master_port));
   lines.push_back(fmt::format("timeout {}, grace period {}",
                               plan.timeout ? format_duration(*plan.timeout) : "none",

@@ -31,6 +31,8 @@ struct LaunchPlan {
   std::string run_dir; ///< private directory for result and error files
   int node_rank = 0;
   int num_nodes = 1;
+  std::string node_name;      ///< this node (SLURMD_NODENAME or the host name), for per-node reports
+  std::string cluster_source; ///< "single", "static" or "slurm" (core/cluster.hpp)
   int ranks_per_node = 0;
   int world_size = 0;
   std::string master_addr;
@@ -49,6 +51,8 @@ struct PlanContext {
   int master_port = 0; ///< a free port already chosen when the spec gave none
   int node_rank = 0;
   int num_nodes = 1;
+  std::string node_name;
+  std::string cluster_source = "single";
 };
 
 /// Builds the per-rank plan from a resolved spec, the accelerator selection and

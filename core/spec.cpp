@@ -599,6 +599,10 @@ void apply(LaunchSpec& s, const Assignment& a, bool append) {
   if (k == "no_python") return put(s.no_python, std::get<bool>(v), o);
   if (k == "master_addr") return put(s.master_addr, std::get<std::string>(v), o);
   if (k == "master_port") return put(s.master_port, integer(), o);
+  if (k == "nnodes") return put(s.nnodes, integer(), o);
+  if (k == "node_rank") return put(s.node_rank, integer(), o);
+  if (k == "join_timeout") return put(s.join_timeout, std::get<Millis>(v), o);
+  if (k == "control_port") return put(s.control_port, integer(), o);
   if (k == "log_dir") return put(s.log_dir, std::get<std::string>(v), o);
   if (k == "console_ranks") {
     auto& ranks = s.console_ranks.value;
@@ -686,6 +690,10 @@ std::pair<std::string, Origin> show(const LaunchSpec& s, std::string_view k) {
   if (k == "no_python") return {show_bool(s.no_python.value), s.no_python.origin};
   if (k == "master_addr") return {show_string(s.master_addr.value), s.master_addr.origin};
   if (k == "master_port") return {std::to_string(s.master_port.value), s.master_port.origin};
+  if (k == "nnodes") return {std::to_string(s.nnodes.value), s.nnodes.origin};
+  if (k == "node_rank") return {std::to_string(s.node_rank.value), s.node_rank.origin};
+  if (k == "join_timeout") return {format_duration(s.join_timeout.value), s.join_timeout.origin};
+  if (k == "control_port") return {std::to_string(s.control_port.value), s.control_port.origin};
   if (k == "log_dir") return {show_string(s.log_dir.value), s.log_dir.origin};
   if (k == "console_ranks") {
     return {s.console_ranks.value.empty() ? "all" : format_rank_list(s.console_ranks.value),

@@ -106,6 +106,10 @@ struct LaunchSpec {
   Setting<bool> no_python;                     ///< target is an executable (--no-python)
   Setting<std::string> master_addr{"127.0.0.1", {}};
   Setting<int> master_port;                    ///< 0 = choose a free port
+  Setting<int> nnodes{1, {}};                  ///< number of nodes (one agent each)
+  Setting<int> node_rank;                      ///< this node's rank among the nodes
+  Setting<Millis> join_timeout{Millis(300'000), {}}; ///< multi-node: wait for every agent this long
+  Setting<int> control_port;                   ///< 0 = master_port + 1
   Setting<std::string> log_dir;                ///< "" = no per-rank log files
   Setting<std::vector<int>> console_ranks;     ///< empty = every rank reaches the console
   Setting<bool> isolate_gpus;                  ///< one GPU per rank via CUDA_VISIBLE_DEVICES

@@ -27,6 +27,7 @@ int RunOutcome::exit_code() const {
   switch (status) {
   case Status::succeeded: return 0;
   case Status::failed:
+    if (remote_failure) return remote_failure->exit_code;
     for (const auto& r : ranks)
       if (r.rank == root_cause_rank) return r.status.shell_code();
     return 1;
@@ -35,6 +36,12 @@ int RunOutcome::exit_code() const {
   case Status::launch_failed: return 125;
   }
   return 1;
+}
+
+std::string remote_failure_reason(const RemoteFailure& f) {
+  std::string node = "node " + std::to_string(f.node_rank);
+  if (!f.node_name.empty()) node += " (" + f.node_name + ")";
+  return "stopped because " + node + " failed: " + f.reason;
 }
 
 namespace {
@@ -149,8 +156,8 @@ struct RankState {
 
 class Supervisor {
 public:
-  Supervisor(const LaunchPlan& plan, const ConsoleOptions& console)
-      : plan_(plan), console_(console), stdout_sink_(console.stdout_fd),
+  Supervisor(const LaunchPlan& plan, const ConsoleOptions& console, SupervisorHooks* hooks)
+      : plan_(plan), console_(console), hooks_(hooks), stdout_sink_(console.stdout_fd),
         stderr_sink_(console.stderr_fd), read_buf_(k_read_size) {}
 
   RunOutcome run();
@@ -170,6 +177,8 @@ private:
   void on_rank_ended(RankState& r);
   void check_deadlines();
   void fail(RankState& r, std::string reason);
+  void stop_for_remote(RemoteFailure failure);
+  void tell_hooks();
   void begin_teardown(int sig);
   void kill_all();
   bool finished() const;
@@ -177,6 +186,8 @@ private:
 
   const LaunchPlan& plan_;
   ConsoleOptions console_;
+  SupervisorHooks* hooks_ = nullptr;
+  bool hooks_told_ = false;
   LineSink stdout_sink_;
   LineSink stderr_sink_;
   std::vector<char> read_buf_;
@@ -228,6 +239,7 @@ RunOutcome Supervisor::run() {
     spawn_all();
     while (!finished()) iterate();
   }
+  tell_hooks();
   finalize();
   return std::move(out_);
 } // the guard restores the signal mask and SIGPIPE here
@@ -307,6 +319,9 @@ std::optional<Clock::time_point> Supervisor::next_deadline(Clock::time_point now
       consider(std::max(r.reaped_at, kill_sent_ ? kill_sent_at_ : r.reaped_at) + k_drain_timeout);
   }
   if (tearing_down_ && !kill_sent_ && all_quiet) consider(now + k_group_check_interval);
+  if (hooks_) {
+    if (const auto t = hooks_->next_deadline()) consider(*t);
+  }
   return next;
 }
 
@@ -321,6 +336,10 @@ void Supervisor::iterate() {
       fds.push_back({s.fd.get(), POLLIN, 0});
       owners.emplace_back(&r, &s);
     }
+  }
+  const std::size_t first_hook_fd = fds.size();
+  if (hooks_) {
+    for (const int fd : hooks_->poll_fds()) fds.push_back({fd, POLLIN, 0});
   }
   int timeout_ms = -1;
   const auto now = Clock::now();
@@ -341,8 +360,13 @@ void Supervisor::iterate() {
   }
   // Signals first: an interrupt decides how the exits that follow are read.
   if (ready > 0 && (fds[0].revents & POLLIN)) handle_signals();
+  // Then other nodes: a remote failure that caused a local rank's exit (a
+  // broken collective) must be judged before that exit is.
+  if (hooks_) {
+    if (auto remote = hooks_->check(Clock::now())) stop_for_remote(std::move(*remote));
+  }
   if (ready > 0) {
-    for (std::size_t i = 1; i < fds.size(); ++i) {
+    for (std::size_t i = 1; i < first_hook_fd; ++i) {
       if (fds[i].revents == 0) continue;
       auto [rank, stream] = owners[i];
       read_stream(*rank, *stream);
@@ -350,6 +374,23 @@ void Supervisor::iterate() {
   }
   reap(); // cheap, and catches exits whose SIGCHLD merged with another
   check_deadlines();
+  tell_hooks();
+}
+
+void Supervisor::tell_hooks() {
+  if (hooks_ == nullptr || hooks_told_ || out_.status == RunOutcome::Status::succeeded || out_.remote_failure)
+    return;
+  hooks_told_ = true;
+  hooks_->local_failure(out_);
+}
+
+void Supervisor::stop_for_remote(RemoteFailure failure) {
+  if (out_.status != RunOutcome::Status::succeeded) return; // this node already failed on its own
+  out_.status = RunOutcome::Status::failed;
+  out_.root_cause_rank = -1;
+  out_.reason = remote_failure_reason(failure);
+  out_.remote_failure = std::move(failure);
+  begin_teardown(SIGTERM);
 }
 
 void Supervisor::handle_signals() {
@@ -577,8 +618,8 @@ void Supervisor::finalize() {
 
 } // namespace
 
-RunOutcome supervise(const LaunchPlan& plan, const ConsoleOptions& console) {
-  Supervisor supervisor(plan, console);
+RunOutcome supervise(const LaunchPlan& plan, const ConsoleOptions& console, SupervisorHooks* hooks) {
+  Supervisor supervisor(plan, console, hooks);
   return supervisor.run();
 }
 

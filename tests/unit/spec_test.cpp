@@ -71,6 +71,10 @@ TEST_CASE("key table has one row per LaunchSpec field, unique names", "[spec]") 
                                              "no_python",
                                              "master_addr",
                                              "master_port",
+                                             "nnodes",
+                                             "node_rank",
+                                             "join_timeout",
+                                             "control_port",
                                              "log_dir",
                                              "console_ranks",
                                              "isolate_gpus",
@@ -158,6 +162,10 @@ module: false
 no_python: false
 master_addr: 10.0.0.1
 master_port: 29500
+nnodes: 4
+node_rank: 2
+join_timeout: 90s
+control_port: 29600
 log_dir: logs
 console_ranks: "0,2-3"
 isolate_gpus: true
@@ -188,6 +196,10 @@ tail_lines: 0
   CHECK_FALSE(s.no_python.value);
   CHECK(s.master_addr.value == "10.0.0.1");
   CHECK(s.master_port.value == 29500);
+  CHECK(s.nnodes.value == 4);
+  CHECK(s.node_rank.value == 2);
+  CHECK(s.join_timeout.value == Millis(90'000));
+  CHECK(s.control_port.value == 29600);
   CHECK(s.log_dir.value == "logs");
   CHECK(s.console_ranks.value == std::vector<int>{0, 2, 3});
   CHECK(s.isolate_gpus.value);
@@ -248,6 +260,10 @@ TEST_CASE("describe_spec prints key = value (origin) in table order", "[spec]") 
       "no_python = false  (default)",
       "master_addr = 127.0.0.1  (default)",
       "master_port = 29999  (flag --master-port)",
+      "nnodes = 1  (default)",
+      "node_rank = 0  (default)",
+      "join_timeout = 5m  (default)",
+      "control_port = 0  (default)",
       "log_dir = \"\"  (default)",
       "console_ranks = all  (default)",
       "isolate_gpus = false  (default)",

@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# Static (torchrun-style) multi-node: two air-run agents on loopback, one per
+# "node", joined through node 0's control port. Global ranks, failure on one
+# node ending the other, an interrupt, a killed agent, a node that never joins.
+source "$(dirname "$0")/lib.sh"
+
+# free_port_pair: a port P with P and P+1 free (master port and control port).
+free_port_pair() {
+  /usr/bin/python3 - <<'PY'
+import socket
+for _ in range(200):
+    a = socket.socket(); a.bind(("127.0.0.1", 0)); p = a.getsockname()[1]
+    b = socket.socket()
+    try:
+        b.bind(("127.0.0.1", p + 1))
+    except OSError:
+        continue
+    finally:
+        a.close(); b.close()
+    if p + 1 < 65536:
+        print(p); break
+PY
+}
+
+now_ms() { date +%s%3N; }
+
+# start_node RANK ARGS...: runs one agent in the background, output in node$RANK.{out,err}, exit code in node$RANK.rc.
+start_node() {
+  local rank=$1
+  shift
+  ("$AIR_RUN" --nnodes "$NNODES" --node-rank "$rank" --master-addr 127.0.0.1 --master-port "$PORT" "$@" \
+    >"node$rank.out" 2>"node$rank.err"
+  echo $? >"node$rank.rc"
+  now_ms >"node$rank.end") 2>/dev/null &
+  eval "node${rank}_pid=$!"
+}
+
+node_rc() { cat "node$1.rc"; }
+
+setup() {
+  PORT=$(free_port_pair)
+  NNODES=${1:-2}
+  [[ -n $PORT ]] || fail "no free port pair"
+}
+
+test_two_nodes_give_global_rank_environment() {
+  setup
+  cat >env.sh <<'SH'
+#!/bin/sh
+env > "env.$RANK"
+SH
+  chmod +x env.sh
+  start_node 0 --cpu-ranks 2 --no-python ./env.sh
+  start_node 1 --cpu-ranks 2 --no-python ./env.sh
+  wait
+  expect_eq "$(node_rc 0)" 0
+  expect_eq "$(node_rc 1)" 0
+  local r e
+  for r in 0 1 2 3; do
+    [[ -f env.$r ]] || { fail "rank $r did not run"; continue; }
+    e=$(cat "env.$r")
+    expect_contains "$e" "RANK=$r"
+    expect_contains "$e" "LOCAL_RANK=$((r % 2))"
+    expect_contains "$e" "WORLD_SIZE=4"
+    expect_contains "$e" "LOCAL_WORLD_SIZE=2"
+    expect_contains "$e" "GROUP_RANK=$((r / 2))"
+    expect_contains "$e" "NODE_RANK=$((r / 2))"
+    expect_contains "$e" "GROUP_WORLD_SIZE=2"
+    expect_contains "$e" "NUM_NODES=2"
+    expect_contains "$e" "ROLE_WORLD_SIZE=4"
+    expect_contains "$e" "MASTER_ADDR=127.0.0.1"
+    expect_contains "$e" "MASTER_PORT=$PORT"
+  done
+  # one run id for the whole job: node 0's
+  expect_eq "$(grep '^TORCHELASTIC_RUN_ID=' env.3)" "$(grep '^TORCHELASTIC_RUN_ID=' env.0)"
+  expect_contains "$(cat node1.err)" "node 1/2 ("
+  expect_contains "$(cat node1.err)" "ranks 2-3 of 4, master 127.0.0.1:$PORT, control port $((PORT + 1)), via static"
+}
+
+test_two_by_two_gloo_ddp_trains() {
+  if ! "$TORCH_PYTHON" -c 'import torch.distributed' 2>/dev/null; then
+    echo "  (skipped: $TORCH_PYTHON has no torch)"
+    return 0
+  fi
+  setup
+  local script=$AIR_SOURCE_DIR/configs/examples/simple_mlp_ddp.py
+  start_node 0 --cpu-ranks 2 --python "$TORCH_PYTHON" --timeout 5m "$script" --epochs 2 --samples 2000
+  start_node 1 --cpu-ranks 2 --python "$TORCH_PYTHON" --timeout 5m "$script" --epochs 2 --samples 2000
+  wait
+  expect_eq "$(node_rc 0)" 0
+  expect_eq "$(node_rc 1)" 0
+  local all r
+  all=$(cat node0.out node1.out)
+  for r in 0 1 2 3; do
+    expect_contains "$all" "[rank$r]: rank $r/4 epoch 1: loss"
+    expect_contains "$all" "[rank$r]: rank $r: done in"
+  done
+  expect_contains "$(cat node1.out)" "[rank3]:"
+  expect_not_contains "$(cat node0.out)" "[rank3]:"
+  expect_not_contains "$all" "weights in sync: False"
+}
+
+test_failure_on_node_1_ends_node_0_quickly() {
+  setup
+  cat >rank.sh <<'SH'
+#!/bin/sh
+if [ "$RANK" = 3 ]; then sleep 1; date +%s%3N > fail.ms; exit 5; fi
+exec sleep 120
+SH
+  chmod +x rank.sh
+  start_node 0 --cpu-ranks 2 --no-python ./rank.sh
+  start_node 1 --cpu-ranks 2 --no-python ./rank.sh
+  wait
+  # every node exits with the failing rank's code
+  expect_eq "$(node_rc 1)" 5
+  expect_eq "$(node_rc 0)" 5
+  expect_contains "$(cat node1.err)" "rank 3 exited with exit code 5"
+  expect_contains "$(cat node0.err)" "stopped because node 1 ("
+  expect_contains "$(cat node0.err)" "failed: rank 3 exited with exit code 5"
+  local took=$(($(cat node0.end) - $(cat fail.ms)))
+  echo "  node 0 ended ${took}ms after rank 3 failed on node 1"
+  ((took < 2000)) || fail "node 0 ended ${took}ms after the failure on node 1"
+}
+
+test_interrupt_on_node_1_ends_node_0() {
+  setup
+  start_node 0 --cpu-ranks 2 --no-python sleep 120
+  start_node 1 --cpu-ranks 2 --no-python sleep 120
+  wait_for "grep -q 'via static' node1.err 2>/dev/null" 10 || fail "node 1 never started"
+  sleep 0.5
+  local agent sent
+  agent=$(pgrep -P "$node1_pid" -f 'air-run' | head -1)
+  [[ -n $agent ]] || { fail "no agent process for node 1"; return; }
+  sent=$(now_ms)
+  kill -INT "$agent"
+  wait
+  expect_eq "$(node_rc 1)" 130
+  expect_eq "$(node_rc 0)" 130
+  expect_contains "$(cat node0.err)" "failed: interrupted by SIGINT"
+  local took=$(($(cat node0.end) - sent))
+  echo "  node 0 ended ${took}ms after node 1 was interrupted"
+  ((took < 2000)) || fail "node 0 took ${took}ms"
+}
+
+test_killed_agent_is_noticed() {
+  setup
+  start_node 0 --cpu-ranks 1 --no-python sleep 120
+  start_node 1 --cpu-ranks 1 --no-python sleep 120
+  wait_for "grep -q 'via static' node1.err 2>/dev/null" 10 || fail "node 1 never started"
+  local agent sent
+  agent=$(pgrep -P "$node1_pid" -f 'air-run' | head -1)
+  [[ -n $agent ]] || { fail "no agent process for node 1"; return; }
+  sent=$(now_ms)
+  kill -KILL "$agent"
+  wait
+  expect_eq "$(node_rc 0)" 1
+  expect_contains "$(cat node0.err)" "its agent closed the control connection (it exited or was killed)"
+  local took=$(($(cat node0.end) - sent))
+  ((took < 3000)) || fail "node 0 took ${took}ms to notice"
+  # node 1's rank died with its agent (parent-death signal)
+  wait_for "! pgrep -f 'sleep 120' >/dev/null" 5 || fail "a rank outlived its killed agent"
+}
+
+test_node_that_never_joins_is_named() {
+  setup 3
+  local start=$SECONDS
+  start_node 0 --cpu-ranks 1 --join-timeout 2s --no-python true
+  start_node 1 --cpu-ranks 1 --join-timeout 2s --no-python true
+  wait
+  expect_eq "$(node_rc 0)" 125
+  expect_eq "$(node_rc 1)" 125
+  local msg="air-run: error: node 2 did not join within 2s (node 0's agent waited on control port $((PORT + 1)))"
+  expect_contains "$(cat node0.err)" "$msg"
+  expect_contains "$(cat node1.err)" "$msg"
+  ((SECONDS - start < 10)) || fail "took $((SECONDS - start))s"
+}
+
+test_ranks_per_node_must_agree() {
+  setup
+  start_node 0 --cpu-ranks 2 --no-python true
+  start_node 1 --cpu-ranks 3 --no-python true
+  wait
+  expect_eq "$(node_rc 0)" 2
+  expect_eq "$(node_rc 1)" 2
+  local msg="runs 3 rank(s) but node 0 ("
+  expect_contains "$(cat node0.err)" "air-run: error: node 1 ("
+  expect_contains "$(cat node0.err)" "$msg"
+  expect_contains "$(cat node1.err)" "$msg"
+  expect_contains "$(cat node1.err)" "every node must run the same number of ranks"
+}
+
+test_missing_target_on_one_node_stops_the_other() {
+  setup
+  start_node 0 --cpu-ranks 1 --no-python sleep 120
+  start_node 1 --cpu-ranks 1 --no-python ./does-not-exist
+  wait
+  expect_eq "$(node_rc 1)" 127
+  expect_eq "$(node_rc 0)" 127
+  expect_contains "$(cat node0.err)" "does-not-exist"
+}
+
+test_node_rank_outside_nnodes_is_a_usage_error() {
+  run_air --nnodes 2 --node-rank 2 --no-python true
+  expect_rc 2
+  expect_contains "$err" "air-run: error: --node-rank: node rank 2 is outside 0..1 (--nnodes = 2)"
+}
+
+test_dry_run_shows_the_node() {
+  run_air --dry-run --nnodes 2 --node-rank 1 --node_rank 1 --master-addr 10.0.0.1 --cpu-ranks 2 --no-python true
+  expect_rc 0
+  expect_contains "$out" "nnodes = 2  (flag --nnodes)"
+  expect_contains "$out" "rank 2 (local 0)"
+  expect_contains "$out" "rank 3 (local 1)"
+  expect_contains "$out" "on node 1/2"
+  expect_contains "$out" "MASTER_PORT=29500"
+}
+
+run_tests

@@ -1,0 +1,297 @@
+// The multi-node control protocol: its lines, and real agents joined over loopback.
+#include "core/control.hpp"
+#include "core/control_message.hpp"
+#include "core/host.hpp"
+#include "tests/unit/catch.hpp"
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <future>
+#include <thread>
+
+using air::ControlMessage;
+using Kind = air::ControlMessage::Kind;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+ControlMessage round_trip(const ControlMessage& m) {
+  const std::string line = air::format_control_message(m);
+  REQUIRE(line.back() == '\n');
+  auto parsed = air::parse_control_message(line.substr(0, line.size() - 1));
+  INFO(line << (parsed ? "" : parsed.error().message));
+  REQUIRE(parsed.ok());
+  return *parsed;
+}
+
+air::ControlOptions options_for(int node_rank, int port, int ranks = 2) {
+  air::ControlOptions o;
+  o.node_rank = node_rank;
+  o.num_nodes = 2;
+  o.ranks_per_node = ranks;
+  o.node_name = node_rank == 0 ? "alpha" : "beta";
+  o.master_host = "127.0.0.1";
+  o.port = port;
+  o.run_id = node_rank == 0 ? "run-from-node0" : "run-from-node1";
+  o.join_timeout = 5s;
+  o.heartbeat_interval = 100ms;
+  o.heartbeat_timeout = 500ms;
+  return o;
+}
+
+int free_port() {
+  auto port = air::choose_free_port("127.0.0.1");
+  REQUIRE(port.ok());
+  return *port;
+}
+
+/// Polls the channel like the supervisor does until it reports a failure or `limit` passes.
+std::optional<air::RemoteFailure> wait_for_failure(air::ControlChannel& c, std::chrono::milliseconds limit) {
+  const auto end = Clock::now() + limit;
+  while (Clock::now() < end) {
+    std::vector<pollfd> fds;
+    for (int fd : c.poll_fds()) fds.push_back({fd, POLLIN, 0});
+    ::poll(fds.data(), fds.size(), 20);
+    if (auto f = c.check(Clock::now())) return f;
+  }
+  return std::nullopt;
+}
+
+using Joined = air::Expected<std::unique_ptr<air::ControlChannel>>;
+
+/// Joins node 0 (in a thread) and node 1 (here).
+std::pair<std::unique_ptr<air::ControlChannel>, std::unique_ptr<air::ControlChannel>> join_two(int port) {
+  auto server =
+      std::async(std::launch::async, [port] { return air::ControlChannel::join(options_for(0, port)); });
+  Joined client = air::ControlChannel::join(options_for(1, port));
+  Joined node0 = server.get();
+  INFO((node0 ? "" : node0.error().message) << (client ? "" : client.error().message));
+  REQUIRE(node0.ok());
+  REQUIRE(client.ok());
+  return {std::move(*node0), std::move(*client)};
+}
+
+} // namespace
+
+TEST_CASE("control messages survive a round trip", "[control]") {
+  ControlMessage hello;
+  hello.kind = Kind::hello;
+  hello.node_rank = 3;
+  hello.num_nodes = 4;
+  hello.ranks_per_node = 8;
+  hello.name = "gpu node";
+  CHECK(air::format_control_message(hello) == "hello 1 3 4 8 gpu_node\n");
+  const auto h = round_trip(hello);
+  CHECK(h.kind == Kind::hello);
+  CHECK(h.node_rank == 3);
+  CHECK(h.num_nodes == 4);
+  CHECK(h.ranks_per_node == 8);
+  CHECK(h.name == "gpu_node");
+
+  ControlMessage fail;
+  fail.kind = Kind::fail;
+  fail.node_rank = 1;
+  fail.rank = -1;
+  fail.exit_code = 130;
+  fail.name = "";
+  fail.text = "interrupted by SIGINT\nsecond line";
+  CHECK(air::format_control_message(fail) == "fail 1 -1 130 ? interrupted by SIGINT second line\n");
+  const auto f = round_trip(fail);
+  CHECK(f.kind == Kind::fail);
+  CHECK(f.rank == -1);
+  CHECK(f.exit_code == 130);
+  CHECK(f.text == "interrupted by SIGINT second line");
+
+  ControlMessage refuse;
+  refuse.kind = Kind::refuse;
+  refuse.exit_code = 2;
+  refuse.text = "node 1 runs 3 rank(s)";
+  CHECK(round_trip(refuse).text == "node 1 runs 3 rank(s)");
+  CHECK(round_trip(refuse).exit_code == 2);
+  ControlMessage start;
+  start.kind = Kind::start;
+  start.text = "abc";
+  CHECK(round_trip(start).text == "abc");
+  for (Kind k : {Kind::heartbeat, Kind::finish}) {
+    ControlMessage m;
+    m.kind = k;
+    CHECK(round_trip(m).kind == k);
+  }
+  ControlMessage done;
+  done.kind = Kind::done;
+  done.node_rank = 5;
+  CHECK(round_trip(done).node_rank == 5);
+}
+
+TEST_CASE("malformed control messages are errors quoting the line", "[control]") {
+  CHECK(air::parse_control_message("hello 2 1 2 2 x").error().message ==
+        "control message 'hello 2 1 2 2 x': protocol version 2, this air-run speaks 1");
+  CHECK(air::parse_control_message("hello 1 x 2 2 n").error().message ==
+        "control message 'hello 1 x 2 2 n': bad number 'x'");
+  CHECK(air::parse_control_message("hello 1 1 2").error().message ==
+        "control message 'hello 1 1 2': expected 'hello VERSION NODE NODES RANKS NAME'");
+  CHECK(air::parse_control_message("fail 1 2").error().message ==
+        "control message 'fail 1 2': expected 'fail NODE RANK CODE NAME TEXT'");
+  CHECK(air::parse_control_message("GET / HTTP/1.1").error().message ==
+        "control message 'GET / HTTP/1.1': unknown message");
+  CHECK(air::parse_control_message("start").error().message ==
+        "control message 'start': expected 'start RUN_ID'");
+}
+
+TEST_CASE("two agents join, node 0's run id wins, and a success is agreed", "[control]") {
+  auto [node0, node1] = join_two(free_port());
+  CHECK(node0->run_id() == "run-from-node0");
+  CHECK(node1->run_id() == "run-from-node0");
+
+  // Both succeed: node 1 says done and waits for node 0's finish.
+  auto later = std::async(std::launch::async, [&node1 = node1] {
+    air::RunOutcome ok;
+    node1->finish(ok);
+    return ok;
+  });
+  air::RunOutcome mine;
+  node0->finish(mine);
+  const air::RunOutcome theirs = later.get();
+  CHECK(mine.status == air::RunOutcome::Status::succeeded);
+  CHECK(theirs.status == air::RunOutcome::Status::succeeded);
+  CHECK(theirs.exit_code() == 0);
+}
+
+TEST_CASE("a failure on node 1 reaches node 0 with its code and reason", "[control]") {
+  auto [node0, node1] = join_two(free_port());
+  node1->report_failure(5, 3, "rank 3 exited with exit code 5");
+  const auto start = Clock::now();
+  auto f = wait_for_failure(*node0, 3s);
+  REQUIRE(f.has_value());
+  CHECK(Clock::now() - start < 1s);
+  CHECK(f->node_rank == 1);
+  CHECK(f->node_name == "beta");
+  CHECK(f->rank == 3);
+  CHECK(f->exit_code == 5);
+  CHECK(f->reason == "rank 3 exited with exit code 5");
+  // Taken by check() but its ranks then succeeded: finish still adopts it.
+  air::RunOutcome outcome;
+  node0->finish(outcome);
+  CHECK(outcome.status == air::RunOutcome::Status::failed);
+  CHECK(outcome.exit_code() == 5);
+  CHECK(outcome.reason == "stopped because node 1 (beta) failed: rank 3 exited with exit code 5");
+}
+
+TEST_CASE("node 0's local failure aborts node 1", "[control]") {
+  auto [node0, node1] = join_two(free_port());
+  air::RunOutcome failed;
+  failed.status = air::RunOutcome::Status::timed_out;
+  failed.reason = "timed out after 1s";
+  node0->local_failure(failed);
+  auto f = wait_for_failure(*node1, 3s);
+  REQUIRE(f.has_value());
+  CHECK(f->node_rank == 0);
+  CHECK(f->node_name == "alpha");
+  CHECK(f->exit_code == 124);
+  CHECK(f->reason == "timed out after 1s");
+}
+
+TEST_CASE("node 1 that succeeded adopts node 0's later failure at the end", "[control]") {
+  auto [node0, node1] = join_two(free_port());
+  auto waiting = std::async(std::launch::async, [&node1 = node1] {
+    air::RunOutcome ok;
+    node1->finish(ok);
+    return ok;
+  });
+  std::this_thread::sleep_for(200ms);
+  air::RunOutcome failed;
+  failed.status = air::RunOutcome::Status::interrupted;
+  failed.interrupt_signal = 2;
+  failed.reason = "interrupted by SIGINT";
+  node0->finish(failed);
+  const air::RunOutcome adopted = waiting.get();
+  CHECK(adopted.status == air::RunOutcome::Status::failed);
+  REQUIRE(adopted.remote_failure.has_value());
+  CHECK(adopted.exit_code() == 130);
+  CHECK(adopted.reason == "stopped because node 0 (alpha) failed: interrupted by SIGINT");
+}
+
+TEST_CASE("a silent or vanished agent is a failure", "[control]") {
+  const int port = free_port();
+  auto [node0, node1] = join_two(port);
+  node1.reset(); // closes its socket without a word, as a killed agent's kernel would
+  auto f = wait_for_failure(*node0, 3s);
+  REQUIRE(f.has_value());
+  CHECK(f->node_rank == 1);
+  CHECK(f->exit_code == 1);
+  CHECK(f->reason == "its agent closed the control connection (it exited or was killed)");
+}
+
+TEST_CASE("an agent that stops talking is noticed after the heartbeat timeout", "[control]") {
+  const int port = free_port();
+  auto server =
+      std::async(std::launch::async, [port] { return air::ControlChannel::join(options_for(0, port)); });
+  // A hand-made agent: says hello, then never sends a heartbeat.
+  int fd = -1;
+  for (int i = 0; i < 100 && fd < 0; ++i) {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(static_cast<uint16_t>(port));
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) { // NOLINT
+      ::close(fd);
+      fd = -1;
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+  REQUIRE(fd >= 0);
+  const std::string hello = "hello 1 1 2 2 mute\n";
+  REQUIRE(::send(fd, hello.data(), hello.size(), 0) == static_cast<ssize_t>(hello.size()));
+  Joined node0 = server.get();
+  REQUIRE(node0.ok());
+  const auto start = Clock::now();
+  auto f = wait_for_failure(**node0, 3s);
+  REQUIRE(f.has_value());
+  CHECK(Clock::now() - start >= 400ms);
+  CHECK(f->node_name == "mute");
+  CHECK(f->reason == "no word from its agent for 500ms");
+  ::close(fd);
+}
+
+TEST_CASE("disagreeing nodes are refused, naming the node, on both sides", "[control]") {
+  const int port = free_port();
+  auto server =
+      std::async(std::launch::async, [port] { return air::ControlChannel::join(options_for(0, port)); });
+  Joined client = air::ControlChannel::join(options_for(1, port, 3));
+  Joined node0 = server.get();
+  const std::string expected =
+      "node 1 (beta) runs 3 rank(s) but node 0 (alpha) runs 2: every node must run the "
+      "same number of ranks (--num-accelerators / --cpu-ranks)";
+  REQUIRE_FALSE(node0.ok());
+  REQUIRE_FALSE(client.ok());
+  CHECK(node0.error().message == expected);
+  CHECK(client.error().message == expected);
+  CHECK(node0.error().kind == air::ErrorKind::usage);
+  CHECK(client.error().kind == air::ErrorKind::usage);
+}
+
+TEST_CASE("a node that never joins is named after the join timeout", "[control]") {
+  auto o = options_for(0, free_port());
+  o.join_timeout = 300ms;
+  o.node_names = {"alpha", "beta"};
+  const auto start = Clock::now();
+  Joined node0 = air::ControlChannel::join(o);
+  REQUIRE_FALSE(node0.ok());
+  CHECK(Clock::now() - start >= 300ms);
+  CHECK(node0.error().kind == air::ErrorKind::system);
+  CHECK(node0.error().message ==
+        "node 1 (beta) did not join within 300ms (node 0's agent waited on control port " +
+            std::to_string(o.port) + ")");
+
+  auto c = options_for(1, o.port);
+  c.join_timeout = 300ms;
+  Joined node1 = air::ControlChannel::join(c);
+  REQUIRE_FALSE(node1.ok());
+  CHECK(node1.error().message == "could not reach node 0's agent at 127.0.0.1:" + std::to_string(o.port) +
+                                     " within 300ms: Connection refused");
+}
