@@ -97,6 +97,8 @@ int run_main(int argc, char** argv) {
     code = usage_error("--min-busbw applies only to --check");
   } else if (options.list_gpus) {
     code = list_gpus_command(options);
+  } else if (options.list_envs || options.prune_envs) {
+    code = envs_command(options);
   } else if (options.torch_distributor) {
     code = torch_distributor_command(options);
   } else {

@@ -1,6 +1,7 @@
 #include "cli/cluster.hpp"
 #include "cli/commands.hpp"
 #include "cli/run_report.hpp"
+#include "core/env_cache.hpp"
 #include "core/hardware.hpp"
 #include "core/host.hpp"
 #include "core/plan.hpp"
@@ -94,6 +95,17 @@ Expected<int> run_command(const CliOptions& options) {
                                        spec.cpu_ranks.value, hardware);
   if (!selection) return selection.error();
 
+  // environment.dependencies (issue 5): every rank runs in one cached virtual
+  // environment; a build happens here, before anything is launched.
+  const std::vector<std::string> spec_lines = describe_spec(spec); // as the user gave it
+  auto python_env = prepare_python_env(spec, env, options.dry_run);
+  if (!python_env) return python_env.error();
+  if (python_env->interrupted_by != 0) return 128 + python_env->interrupted_by;
+  if (python_env->active) {
+    spec.python.value = python_env->python;
+    for (const auto& [name, value] : python_env->vars) spec.env.value[name] = value;
+  }
+
   // Nodes (cli/cluster.cpp): Slurm or --nnodes/--node-rank; decides the master port.
   auto cluster = resolve_cluster(spec, env, options.dry_run);
   if (!cluster) return cluster.error();
@@ -113,12 +125,13 @@ Expected<int> run_command(const CliOptions& options) {
     auto plan = make_plan(spec, *selection, env, ctx);
     if (!plan) return plan.error();
     std::fputs("Resolved spec:\n", stdout);
-    for (const auto& line : describe_spec(spec)) std::fputs(("  " + line + "\n").c_str(), stdout);
+    for (const auto& line : spec_lines) std::fputs(("  " + line + "\n").c_str(), stdout);
     std::fputs(fmt::format("Hardware: {} ({})\n", detected_accelerator_type(hardware),
                            hardware.reason.empty() ? hardware.source : hardware.reason)
                    .c_str(),
                stdout);
     print_lines(selection->notices, stdout);
+    if (python_env->active) std::fputs(fmt::format("Python {}\n", python_env->status).c_str(), stdout);
     std::fputs("Plan:\n", stdout);
     for (const auto& line : describe_plan(*plan)) std::fputs(("  " + line + "\n").c_str(), stdout);
     return 0;

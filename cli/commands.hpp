@@ -16,6 +16,9 @@ Expected<int> list_gpus_command(const CliOptions& options);
 /// (docs/preflight.md). Returns 0 when no check failed, 1 when one did or
 /// there is no GPU to check.
 Expected<int> check_command(const CliOptions& options);
+/// `air-run --list-envs` / `--prune-envs [--older-than D]`: the cached Python
+/// environments in the cache directory the spec, flags and variables select.
+Expected<int> envs_command(const CliOptions& options);
 
 /// `air-run --torch-distributor script.py ARGS`: runs an unchanged
 /// TorchDistributor script once, with `pyspark.ml.torch.distributor` provided by air.

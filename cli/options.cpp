@@ -65,6 +65,10 @@ void register_options(CLI::App& app, CliOptions& options) {
       ->check(CLI::Range(0.0, 1e6));
   app.add_flag("--torch-distributor", options.torch_distributor,
                "run TARGET once as an unchanged TorchDistributor script (pyspark import provided by air)");
+  app.add_flag("--list-envs", options.list_envs, "list the cached Python environments and exit");
+  app.add_flag("--prune-envs", options.prune_envs,
+               "remove cached Python environments (not in use; with --older-than, only those unused that long)");
+  app.add_option("--older-than", options.older_than, "with --prune-envs: a duration like 30d, 12h or 90m");
 
   app.add_flag("--print-spec-table", options.print_spec_table, "print the spec key table as Markdown")
       ->group(""); // hidden: keeps README.md in step with the key table (tests/e2e/test_docs.sh)
@@ -100,6 +104,7 @@ std::vector<std::tuple<std::string, std::string, std::string>> CliOptions::flag_
         slot.key ? std::string(slot.key->key) : (slot.spelling == "--gpus" ? "gpus" : "gpu_type");
     if (slot.key && slot.key->type == ValueType::boolean) {
       if (slot.count > 0) out.emplace_back(key, "true", slot.spelling);
+      if (slot.count < 0) out.emplace_back(key, "false", slot.spelling); // --flag=false (CLI11 counts -1)
       continue;
     }
     for (const auto& text : slot.texts) out.emplace_back(key, text, slot.spelling);

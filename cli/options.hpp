@@ -18,6 +18,9 @@ struct CliOptions {
   bool list_gpus = false;
   bool version = false;
   bool torch_distributor = false;
+  bool list_envs = false;  ///< --list-envs
+  bool prune_envs = false; ///< --prune-envs
+  std::string older_than;  ///< --older-than, for --prune-envs
   bool print_spec_table = false; ///< hidden: the README key table, generated from the key table
   bool check = false;            ///< --check: the preflight health and NCCL check
   double min_busbw = -1;         ///< --min-busbw GB/s; < 0: the default for the GPUs

@@ -581,6 +581,13 @@ void apply(LaunchSpec& s, const Assignment& a, bool append) {
     put(s.requirements_file, std::string(), o);
     return put_list(s.dependencies, std::get<std::vector<std::string>>(v), o, append);
   }
+  if (k == "environment.find_links")
+    return put_list(s.find_links, std::get<std::vector<std::string>>(v), o, append);
+  if (k == "environment.index_url") return put(s.index_url, std::get<std::string>(v), o);
+  if (k == "environment.no_index") return put(s.no_index, std::get<bool>(v), o);
+  if (k == "environment.system_site_packages") return put(s.system_site_packages, std::get<bool>(v), o);
+  if (k == "env_cache_dir") return put(s.env_cache_dir, std::get<std::string>(v), o);
+  if (k == "rebuild_env") return put(s.rebuild_env, std::get<bool>(v), o);
   if (k == "env") {
     for (const auto& [name, value] : std::get<std::map<std::string, std::string>>(v))
       s.env.value[name] = value;
@@ -663,6 +670,16 @@ std::pair<std::string, Origin> show(const LaunchSpec& s, std::string_view k) {
       return {"-r " + s.requirements_file.value, s.requirements_file.origin};
     return {show_list(s.dependencies.value), s.dependencies.origin};
   }
+  if (k == "environment.find_links") return {show_list(s.find_links.value), s.find_links.origin};
+  if (k == "environment.index_url") return {show_string(s.index_url.value), s.index_url.origin};
+  if (k == "environment.no_index") return {show_bool(s.no_index.value), s.no_index.origin};
+  if (k == "environment.system_site_packages") {
+    return {show_bool(s.system_site_packages.value), s.system_site_packages.origin};
+  }
+  if (k == "env_cache_dir") {
+    return {s.env_cache_dir.value.empty() ? "default" : s.env_cache_dir.value, s.env_cache_dir.origin};
+  }
+  if (k == "rebuild_env") return {show_bool(s.rebuild_env.value), s.rebuild_env.origin};
   if (k == "env") {
     std::string out = "{";
     for (const auto& [name, value] : s.env.value) out += (out.size() > 1 ? ", " : "") + name + "=" + value;

@@ -94,6 +94,12 @@ struct LaunchSpec {
   Setting<std::string> python{"python3", {}};  ///< environment.python
   Setting<std::vector<std::string>> dependencies; ///< environment.dependencies (requirement strings)
   Setting<std::string> requirements_file;      ///< when environment.dependencies is a path
+  Setting<std::vector<std::string>> find_links; ///< environment.find_links (pip --find-links)
+  Setting<std::string> index_url;              ///< environment.index_url, "" = pip's default
+  Setting<bool> no_index;                      ///< environment.no_index
+  Setting<bool> system_site_packages{true, {}}; ///< environment.system_site_packages
+  Setting<std::string> env_cache_dir;          ///< "" = $XDG_CACHE_HOME/air-run/envs
+  Setting<bool> rebuild_env;                   ///< build the environment even when cached
   Setting<std::map<std::string, std::string>> env; ///< extra variables for every rank
   Setting<std::vector<std::string>> command;   ///< target followed by its arguments
   Setting<bool> module;                        ///< target is a Python module (-m)

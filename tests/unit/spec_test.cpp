@@ -59,6 +59,12 @@ TEST_CASE("key table has one row per LaunchSpec field, unique names", "[spec]") 
                                              "grace_period",
                                              "environment.python",
                                              "environment.dependencies",
+                                             "environment.find_links",
+                                             "environment.index_url",
+                                             "environment.no_index",
+                                             "environment.system_site_packages",
+                                             "env_cache_dir",
+                                             "rebuild_env",
                                              "env",
                                              "command",
                                              "module",
@@ -142,6 +148,12 @@ environment:
   dependencies:
     - torch>=2.0
     - numpy
+  find_links: [wheels]
+  index_url: http://127.0.0.1:1/simple
+  no_index: true
+  system_site_packages: false
+env_cache_dir: cache
+rebuild_env: true
 env:
   NCCL_DEBUG: INFO
   SEED: 7
@@ -178,7 +190,7 @@ tail_lines: 0
   CHECK(s.requirements_file.value.empty());
   CHECK(s.env.value == std::map<std::string, std::string>{{"NCCL_DEBUG", "INFO"}, {"SEED", "7"}});
   CHECK(s.command.value == std::vector<std::string>{"train.py", "--lr", "0.1"});
-  CHECK(where(s.command.origin) == "job.yaml:15:1");
+  CHECK(where(s.command.origin) == "job.yaml:21:1");
   CHECK_FALSE(s.module.value);
   CHECK(s.module.origin.kind == Origin::Kind::file);
   CHECK_FALSE(s.no_python.value);
@@ -236,6 +248,12 @@ TEST_CASE("describe_spec prints key = value (origin) in table order", "[spec]") 
       "grace_period = 5s  (env AIR_RUN_GRACE_PERIOD)",
       "environment.python = python3  (default)",
       "environment.dependencies = -r req.txt  (job.yaml:4:3)",
+      "environment.find_links = []  (default)",
+      "environment.index_url = \"\"  (default)",
+      "environment.no_index = false  (default)",
+      "environment.system_site_packages = true  (default)",
+      "env_cache_dir = default  (default)",
+      "rebuild_env = false  (default)",
       "env = {}  (default)",
       "command = [a.py]  (job.yaml:2:1)",
       "module = false  (default)",
