@@ -15,8 +15,8 @@ namespace air {
 ///   air-run: run r1 failed after 12.4s (exit code 3): rank 1 exited with exit code 3
 ///     root cause: rank 1 (local_rank 1, pid 4243): exit code 3
 ///       RuntimeError: boom
-///       Traceback (most recent call last):
-///       ...
+///         Traceback (most recent call last):
+///         ...
 ///       log: runs/r1/rank1.log
 ///     also failed: rank 2 (local_rank 2, pid 4244): signal 11 (SIGSEGV, core dumped)
 ///     stopped by air-run: ranks 0, 3
