@@ -47,7 +47,7 @@ void append_indented_tail(std::string& out, const std::string& text, int max_lin
   std::size_t first = 0;
   if (lines.size() > keep) {
     first = lines.size() - keep;
-    out += "      ... (" + std::to_string(first) + " earlier lines)\n";
+    out += "      ... (" + std::to_string(first) + (first == 1 ? " earlier line)\n" : " earlier lines)\n");
   }
   for (std::size_t i = first; i < lines.size(); ++i) out += "      " + lines[i] + "\n";
 }
