@@ -40,7 +40,8 @@ Json exit_json(const ExitStatus& status) {
   out["signal"] = signaled ? Json(status.signal) : Json(nullptr);
   out["signal_name"] = signaled ? Json(signal_name(status.signal)) : Json(nullptr);
   out["core_dumped"] = status.core_dumped;
-  out["description"] = status.describe();
+  // Every rank is reaped before the summary, so "not exited" means never started.
+  out["description"] = status.kind == ExitStatus::Kind::not_exited ? "not started" : status.describe();
   return out;
 }
 

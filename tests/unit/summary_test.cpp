@@ -153,7 +153,7 @@ TEST_CASE("summary edge cases", "[summary]") {
   CHECK(doc["ranks"][0]["pid"].is_null());
   CHECK(doc["ranks"][0]["end_order"].is_null());
   CHECK(doc["ranks"][0]["exit"] == Json::parse(R"j({"code": null, "signal": null, "signal_name": null,
-      "core_dumped": false, "description": "still running"})j"));
+      "core_dumped": false, "description": "not started"})j"));
   CHECK(doc["ranks"][1]["result"] == Json::parse(R"j({"state": "too_large",
       "error": "result file is 20 bytes, over the limit of 10 bytes", "size_bytes": 20})j"));
   // Invalid UTF-8 does not make the text rendering throw; it becomes U+FFFD.
