@@ -11,10 +11,17 @@ std::string escape_workflow_data(std::string_view text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-    case '%': out += "%25"; break;
-    case '\r': out += "%0D"; break;
-    case '\n': out += "%0A"; break;
-    default: out += c;
+    case '%':
+      out += "%25";
+      break;
+    case '\r':
+      out += "%0D";
+      break;
+    case '\n':
+      out += "%0A";
+      break;
+    default:
+      out += c;
     }
   }
   return out;
@@ -24,9 +31,14 @@ std::string escape_workflow_property(std::string_view text) {
   std::string out;
   for (char c : escape_workflow_data(text)) {
     switch (c) {
-    case ':': out += "%3A"; break;
-    case ',': out += "%2C"; break;
-    default: out += c;
+    case ':':
+      out += "%3A";
+      break;
+    case ',':
+      out += "%2C";
+      break;
+    default:
+      out += c;
     }
   }
   return out;
@@ -44,7 +56,9 @@ std::vector<std::string> github_annotations(const RunReport& report) {
     if (i < report.errors.size() && report.errors[i]) {
       const RankError& e = *report.errors[i];
       if (e.source == RankError::Source::error_file) {
-        message += ": " + (e.type.empty() ? e.message : e.message.empty() ? e.type : e.type + ": " + e.message);
+        message += ": " + (e.type.empty()      ? e.message
+                           : e.message.empty() ? e.type
+                                               : e.type + ": " + e.message);
       }
       std::string body = e.traceback;
       while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) body.pop_back();

@@ -1,12 +1,13 @@
 #include "core/atomic_file.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <fcntl.h>
 #include <string>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace air {
 namespace {
@@ -29,8 +30,8 @@ std::string temp_name(const std::string& path, unsigned attempt) {
   const auto slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
   const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-  return dir + "." + base + ".tmp." + std::to_string(getpid()) + "." +
-         std::to_string(counter.fetch_add(1)) + "." + std::to_string(attempt);
+  return dir + "." + base + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter.fetch_add(1)) +
+         "." + std::to_string(attempt);
 }
 
 Status write_all(int fd, std::string_view content, const std::string& path) {

@@ -68,8 +68,10 @@ std::pair<std::string, std::string> split_exception_message(std::string_view mes
   }
   if (first) return {"", std::string(message)}; // ends with '.'
   std::string_view rest = message.substr(colon + 1);
-  if (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
-  else if (!rest.empty()) return {"", std::string(message)}; // "http://..." is not "Type: msg"
+  if (!rest.empty() && rest.front() == ' ')
+    rest.remove_prefix(1);
+  else if (!rest.empty())
+    return {"", std::string(message)}; // "http://..." is not "Type: msg"
   return {std::string(type), std::string(rest)};
 }
 
@@ -114,13 +116,16 @@ std::optional<ErrorFileRecord> read_error_file(const std::string& path) {
   if (path.empty()) return std::nullopt;
   FileRead file = read_small_file(path, k_max_error_file_bytes);
   switch (file.state) {
-  case FileRead::State::missing: return std::nullopt;
+  case FileRead::State::missing:
+    return std::nullopt;
   case FileRead::State::too_large:
     return malformed("error file is " + std::to_string(file.size) + " bytes, over the limit of " +
                          std::to_string(k_max_error_file_bytes) + " bytes",
                      "");
-  case FileRead::State::unreadable: return malformed(file.error, "");
-  case FileRead::State::ok: break;
+  case FileRead::State::unreadable:
+    return malformed(file.error, "");
+  case FileRead::State::ok:
+    break;
   }
   return parse_error_file(file.text);
 }

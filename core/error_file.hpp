@@ -29,7 +29,7 @@ struct ErrorFileRecord {
   std::optional<std::int64_t> timestamp; ///< epoch seconds (string or number in the file)
   std::optional<int> error_code;         ///< message.errorCode when present
   bool malformed = false;                ///< not torchelastic's format: see `raw`
-  std::string raw; ///< malformed: the file's text (first k_error_raw_bytes bytes)
+  std::string raw;                       ///< malformed: the file's text (first k_error_raw_bytes bytes)
 };
 
 /// Parses an error file's text. Pure; never throws.

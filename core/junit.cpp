@@ -59,8 +59,8 @@ long decode_utf8(std::string_view text, std::size_t& i) {
 }
 
 bool xml_allowed(long cp) {
-  return cp == 0x9 || cp == 0xA || cp == 0xD || (cp >= 0x20 && cp <= 0xD7FF) || (cp >= 0xE000 && cp <= 0xFFFD) ||
-         (cp >= 0x10000 && cp <= 0x10FFFF);
+  return cp == 0x9 || cp == 0xA || cp == 0xD || (cp >= 0x20 && cp <= 0xD7FF) ||
+         (cp >= 0xE000 && cp <= 0xFFFD) || (cp >= 0x10000 && cp <= 0x10FFFF);
 }
 
 std::string attr(std::string_view name, std::string_view value) {
@@ -122,15 +122,32 @@ std::string xml_escape(std::string_view text, bool attribute) {
       continue;
     }
     switch (cp) {
-    case '&': out += "&amp;"; break;
-    case '<': out += "&lt;"; break;
-    case '>': out += "&gt;"; break;
-    case '"': out += attribute ? "&quot;" : "\""; break;
-    case '\'': out += attribute ? "&apos;" : "'"; break;
-    case '\t': out += attribute ? "&#9;" : "\t"; break;
-    case '\n': out += attribute ? "&#10;" : "\n"; break;
-    case '\r': out += "&#13;"; break; // parsers turn a raw CR into LF
-    default: out.append(text.substr(start, i - start));
+    case '&':
+      out += "&amp;";
+      break;
+    case '<':
+      out += "&lt;";
+      break;
+    case '>':
+      out += "&gt;";
+      break;
+    case '"':
+      out += attribute ? "&quot;" : "\"";
+      break;
+    case '\'':
+      out += attribute ? "&apos;" : "'";
+      break;
+    case '\t':
+      out += attribute ? "&#9;" : "\t";
+      break;
+    case '\n':
+      out += attribute ? "&#10;" : "\n";
+      break;
+    case '\r':
+      out += "&#13;";
+      break; // parsers turn a raw CR into LF
+    default:
+      out.append(text.substr(start, i - start));
     }
   }
   return out;

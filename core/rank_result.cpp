@@ -8,10 +8,14 @@ namespace air {
 
 std::string_view to_string(RankResult::State state) {
   switch (state) {
-  case RankResult::State::missing: return "missing";
-  case RankResult::State::ok: return "ok";
-  case RankResult::State::invalid: return "invalid";
-  case RankResult::State::too_large: return "too_large";
+  case RankResult::State::missing:
+    return "missing";
+  case RankResult::State::ok:
+    return "ok";
+  case RankResult::State::invalid:
+    return "invalid";
+  case RankResult::State::too_large:
+    return "too_large";
   }
   return "invalid";
 }
@@ -37,7 +41,8 @@ RankResult read_rank_result(const std::string& path, std::uint64_t max_bytes) {
   FileRead file = read_small_file(path, max_bytes);
   result.size_bytes = file.size;
   switch (file.state) {
-  case FileRead::State::missing: return result;
+  case FileRead::State::missing:
+    return result;
   case FileRead::State::too_large:
     result.state = RankResult::State::too_large;
     result.error = "result file is " + std::to_string(file.size) + " bytes, over the limit of " +
@@ -47,7 +52,8 @@ RankResult read_rank_result(const std::string& path, std::uint64_t max_bytes) {
     result.state = RankResult::State::invalid;
     result.error = file.error;
     return result;
-  case FileRead::State::ok: break;
+  case FileRead::State::ok:
+    break;
   }
   result = parse_rank_result(file.text);
   return result;

@@ -26,10 +26,10 @@ struct RankResult {
     too_large, ///< over the size limit: `error` says how big; the file was not read
   };
   State state = State::missing;
-  nlohmann::ordered_json value;  ///< the value when ok (object key order kept)
-  std::string error;             ///< invalid / too_large: one line
-  std::string excerpt;           ///< invalid: the first k_result_excerpt_bytes bytes, raw
-  std::uint64_t size_bytes = 0;  ///< file size, when there is a file
+  nlohmann::ordered_json value; ///< the value when ok (object key order kept)
+  std::string error;            ///< invalid / too_large: one line
+  std::string excerpt;          ///< invalid: the first k_result_excerpt_bytes bytes, raw
+  std::uint64_t size_bytes = 0; ///< file size, when there is a file
 };
 
 /// "missing", "ok", "invalid", "too_large": the spellings used in the summary.

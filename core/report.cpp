@@ -9,11 +9,16 @@ namespace {
 
 std::string status_words(RunOutcome::Status status) {
   switch (status) {
-  case RunOutcome::Status::succeeded: return "succeeded";
-  case RunOutcome::Status::failed: return "failed";
-  case RunOutcome::Status::timed_out: return "timed out";
-  case RunOutcome::Status::interrupted: return "was interrupted";
-  case RunOutcome::Status::launch_failed: return "could not be launched";
+  case RunOutcome::Status::succeeded:
+    return "succeeded";
+  case RunOutcome::Status::failed:
+    return "failed";
+  case RunOutcome::Status::timed_out:
+    return "timed out";
+  case RunOutcome::Status::interrupted:
+    return "was interrupted";
+  case RunOutcome::Status::launch_failed:
+    return "could not be launched";
   }
   return "failed";
 }
@@ -81,8 +86,10 @@ std::string format_seconds(double seconds) {
   const long long h = total / 3600;
   const long long m = (total % 3600) / 60;
   const long long s = total % 60;
-  if (h > 0) std::snprintf(buf, sizeof buf, "%lldh%02lldm%02llds", h, m, s);
-  else std::snprintf(buf, sizeof buf, "%lldm%02llds", m, s);
+  if (h > 0)
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm%02llds", h, m, s);
+  else
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", m, s);
   return buf;
 }
 
@@ -110,7 +117,8 @@ std::string format_report(const RunReport& report) {
         out += "    " + error_headline(e) + "\n";
         append_indented_tail(out, e.traceback, report.plan.tail_lines);
       } else if (e.source == RankError::Source::output_tail) {
-        if (e.traceback.empty()) out += "    (no output)\n";
+        if (e.traceback.empty())
+          out += "    (no output)\n";
         else {
           out += "    last output lines:\n";
           append_indented_tail(out, e.traceback, report.plan.tail_lines);
@@ -127,7 +135,8 @@ std::string format_report(const RunReport& report) {
     if (r.stopped_by_air_run && r.spawn_error.empty()) stopped.push_back(r.rank);
     if (&r == root || !rank_failed(r)) continue;
     out += "  also failed: " + rank_label(r) + ": " + describe_rank_end(r);
-    if (i < report.errors.size() && report.errors[i] && report.errors[i]->source == RankError::Source::error_file) {
+    if (i < report.errors.size() && report.errors[i] &&
+        report.errors[i]->source == RankError::Source::error_file) {
       out += ": " + error_headline(*report.errors[i]);
     }
     out += "\n";

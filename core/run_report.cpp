@@ -8,9 +8,12 @@ namespace air {
 
 std::string_view to_string(RankError::Source source) {
   switch (source) {
-  case RankError::Source::error_file: return "error_file";
-  case RankError::Source::output_tail: return "output_tail";
-  case RankError::Source::spawn: return "spawn";
+  case RankError::Source::error_file:
+    return "error_file";
+  case RankError::Source::output_tail:
+    return "output_tail";
+  case RankError::Source::spawn:
+    return "spawn";
   }
   return "output_tail";
 }
@@ -35,7 +38,8 @@ const RankPlan* find_rank_plan(const LaunchPlan& plan, int rank) {
   return nullptr;
 }
 
-std::optional<RankError> rank_error(const RankOutcome& rank, const std::optional<ErrorFileRecord>& error_file) {
+std::optional<RankError> rank_error(const RankOutcome& rank,
+                                    const std::optional<ErrorFileRecord>& error_file) {
   if (error_file) {
     RankError e;
     e.source = RankError::Source::error_file;
@@ -63,15 +67,15 @@ std::optional<RankError> rank_error(const RankOutcome& rank, const std::optional
 }
 
 RunReport collect_report(const LaunchSpec& spec, const Hardware& hardware, const Selection& selection,
-                         const LaunchPlan& plan, const RunOutcome& outcome, int exit_code,
-                         std::string host) {
+                         const LaunchPlan& plan, const RunOutcome& outcome, int exit_code, std::string host) {
   RunReport report{spec, hardware, selection, plan, outcome, std::move(host), exit_code, {}, {}};
   for (const RankOutcome& rank : outcome.ranks) {
     const RankPlan* rp = find_rank_plan(plan, rank.rank);
     // Results are read for every rank, failed or not: a result is never lost
     // because another rank failed.
     report.results.push_back(rp != nullptr ? read_rank_result(rp->result_file) : RankResult{});
-    const std::optional<ErrorFileRecord> file = rp != nullptr ? read_error_file(rp->error_file) : std::nullopt;
+    const std::optional<ErrorFileRecord> file =
+        rp != nullptr ? read_error_file(rp->error_file) : std::nullopt;
     report.errors.push_back(rank_error(rank, file));
   }
   return report;

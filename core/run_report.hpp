@@ -63,14 +63,14 @@ const RankPlan* find_rank_plan(const LaunchPlan& plan, int rank);
 
 /// Chooses the error shown for a rank (see RankError). Pure. A rank that
 /// succeeded or was stopped and left no error file has none.
-std::optional<RankError> rank_error(const RankOutcome& rank, const std::optional<ErrorFileRecord>& error_file);
+std::optional<RankError> rank_error(const RankOutcome& rank,
+                                    const std::optional<ErrorFileRecord>& error_file);
 
 /// Reads every rank's result and error files (paths from the plan) and builds
 /// the report. Never fails: unreadable files become states in the report.
 /// `exit_code` is `outcome.exit_code()`; `host` is this node's name.
 RunReport collect_report(const LaunchSpec& spec, const Hardware& hardware, const Selection& selection,
-                         const LaunchPlan& plan, const RunOutcome& outcome, int exit_code,
-                         std::string host);
+                         const LaunchPlan& plan, const RunOutcome& outcome, int exit_code, std::string host);
 
 /// Formats a time point as ISO 8601 UTC with milliseconds: "2026-04-07T10:13:24.123Z".
 std::string format_utc(std::chrono::system_clock::time_point t);

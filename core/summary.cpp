@@ -10,10 +10,14 @@ using Json = nlohmann::ordered_json;
 
 std::string_view origin_kind(Origin::Kind kind) {
   switch (kind) {
-  case Origin::Kind::default_value: return "default";
-  case Origin::Kind::file: return "file";
-  case Origin::Kind::env: return "env";
-  case Origin::Kind::flag: return "flag";
+  case Origin::Kind::default_value:
+    return "default";
+  case Origin::Kind::file:
+    return "file";
+  case Origin::Kind::env:
+    return "env";
+  case Origin::Kind::flag:
+    return "flag";
   }
   return "default";
 }
@@ -49,8 +53,11 @@ Json result_json(const RankResult& r) {
   Json out;
   out["state"] = to_string(r.state);
   switch (r.state) {
-  case RankResult::State::missing: break;
-  case RankResult::State::ok: out["value"] = r.value; break;
+  case RankResult::State::missing:
+    break;
+  case RankResult::State::ok:
+    out["value"] = r.value;
+    break;
   case RankResult::State::invalid:
     out["error"] = r.error;
     out["excerpt"] = r.excerpt;
@@ -121,11 +128,16 @@ bool looks_secret(std::string_view name) {
 
 std::string_view to_string(RunOutcome::Status status) {
   switch (status) {
-  case RunOutcome::Status::succeeded: return "succeeded";
-  case RunOutcome::Status::failed: return "failed";
-  case RunOutcome::Status::timed_out: return "timed_out";
-  case RunOutcome::Status::interrupted: return "interrupted";
-  case RunOutcome::Status::launch_failed: return "launch_failed";
+  case RunOutcome::Status::succeeded:
+    return "succeeded";
+  case RunOutcome::Status::failed:
+    return "failed";
+  case RunOutcome::Status::timed_out:
+    return "timed_out";
+  case RunOutcome::Status::interrupted:
+    return "interrupted";
+  case RunOutcome::Status::launch_failed:
+    return "launch_failed";
   }
   return "failed";
 }
@@ -135,8 +147,8 @@ Json spec_settings_json(const LaunchSpec& s) {
   for (const auto& [name, value] : s.env.value) env[name] = looks_secret(name) ? "<redacted>" : value;
   Json out;
   out["accelerator_type"] = setting(s.accelerator_type, s.accelerator_type.value);
-  out["num_accelerators"] = setting(s.num_accelerators, s.num_accelerators.value ? Json(*s.num_accelerators.value)
-                                                                                  : Json(nullptr));
+  out["num_accelerators"] =
+      setting(s.num_accelerators, s.num_accelerators.value ? Json(*s.num_accelerators.value) : Json(nullptr));
   out["cpu_ranks"] = setting(s.cpu_ranks, s.cpu_ranks.value);
   out["timeout"] = setting(s.timeout, s.timeout.value ? Json(seconds(*s.timeout.value)) : Json(nullptr));
   out["grace_period"] = setting(s.grace_period, seconds(s.grace_period.value));

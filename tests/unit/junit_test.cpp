@@ -67,7 +67,8 @@ TEST_CASE("junit: failed run, exact text", "[junit]") {
         "  </testcase>\n"
         "  <testcase classname=\"air-run.r1\" name=\"rank 1\" time=\"1.250\">\n"
         "    <failure message=\"exit code 3: RuntimeError: boom\" type=\"RuntimeError\">"
-        "Traceback (most recent call last):\n  File \"train.py\", line 3, in &lt;module&gt;\nRuntimeError: boom\n"
+        "Traceback (most recent call last):\n  File \"train.py\", line 3, in &lt;module&gt;\nRuntimeError: "
+        "boom\n"
         "</failure>\n"
         "    <system-out>Traceback (most recent call last):\nRuntimeError: boom\n</system-out>\n"
         "  </testcase>\n"
@@ -87,13 +88,17 @@ TEST_CASE("junit: XML escaping", "[junit]") {
   CHECK(air::xml_escape("x\ty\nz\r", false) == "x\ty\nz&#13;");
   CHECK(air::xml_escape("x\ty\nz\r", true) == "x&#9;y&#10;z&#13;");
   // Characters XML 1.0 forbids become U+FFFD; colour sequences disappear.
-  CHECK(air::xml_escape(std::string("a\0b", 3), false) == "a\xEF\xBF\xBD" "b");
+  CHECK(air::xml_escape(std::string("a\0b", 3), false) == "a\xEF\xBF\xBD"
+                                                          "b");
   std::string five_replacements;
   for (int i = 0; i < 5; ++i) five_replacements += "\xEF\xBF\xBD";
   CHECK(air::xml_escape("\x01\x08\x0b\x0c\x1f", false) == five_replacements);
   CHECK(air::xml_escape("\x7f", false) == "\x7f"); // DEL is allowed in XML 1.0
   CHECK(air::xml_escape("\x1b[31mred\x1b[0m", false) == "red");
-  CHECK(air::xml_escape("\x1b" "c", false) == "\xEF\xBF\xBD" "c");
+  CHECK(air::xml_escape("\x1b"
+                        "c",
+                        false) == "\xEF\xBF\xBD"
+                                  "c");
   CHECK(air::xml_escape("\xEF\xBF\xBE", false) == "\xEF\xBF\xBD"); // U+FFFE
   // Invalid UTF-8: stray continuation, truncated, overlong, surrogate.
   CHECK(air::xml_escape("\x80", false) == "\xEF\xBF\xBD");
@@ -120,7 +125,8 @@ TEST_CASE("junit: every kind of rank validates against the schema", "[junit]") {
   SECTION("hostile text survives a real parser") {
     air::test::SampleRun run;
     run.outcome.reason = "rank 1 said \"<&>\"\nline two";
-    run.outcome.ranks[1].tail = {std::string("nul\0byte", 8), "\x1b[31mred\x1b[0m ]]> \xff\xfe", "tab\there\r"};
+    run.outcome.ranks[1].tail = {std::string("nul\0byte", 8), "\x1b[31mred\x1b[0m ]]> \xff\xfe",
+                                 "tab\there\r"};
     run.plan.run_id = "r&<1>";
     air::RunReport report = air::test::sample_report(run);
     report.errors[1]->message = "multi\nline \"quoted\" <message>";
@@ -130,11 +136,10 @@ TEST_CASE("junit: every kind of rank validates against the schema", "[junit]") {
     CHECK(xpath(file, "string(//testcase[@name=\"rank 1\"]/failure/@message)") ==
           "exit code 3: RuntimeError: multi\nline \"quoted\" <message>");
     CHECK(xpath(file, "string(//testcase[@name=\"rank 1\"]/system-out)") ==
-          "nul\xEF\xBF\xBD" "byte\nred ]]> \xEF\xBF\xBD\xEF\xBF\xBD\ntab\there\r\n");
-    CHECK(xpath(file, "string(//testcase[@name=\"rank 1\"]/@classname)") ==
-          "air-run.r&<1>");
-    CHECK(xpath(file, "string(//property[@name=\"reason\"]/@value)") ==
-          "rank 1 said \"<&>\"\nline two");
+          "nul\xEF\xBF\xBD"
+          "byte\nred ]]> \xEF\xBF\xBD\xEF\xBF\xBD\ntab\there\r\n");
+    CHECK(xpath(file, "string(//testcase[@name=\"rank 1\"]/@classname)") == "air-run.r&<1>");
+    CHECK(xpath(file, "string(//property[@name=\"reason\"]/@value)") == "rank 1 said \"<&>\"\nline two");
   }
   SECTION("timeout: stopped ranks are errors") {
     air::test::SampleRun run;

@@ -27,14 +27,15 @@ TEST_CASE("report: root cause without an error file shows the output tail", "[re
   run.plan.tail_lines = 1;
   air::RunReport report = air::test::sample_report(run);
   report.exit_code = 139;
-  CHECK(air::format_report(report) ==
-        "air-run: run r1 failed after 12.4s (exit code 139): rank 2 died of signal 11 (SIGSEGV, core dumped)\n"
-        "  root cause: rank 2 (local_rank 2, pid 4244): signal 11 (SIGSEGV, core dumped)\n"
-        "    last output lines:\n"
-        "      ... (1 earlier line)\n"
-        "      Fatal Python error: Segmentation fault\n"
-        "  also failed: rank 1 (local_rank 1, pid 4243): exit code 3: RuntimeError: boom\n"
-        "  stopped by air-run: ranks 0, 3\n");
+  CHECK(
+      air::format_report(report) ==
+      "air-run: run r1 failed after 12.4s (exit code 139): rank 2 died of signal 11 (SIGSEGV, core dumped)\n"
+      "  root cause: rank 2 (local_rank 2, pid 4244): signal 11 (SIGSEGV, core dumped)\n"
+      "    last output lines:\n"
+      "      ... (1 earlier line)\n"
+      "      Fatal Python error: Segmentation fault\n"
+      "  also failed: rank 1 (local_rank 1, pid 4243): exit code 3: RuntimeError: boom\n"
+      "  stopped by air-run: ranks 0, 3\n");
 }
 
 TEST_CASE("report: succeeded run is one line", "[report]") {
@@ -82,7 +83,8 @@ TEST_CASE("report: a rank that could not be started", "[report]") {
   report.errors = {air::rank_error(run.outcome.ranks[0], std::nullopt), std::nullopt};
   CHECK(air::format_report(report) ==
         "air-run: run r1 could not be launched after 0.2s (exit code 127): rank 0 could not be started\n"
-        "  root cause: rank 0 (local_rank 0): could not be started: execve trian.py: No such file or directory\n");
+        "  root cause: rank 0 (local_rank 0): could not be started: execve trian.py: No such file or "
+        "directory\n");
 }
 
 TEST_CASE("duration formatting", "[report]") {

@@ -4,12 +4,13 @@
 
 #include "core/run_report.hpp"
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <sys/types.h>
 
 namespace air::test {
 
@@ -152,7 +153,8 @@ inline RunReport sample_report(const SampleRun& run) {
   ErrorFileRecord rec;
   rec.type = "RuntimeError";
   rec.message = "boom";
-  rec.traceback = "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\nRuntimeError: boom\n";
+  rec.traceback =
+      "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\nRuntimeError: boom\n";
   rec.timestamp = 1712484803;
   report.errors[1] = rank_error(run.outcome.ranks[1], rec);
   report.errors[2] = rank_error(run.outcome.ranks[2], std::nullopt);

@@ -6,9 +6,10 @@
 #include "tests/unit/catch.hpp"
 #include "tests/unit/results_fixture.hpp"
 
-#include <filesystem>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <filesystem>
 
 using air::RankResult;
 using air::test::TempDir;
@@ -23,9 +24,7 @@ TEST_CASE("result file states", "[results]") {
     CHECK(air::to_string(r.state) == "missing");
     CHECK(r.error.empty());
   }
-  SECTION("no result file planned") {
-    CHECK(air::read_rank_result("").state == RankResult::State::missing);
-  }
+  SECTION("no result file planned") { CHECK(air::read_rank_result("").state == RankResult::State::missing); }
   SECTION("ok keeps the value and its key order") {
     const RankResult r = air::read_rank_result(dir.write("r.json", R"({"z": 1, "a": [true, null, "x"]})"));
     REQUIRE(r.state == RankResult::State::ok);
@@ -95,7 +94,8 @@ TEST_CASE("error file: torch @record shape", "[results]") {
   CHECK_FALSE(r.malformed);
   CHECK(r.type == "RuntimeError");
   CHECK(r.message == "boom");
-  CHECK(r.traceback == "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\nRuntimeError: boom\n");
+  CHECK(r.traceback ==
+        "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\nRuntimeError: boom\n");
   REQUIRE(r.timestamp.has_value());
   CHECK(*r.timestamp == 1712484803);
   CHECK_FALSE(r.error_code.has_value());
@@ -114,8 +114,8 @@ TEST_CASE("error file: errorCode added by a parent torchrun", "[results]") {
 
 TEST_CASE("error file: string message (new format)", "[results]") {
   SECTION("timestamp as a string at the top level") {
-    const air::ErrorFileRecord r =
-        air::parse_error_file(R"({"message": "torch.OutOfMemoryError: CUDA out of memory", "timestamp": "99"})");
+    const air::ErrorFileRecord r = air::parse_error_file(
+        R"({"message": "torch.OutOfMemoryError: CUDA out of memory", "timestamp": "99"})");
     CHECK_FALSE(r.malformed);
     CHECK(r.type == "torch.OutOfMemoryError");
     CHECK(r.message == "CUDA out of memory");
@@ -135,8 +135,9 @@ TEST_CASE("error file: malformed texts are kept raw", "[results]") {
   SECTION("not JSON") {
     const air::ErrorFileRecord r = air::parse_error_file("Traceback: oops");
     CHECK(r.malformed);
-    CHECK(r.message == "not JSON: parse error at line 1, column 1: syntax error while parsing value - invalid "
-                       "literal; last read: 'T'");
+    CHECK(r.message ==
+          "not JSON: parse error at line 1, column 1: syntax error while parsing value - invalid "
+          "literal; last read: 'T'");
     CHECK(r.raw == "Traceback: oops");
   }
   SECTION("no message") {
@@ -317,9 +318,35 @@ TEST_CASE("rank_error choices", "[results]") {
 
 TEST_CASE("time and rank list formatting", "[results]") {
   using namespace std::chrono;
-  CHECK(air::format_utc(system_clock::time_point(milliseconds(1775556804123LL))) == "2026-04-07T10:13:24.123Z");
+  CHECK(air::format_utc(system_clock::time_point(milliseconds(1775556804123LL))) ==
+        "2026-04-07T10:13:24.123Z");
   CHECK(air::format_utc(system_clock::time_point(milliseconds(0))) == "1970-01-01T00:00:00.000Z");
   CHECK(air::format_rank_list({3, 0, 2, 5, 4, 7}) == "0, 2-5, 7");
   CHECK(air::format_rank_list({1}) == "1");
   CHECK(air::format_rank_list({}).empty());
+}
+
+TEST_CASE("the documented result-file protocol produces an ok result", "[results]") {
+  if (std::system("python3 -c pass >/dev/null 2>&1") != 0) {
+    WARN("python3 not found; documented protocol check skipped");
+    return;
+  }
+  // Runs the Python example from docs/summary-schema.md as written there.
+  const std::string doc = air::test::read_all(std::string(AIR_TEST_DATA_DIR) + "/../docs/summary-schema.md");
+  const auto start = doc.find("```python\n");
+  REQUIRE(start != std::string::npos);
+  const auto end = doc.find("```", start + 10);
+  REQUIRE(end != std::string::npos);
+  TempDir dir;
+  const std::string script =
+      dir.write("writer.py", doc.substr(start + 10, end - start - 10) + "write_result({\"loss\": 0.25})\n");
+  const std::string result = dir.file("rank0.result.json");
+  const std::string cmd = "AIR_RESULT_FILE='" + result + "' python3 '" + script + "'";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  const RankResult r = air::read_rank_result(result);
+  REQUIRE(r.state == RankResult::State::ok);
+  CHECK(r.value.dump() == R"({"loss":0.25})");
+  int entries = 0; // the temporary file was renamed, not left behind
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path())) ++entries;
+  CHECK(entries == 2);
 }

@@ -31,8 +31,8 @@ TEST_CASE("summary document shape", "[summary]") {
   const Json doc = air::summary_json(report);
 
   CHECK(ordered_keys(doc) == std::vector<std::string>{"schema_version", "air_run_version", "run_id", "host",
-                                                      "started_at", "ended_at", "duration_s", "spec", "hardware",
-                                                      "selection", "launch", "outcome", "ranks"});
+                                                      "started_at", "ended_at", "duration_s", "spec",
+                                                      "hardware", "selection", "launch", "outcome", "ranks"});
   CHECK(doc["schema_version"] == 1);
   CHECK(doc["air_run_version"] == AIR_VERSION);
   CHECK(doc["run_id"] == "r1");
@@ -46,12 +46,28 @@ TEST_CASE("summary document shape", "[summary]") {
     CHECK(keys_of(spec) == std::set<std::string>{"path", "settings"});
     CHECK(spec["path"] == "job.yaml");
     const Json& s = spec["settings"];
-    CHECK(ordered_keys(s) ==
-          std::vector<std::string>{"accelerator_type", "num_accelerators", "cpu_ranks", "timeout", "grace_period",
-                                   "environment.python", "environment.dependencies",
-                                   "environment.requirements_file", "env", "command", "module", "no_python",
-                                   "master_addr", "master_port", "log_dir", "console_ranks", "isolate_gpus",
-                                   "run_id", "summary_file", "json", "junit_file", "tail_lines"});
+    CHECK(ordered_keys(s) == std::vector<std::string>{"accelerator_type",
+                                                      "num_accelerators",
+                                                      "cpu_ranks",
+                                                      "timeout",
+                                                      "grace_period",
+                                                      "environment.python",
+                                                      "environment.dependencies",
+                                                      "environment.requirements_file",
+                                                      "env",
+                                                      "command",
+                                                      "module",
+                                                      "no_python",
+                                                      "master_addr",
+                                                      "master_port",
+                                                      "log_dir",
+                                                      "console_ranks",
+                                                      "isolate_gpus",
+                                                      "run_id",
+                                                      "summary_file",
+                                                      "json",
+                                                      "junit_file",
+                                                      "tail_lines"});
     for (const auto& [key, entry] : s.items()) {
       INFO(key);
       CHECK(ordered_keys(entry) == std::vector<std::string>{"value", "origin", "where"});
@@ -114,7 +130,8 @@ TEST_CASE("summary document shape", "[summary]") {
         "source": "error_file", "timestamp": 1712484803})j"));
     CHECK(ranks[1]["log"] == "/logs/rank1.log");
     CHECK(ranks[2]["exit"]["core_dumped"] == true);
-    CHECK(ranks[2]["result"] == Json::parse(R"j({"state": "invalid", "error": "parse error", "excerpt": "{oops"})j"));
+    CHECK(ranks[2]["result"] ==
+          Json::parse(R"j({"state": "invalid", "error": "parse error", "excerpt": "{oops"})j"));
     CHECK(ranks[2]["error"] == Json::parse(R"j({"type": null, "message": "signal 11 (SIGSEGV, core dumped)",
         "traceback": "step 7\nFatal Python error: Segmentation fault", "source": "output_tail",
         "timestamp": null})j"));
@@ -198,9 +215,12 @@ TEST_CASE("summary validates against docs/summary.schema.json", "[summary]") {
   ok_run.outcome.status = air::RunOutcome::Status::succeeded;
   ok_run.outcome.root_cause_rank = -1;
   ok_run.outcome.reason.clear();
-  for (auto& r : ok_run.outcome.ranks) r.status = air::ExitStatus::exited_with(0), r.stopped_by_air_run = false;
-  air::RunReport ok_report{ok_run.spec,    ok_run.hardware, ok_run.selection, ok_run.plan,
-                           ok_run.outcome, "node-3",        0,                {}, {}};
+  for (auto& r : ok_run.outcome.ranks) {
+    r.status = air::ExitStatus::exited_with(0);
+    r.stopped_by_air_run = false;
+  }
+  air::RunReport ok_report{
+      ok_run.spec, ok_run.hardware, ok_run.selection, ok_run.plan, ok_run.outcome, "node-3", 0, {}, {}};
   ok_report.results.resize(4);
   ok_report.errors.resize(4);
   CHECK(validate(ok_report, "ok.json") == 0);
