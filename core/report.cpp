@@ -1,5 +1,6 @@
 #include "core/report.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -73,6 +74,23 @@ const RankOutcome* find_root_cause(const RunOutcome& o) {
   return best;
 }
 
+// "0, 2-5, 7": sorted, consecutive ranks folded into ranges (spaces for reading,
+// unlike spec's format_rank_list, which writes the flag syntax "0,2-5,7").
+std::string join_ranks(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  std::string out;
+  for (std::size_t i = 0; i < ranks.size();) {
+    std::size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(ranks[i]);
+    if (j > i) out += "-" + std::to_string(ranks[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
 } // namespace
 
 std::string format_seconds(double seconds) {
@@ -143,7 +161,7 @@ std::string format_report(const RunReport& report) {
   }
   if (!stopped.empty()) {
     out += std::string("  stopped by air-run: ") + (stopped.size() == 1 ? "rank " : "ranks ") +
-           format_rank_list(stopped) + "\n";
+           join_ranks(stopped) + "\n";
   }
   return out;
 }

@@ -1,6 +1,5 @@
 #include "core/run_report.hpp"
 
-#include <algorithm>
 #include <cstdio>
 #include <ctime>
 
@@ -98,19 +97,5 @@ std::string format_utc(std::chrono::system_clock::time_point t) {
   return buf;
 }
 
-std::string format_rank_list(std::vector<int> ranks) {
-  std::sort(ranks.begin(), ranks.end());
-  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  std::string out;
-  for (std::size_t i = 0; i < ranks.size();) {
-    std::size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!out.empty()) out += ", ";
-    out += std::to_string(ranks[i]);
-    if (j > i) out += "-" + std::to_string(ranks[j]);
-    i = j + 1;
-  }
-  return out;
-}
 
 } // namespace air

@@ -75,7 +75,5 @@ RunReport collect_report(const LaunchSpec& spec, const Hardware& hardware, const
 /// Formats a time point as ISO 8601 UTC with milliseconds: "2026-04-07T10:13:24.123Z".
 std::string format_utc(std::chrono::system_clock::time_point t);
 
-/// "0, 2-5, 7": sorted, consecutive numbers folded into ranges.
-std::string format_rank_list(std::vector<int> ranks);
 
 } // namespace air

@@ -96,3 +96,22 @@ TEST_CASE("duration formatting", "[report]") {
   CHECK(air::format_seconds(3725) == "1h02m05s");
   CHECK(air::format_seconds(-1) == "0.0s");
 }
+
+TEST_CASE("report: stopped ranks fold into ranges", "[report]") {
+  air::test::SampleRun run;
+  run.outcome.status = air::RunOutcome::Status::interrupted;
+  run.outcome.root_cause_rank = -1;
+  run.outcome.reason = "air-run received SIGINT";
+  run.outcome.ranks.clear();
+  for (int i = 0; i < 8; ++i) {
+    air::RankOutcome r = air::test::make_rank(i, 100 + i, air::ExitStatus::killed_by(2), 1);
+    r.stopped_by_air_run = i != 1 && i != 6; // 1 and 6 had already exited 0
+    if (!r.stopped_by_air_run) r.status = air::ExitStatus::exited_with(0);
+    run.outcome.ranks.push_back(r);
+  }
+  std::swap(run.outcome.ranks[0], run.outcome.ranks[7]); // order in the outcome does not matter
+  air::RunReport report{run.spec, run.hardware, run.selection, run.plan, run.outcome, "h", 130, {}, {}};
+  CHECK(air::format_report(report) ==
+        "air-run: run r1 was interrupted after 12.4s (exit code 130): air-run received SIGINT\n"
+        "  stopped by air-run: ranks 0, 2-5, 7\n");
+}
