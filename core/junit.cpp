@@ -2,7 +2,8 @@
 
 #include "core/summary.hpp"
 
-#include <cstdio>
+#include <fmt/format.h>
+
 #include <ctime>
 
 namespace air {
@@ -69,9 +70,7 @@ std::string attr(std::string_view name, std::string_view value) {
 
 std::string seconds3(double s) {
   if (!(s >= 0)) s = 0;
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.3f", s);
-  return buf;
+  return fmt::format("{:.3f}", s);
 }
 
 // Ant's format: UTC here, no zone suffix (strict JUnit schemas reject one).

@@ -1,8 +1,9 @@
 #include "core/report.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <sstream>
 
 namespace air {
@@ -95,20 +96,14 @@ std::string join_ranks(std::vector<int> ranks) {
 
 std::string format_seconds(double seconds) {
   if (!(seconds >= 0)) seconds = 0;
-  char buf[64];
-  if (seconds < 59.95) {
-    std::snprintf(buf, sizeof buf, "%.1fs", seconds);
-    return buf;
-  }
-  const auto total = static_cast<long long>(std::llround(seconds));
+  if (seconds > 1e12) seconds = 1e12; // keeps llround in range for absurd inputs
+  if (seconds < 59.95) return fmt::format("{:.1f}s", seconds);
+  const long long total = std::llround(seconds);
   const long long h = total / 3600;
   const long long m = (total % 3600) / 60;
   const long long s = total % 60;
-  if (h > 0)
-    std::snprintf(buf, sizeof buf, "%lldh%02lldm%02llds", h, m, s);
-  else
-    std::snprintf(buf, sizeof buf, "%lldm%02llds", m, s);
-  return buf;
+  if (h > 0) return fmt::format("{}h{:02d}m{:02d}s", h, m, s);
+  return fmt::format("{}m{:02d}s", m, s);
 }
 
 std::string format_report(const RunReport& report) {

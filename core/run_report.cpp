@@ -1,6 +1,7 @@
 #include "core/run_report.hpp"
 
-#include <cstdio>
+#include <fmt/format.h>
+
 #include <ctime>
 
 namespace air {
@@ -91,10 +92,8 @@ std::string format_utc(std::chrono::system_clock::time_point t) {
   }
   std::tm tm{};
   gmtime_r(&secs, &tm);
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
-  return buf;
+  return fmt::format("{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}.{:03d}Z", tm.tm_year + 1900, tm.tm_mon + 1,
+                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
 }
 
 

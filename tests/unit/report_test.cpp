@@ -95,6 +95,7 @@ TEST_CASE("duration formatting", "[report]") {
   CHECK(air::format_seconds(3599.6) == "1h00m00s");
   CHECK(air::format_seconds(3725) == "1h02m05s");
   CHECK(air::format_seconds(-1) == "0.0s");
+  CHECK(air::format_seconds(1e300) == "277777777h46m40s");
 }
 
 TEST_CASE("report: stopped ranks fold into ranges", "[report]") {
