@@ -1,0 +1,66 @@
+// GitHub Actions workflow commands for failed ranks.
+#include "core/annotations.hpp"
+#include "tests/unit/catch.hpp"
+#include "tests/unit/results_fixture.hpp"
+
+TEST_CASE("annotations: enabled only under GitHub Actions", "[annotations]") {
+  CHECK(air::github_actions_enabled({{"GITHUB_ACTIONS", "true"}}));
+  CHECK_FALSE(air::github_actions_enabled({{"GITHUB_ACTIONS", "false"}}));
+  CHECK_FALSE(air::github_actions_enabled({{"GITHUB_ACTIONS", "1"}}));
+  CHECK_FALSE(air::github_actions_enabled({}));
+}
+
+TEST_CASE("annotations: GitHub's escaping", "[annotations]") {
+  CHECK(air::escape_workflow_data("100% done\r\nnext: a,b") == "100%25 done%0D%0Anext: a,b");
+  CHECK(air::escape_workflow_data("%0A") == "%250A");
+  CHECK(air::escape_workflow_property("a: b, c%\n") == "a%3A b%2C c%25%0A");
+}
+
+TEST_CASE("annotations: one error per failed rank", "[annotations]") {
+  air::test::SampleRun run;
+  const air::RunReport report = air::test::sample_report(run);
+  const std::vector<std::string> lines = air::github_annotations(report);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0] == "::error title=air-run rank 1::rank 1 failed with exit code 3: RuntimeError: boom%0A"
+                    "Traceback (most recent call last):%0A  File \"train.py\", line 3, in <module>%0A"
+                    "RuntimeError: boom");
+  CHECK(lines[1] == "::error title=air-run rank 2::rank 2 failed with signal 11 (SIGSEGV, core dumped)%0A"
+                    "step 7%0AFatal Python error: Segmentation fault");
+}
+
+TEST_CASE("annotations: runs without a failed rank", "[annotations]") {
+  air::test::SampleRun run;
+  air::RunReport report{run.spec, run.hardware, run.selection, run.plan, run.outcome, "h", 0, {}, {}};
+  for (auto& r : run.outcome.ranks) {
+    r.stopped_by_air_run = true;
+    r.status = air::ExitStatus::killed_by(15);
+  }
+  SECTION("timeout") {
+    run.outcome.status = air::RunOutcome::Status::timed_out;
+    run.outcome.reason = "timeout of 100% reached";
+    report.exit_code = 124;
+    CHECK(air::github_annotations(report) ==
+          std::vector<std::string>{"::error title=air-run::timeout of 100%25 reached (exit code 124)"});
+  }
+  SECTION("interrupted without a reason") {
+    run.outcome.status = air::RunOutcome::Status::interrupted;
+    run.outcome.reason.clear();
+    report.exit_code = 130;
+    CHECK(air::github_annotations(report) ==
+          std::vector<std::string>{"::error title=air-run::run interrupted (exit code 130)"});
+  }
+  SECTION("success gives none") {
+    run.outcome.status = air::RunOutcome::Status::succeeded;
+    CHECK(air::github_annotations(report).empty());
+  }
+  SECTION("spawn failure") {
+    run.outcome.status = air::RunOutcome::Status::launch_failed;
+    run.outcome.ranks.resize(1);
+    run.outcome.ranks[0] = air::test::make_rank(0, -1, air::ExitStatus::exited_with(126), 0);
+    run.outcome.ranks[0].spawn_error = "execve ./x: Permission denied";
+    report.errors = {air::rank_error(run.outcome.ranks[0], std::nullopt)};
+    CHECK(air::github_annotations(report) ==
+          std::vector<std::string>{
+              "::error title=air-run rank 0::rank 0 could not be started: execve ./x: Permission denied"});
+  }
+}

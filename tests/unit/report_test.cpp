@@ -1,0 +1,118 @@
+// The human end-of-run report: exact text.
+#include "core/report.hpp"
+#include "tests/unit/catch.hpp"
+#include "tests/unit/results_fixture.hpp"
+
+TEST_CASE("report: failed run", "[report]") {
+  air::test::SampleRun run;
+  const air::RunReport report = air::test::sample_report(run);
+  CHECK(air::format_report(report) ==
+        "air-run: run r1 failed after 12.4s (exit code 3): rank 1 exited with exit code 3\n"
+        "  root cause: rank 1 (local_rank 1, pid 4243): exit code 3\n"
+        "    RuntimeError: boom\n"
+        "      Traceback (most recent call last):\n"
+        "        File \"train.py\", line 3, in <module>\n"
+        "      RuntimeError: boom\n"
+        "    log: /logs/rank1.log\n"
+        "  also failed: rank 2 (local_rank 2, pid 4244): signal 11 (SIGSEGV, core dumped)\n"
+        "  stopped by air-run: rank 0\n");
+}
+
+TEST_CASE("report: root cause without an error file shows the output tail", "[report]") {
+  air::test::SampleRun run;
+  run.outcome.root_cause_rank = 2;
+  run.outcome.reason = "rank 2 died of signal 11 (SIGSEGV, core dumped)";
+  run.outcome.ranks[3].stopped_by_air_run = true;
+  run.outcome.ranks[3].status = air::ExitStatus::killed_by(9);
+  run.plan.tail_lines = 1;
+  air::RunReport report = air::test::sample_report(run);
+  report.exit_code = 139;
+  CHECK(
+      air::format_report(report) ==
+      "air-run: run r1 failed after 12.4s (exit code 139): rank 2 died of signal 11 (SIGSEGV, core dumped)\n"
+      "  root cause: rank 2 (local_rank 2, pid 4244): signal 11 (SIGSEGV, core dumped)\n"
+      "    last output lines:\n"
+      "      ... (1 earlier line)\n"
+      "      Fatal Python error: Segmentation fault\n"
+      "  also failed: rank 1 (local_rank 1, pid 4243): exit code 3: RuntimeError: boom\n"
+      "  stopped by air-run: ranks 0, 3\n");
+}
+
+TEST_CASE("report: succeeded run is one line", "[report]") {
+  air::test::SampleRun run;
+  run.outcome.status = air::RunOutcome::Status::succeeded;
+  run.outcome.root_cause_rank = -1;
+  run.outcome.reason.clear();
+  run.outcome.duration_s = 125.2;
+  air::RunReport report{run.spec, run.hardware, run.selection, run.plan, run.outcome, "h", 0, {}, {}};
+  CHECK(air::format_report(report) == "air-run: run r1 succeeded after 2m05s: 4 ranks exited 0\n");
+  run.outcome.ranks.resize(1);
+  run.outcome.duration_s = 0.04;
+  CHECK(air::format_report(report) == "air-run: run r1 succeeded after 0.0s: 1 rank exited 0\n");
+}
+
+TEST_CASE("report: timeout stops every rank", "[report]") {
+  air::test::SampleRun run;
+  run.outcome.status = air::RunOutcome::Status::timed_out;
+  run.outcome.root_cause_rank = -1;
+  run.outcome.reason = "timeout of 1h30m reached";
+  run.outcome.duration_s = 5400.4;
+  for (auto& r : run.outcome.ranks) {
+    r.stopped_by_air_run = true;
+    r.status = air::ExitStatus::killed_by(15);
+  }
+  air::RunReport report{run.spec, run.hardware, run.selection, run.plan, run.outcome, "h", 124, {}, {}};
+  report.errors.resize(4);
+  report.results.resize(4);
+  CHECK(air::format_report(report) ==
+        "air-run: run r1 timed out after 1h30m00s (exit code 124): timeout of 1h30m reached\n"
+        "  stopped by air-run: ranks 0-3\n");
+}
+
+TEST_CASE("report: a rank that could not be started", "[report]") {
+  air::test::SampleRun run;
+  run.outcome.status = air::RunOutcome::Status::launch_failed;
+  run.outcome.root_cause_rank = -1; // no supervisor choice: the first failed rank stands in
+  run.outcome.reason = "rank 0 could not be started";
+  run.outcome.duration_s = 0.2;
+  run.outcome.ranks.resize(2);
+  run.outcome.ranks[0] = air::test::make_rank(0, -1, air::ExitStatus::exited_with(127), 0);
+  run.outcome.ranks[0].spawn_error = "execve trian.py: No such file or directory";
+  run.outcome.ranks[1] = air::test::make_rank(1, -1, air::ExitStatus{}, 0);
+  air::RunReport report{run.spec, run.hardware, run.selection, run.plan, run.outcome, "h", 127, {}, {}};
+  report.errors = {air::rank_error(run.outcome.ranks[0], std::nullopt), std::nullopt};
+  CHECK(air::format_report(report) ==
+        "air-run: run r1 could not be launched after 0.2s (exit code 127): rank 0 could not be started\n"
+        "  root cause: rank 0 (local_rank 0): could not be started: execve trian.py: No such file or "
+        "directory\n");
+}
+
+TEST_CASE("duration formatting", "[report]") {
+  CHECK(air::format_seconds(0) == "0.0s");
+  CHECK(air::format_seconds(12.41) == "12.4s");
+  CHECK(air::format_seconds(59.94) == "59.9s");
+  CHECK(air::format_seconds(59.96) == "1m00s");
+  CHECK(air::format_seconds(3599.6) == "1h00m00s");
+  CHECK(air::format_seconds(3725) == "1h02m05s");
+  CHECK(air::format_seconds(-1) == "0.0s");
+  CHECK(air::format_seconds(1e300) == "277777777h46m40s");
+}
+
+TEST_CASE("report: stopped ranks fold into ranges", "[report]") {
+  air::test::SampleRun run;
+  run.outcome.status = air::RunOutcome::Status::interrupted;
+  run.outcome.root_cause_rank = -1;
+  run.outcome.reason = "air-run received SIGINT";
+  run.outcome.ranks.clear();
+  for (int i = 0; i < 8; ++i) {
+    air::RankOutcome r = air::test::make_rank(i, 100 + i, air::ExitStatus::killed_by(2), 1);
+    r.stopped_by_air_run = i != 1 && i != 6; // 1 and 6 had already exited 0
+    if (!r.stopped_by_air_run) r.status = air::ExitStatus::exited_with(0);
+    run.outcome.ranks.push_back(r);
+  }
+  std::swap(run.outcome.ranks[0], run.outcome.ranks[7]); // order in the outcome does not matter
+  air::RunReport report{run.spec, run.hardware, run.selection, run.plan, run.outcome, "h", 130, {}, {}};
+  CHECK(air::format_report(report) ==
+        "air-run: run r1 was interrupted after 12.4s (exit code 130): air-run received SIGINT\n"
+        "  stopped by air-run: ranks 0, 2-5, 7\n");
+}
