@@ -165,7 +165,7 @@ Expected<int> run_command(const CliOptions& options) {
     if (!keep_run_dir) remove_tree(ctx.run_dir);
     return setup_failed(plan.error());
   }
-  print_lines(selection->notices, stderr);
+  for (const auto& notice : selection->notices) std::fputs(fmt::format("air-run: {}\n", notice).c_str(), stderr);
   for (const auto& notice : plan->notices) std::fputs(fmt::format("air-run: {}\n", notice).c_str(), stderr);
 
   ConsoleOptions console;

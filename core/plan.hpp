@@ -32,7 +32,7 @@ struct LaunchPlan {
   int node_rank = 0;
   int num_nodes = 1;
   std::string node_name;      ///< this node (SLURMD_NODENAME or the host name), for per-node reports
-  std::string cluster_source; ///< "single", "static" or "slurm" (core/cluster.hpp)
+  std::string cluster_source = "single"; ///< "single", "static" or "slurm" (core/cluster.hpp)
   int ranks_per_node = 0;
   int world_size = 0;
   std::string master_addr;

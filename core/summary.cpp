@@ -112,6 +112,7 @@ Json rank_json(const RunReport& report, std::size_t i) {
   out["result"] = i < report.results.size() ? result_json(report.results[i]) : result_json(RankResult{});
   out["error"] = i < report.errors.size() ? error_json(report.errors[i]) : Json(nullptr);
   out["log"] = plan != nullptr ? string_or_null(plan->log_file) : Json(nullptr);
+  out["log_error"] = string_or_null(r.log_error);
   return out;
 }
 
@@ -195,6 +196,7 @@ Json summary_json(const RunReport& report) {
   hw["cuda_visible_devices"] = string_or_null(report.hardware.cuda_visible_devices);
   hw["gpus"] = Json::array();
   for (const GpuInfo& g : report.hardware.gpus) hw["gpus"].push_back(gpu_json(g));
+  hw["notes"] = report.hardware.notes;
   doc["hardware"] = std::move(hw);
 
   Json sel;
@@ -212,6 +214,8 @@ Json summary_json(const RunReport& report) {
   launch["world_size"] = plan.world_size;
   launch["node_rank"] = plan.node_rank;
   launch["num_nodes"] = plan.num_nodes;
+  launch["node_name"] = string_or_null(plan.node_name);
+  launch["cluster_source"] = plan.cluster_source;
   launch["master_addr"] = plan.master_addr;
   launch["master_port"] = plan.master_port;
   launch["run_dir"] = plan.run_dir;
@@ -228,6 +232,16 @@ Json summary_json(const RunReport& report) {
   outcome["interrupt_signal_name"] =
       o.interrupt_signal > 0 ? Json(signal_name(o.interrupt_signal)) : Json(nullptr);
   outcome["console_lines_dropped"] = o.console_lines_dropped;
+  if (o.remote_failure) {
+    const RemoteFailure& remote = *o.remote_failure;
+    outcome["remote_failure"] = {{"node_rank", remote.node_rank},
+                                 {"node_name", string_or_null(remote.node_name)},
+                                 {"rank", remote.rank >= 0 ? Json(remote.rank) : Json(nullptr)},
+                                 {"exit_code", remote.exit_code},
+                                 {"reason", remote.reason}};
+  } else {
+    outcome["remote_failure"] = nullptr;
+  }
   doc["outcome"] = std::move(outcome);
 
   doc["ranks"] = Json::array();

@@ -87,7 +87,7 @@ TEST_CASE("summary document shape", "[summary]") {
 
   SECTION("hardware and selection") {
     const Json& hw = doc["hardware"];
-    CHECK(ordered_keys(hw) == std::vector<std::string>{"source", "reason", "cuda_visible_devices", "gpus"});
+    CHECK(ordered_keys(hw) == std::vector<std::string>{"source", "reason", "cuda_visible_devices", "gpus", "notes"});
     CHECK(hw["source"] == "AIR_RUN_FAKE_GPUS");
     CHECK(hw["reason"].is_null());
     CHECK(hw["cuda_visible_devices"].is_null());
@@ -97,14 +97,14 @@ TEST_CASE("summary document shape", "[summary]") {
     CHECK(doc["selection"] == Json::parse(R"j({"accelerator_type": "GPU_2xH100", "cpu": false, "ranks": 4,
         "gpu_binding": "uuid", "gpus": ["GPU-aaaa", "GPU-bbbb"], "notices": []})j"));
     CHECK(doc["launch"] == Json::parse(R"j({"world_size": 4, "node_rank": 0, "num_nodes": 1,
-        "master_addr": "127.0.0.1", "master_port": 29500, "run_dir": "/tmp/air-run-r1",
-        "timeout_s": 5400.0, "grace_period_s": 30.0})j"));
+        "node_name": null, "cluster_source": "single", "master_addr": "127.0.0.1", "master_port": 29500,
+        "run_dir": "/tmp/air-run-r1", "timeout_s": 5400.0, "grace_period_s": 30.0})j"));
   }
 
   SECTION("outcome") {
     CHECK(doc["outcome"] == Json::parse(R"j({"status": "failed", "exit_code": 3, "root_cause_rank": 1,
         "reason": "rank 1 exited with exit code 3", "interrupt_signal": null, "interrupt_signal_name": null,
-        "console_lines_dropped": 0})j"));
+        "console_lines_dropped": 0, "remote_failure": null})j"));
   }
 
   SECTION("ranks") {
@@ -114,14 +114,15 @@ TEST_CASE("summary document shape", "[summary]") {
       CHECK(ordered_keys(r) == std::vector<std::string>{"rank", "local_rank", "pid", "gpu", "exit",
                                                         "stopped_by_air_run", "oom_killed", "spawn_error",
                                                         "end_order", "duration_s", "user_s", "sys_s",
-                                                        "max_rss_kb", "result", "error", "log"});
+                                                        "max_rss_kb", "result", "error", "log", "log_error"});
     }
     CHECK(ranks[0] == Json::parse(R"j({"rank": 0, "local_rank": 0, "pid": 4242, "gpu": "GPU-aaaa",
         "exit": {"code": null, "signal": 15, "signal_name": "SIGTERM", "core_dumped": false,
                  "description": "signal 15 (SIGTERM)"},
         "stopped_by_air_run": true, "oom_killed": false, "spawn_error": null, "end_order": 4,
         "duration_s": 12.3, "user_s": 10.1, "sys_s": 0.4, "max_rss_kb": 812344,
-        "result": {"state": "ok", "value": {"loss": 0.5, "acc": 0.9}}, "error": null, "log": null})j"));
+        "result": {"state": "ok", "value": {"loss": 0.5, "acc": 0.9}}, "error": null, "log": null,
+        "log_error": null})j"));
     CHECK(ranks[1]["exit"] == Json::parse(R"j({"code": 3, "signal": null, "signal_name": null,
         "core_dumped": false, "description": "exit code 3"})j"));
     CHECK(ranks[1]["result"] == Json::parse(R"j({"state": "missing"})j"));
