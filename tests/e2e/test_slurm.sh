@@ -220,8 +220,8 @@ SH
   local took=$((ended - $(cat fail.ms)))
   echo "  job ended ${took}ms after rank 3 failed on node2"
   ((took < (KILL_WAIT + 3) * 1000)) || fail "job ended ${took}ms after the failure"
-  expect_contains "$err" "air-run: rank 3 exited with exit code 5"
-  expect_contains "$err" "air-run: stopped because node 1 (node2) failed: rank 3 exited with exit code 5"
+  expect_contains "$err" "(exit code 5): rank 3 exited with exit code 5"
+  expect_contains "$err" "(exit code 5): stopped because node 1 (node2) failed: rank 3 exited with exit code 5"
   wait_for "! pgrep -f 'sleep 300' >/dev/null" 5 || fail "a rank outlived the job"
 }
 
