@@ -114,8 +114,8 @@ $AIR --check --json >"$OUT_DIR/check.json" 2>"$OUT_DIR/check-json.err"
 check preflight "rc=$rc in $t_check s" $rc
 
 say "== PyTorch all-reduce through air-run (comparison for the preflight bandwidth)"
-$AIR --python "$PY" scripts/torch-allreduce-bench.py >"$OUT_DIR/torch-allreduce.log" 2>&1
-check torch-allreduce "rc=$?" $?
+$AIR --python "$PY" scripts/torch-allreduce-bench.py --compare "$OUT_DIR/check.json" >"$OUT_DIR/torch-allreduce.log" 2>&1
+check torch-allreduce "rc=$? (1 = air-nccl-check and PyTorch differ by more than 10% at 256 MiB)" $?
 tail -5 "$OUT_DIR/torch-allreduce.log" | tee -a "$LOG"
 
 if command -v torchrun >/dev/null; then
