@@ -81,7 +81,7 @@ DurationParse parse_duration_ms(std::string_view text, std::int64_t& out) {
   return DurationParse::ok;
 }
 
-std::string quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
+std::string single_quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
 
 } // namespace
 
@@ -91,11 +91,11 @@ Expected<Millis> parse_duration(std::string_view text, std::string_view what) {
   case DurationParse::ok:
     return Millis(ms);
   case DurationParse::too_long:
-    return usage_error(std::string(what) + ": duration " + quoted(text) + " is too long (at most 8760h)");
+    return usage_error(std::string(what) + ": duration " + single_quoted(text) + " is too long (at most 8760h)");
   case DurationParse::malformed:
     break;
   }
-  return usage_error(std::string(what) + ": expected a duration like 30s, 90m or 3h, got " + quoted(text));
+  return usage_error(std::string(what) + ": expected a duration like 30s, 90m or 3h, got " + single_quoted(text));
 }
 
 Expected<std::optional<Millis>> parse_opt_duration(std::string_view text, std::string_view what) {
@@ -105,11 +105,11 @@ Expected<std::optional<Millis>> parse_opt_duration(std::string_view text, std::s
   case DurationParse::ok:
     return std::optional<Millis>(Millis(ms));
   case DurationParse::too_long:
-    return usage_error(std::string(what) + ": duration " + quoted(text) + " is too long (at most 8760h)");
+    return usage_error(std::string(what) + ": duration " + single_quoted(text) + " is too long (at most 8760h)");
   case DurationParse::malformed:
     break;
   }
-  return usage_error(std::string(what) + ": expected a duration like 90m, 3h or none, got " + quoted(text));
+  return usage_error(std::string(what) + ": expected a duration like 90m, 3h or none, got " + single_quoted(text));
 }
 
 std::string format_duration(Millis d) {
@@ -127,7 +127,7 @@ std::string format_duration(Millis d) {
 
 Expected<std::vector<int>> parse_rank_list(std::string_view text, std::string_view what) {
   const auto bad = [&] {
-    return usage_error(std::string(what) + ": expected ranks like 0,2-3, got " + quoted(text));
+    return usage_error(std::string(what) + ": expected ranks like 0,2-3, got " + single_quoted(text));
   };
   std::set<int> ranks;
   if (text.empty() || text == "all") return std::vector<int>();
@@ -161,7 +161,7 @@ Expected<std::vector<int>> parse_rank_list(std::string_view text, std::string_vi
       return usage_error(std::string(what) + ": rank " + std::to_string(hi) + " is too large (at most " +
                          std::to_string(k_max_rank) + ")");
     }
-    if (lo > hi) return usage_error(std::string(what) + ": range " + quoted(item) + " goes backwards");
+    if (lo > hi) return usage_error(std::string(what) + ": range " + single_quoted(item) + " goes backwards");
     for (int r = lo; r <= hi; ++r) ranks.insert(r);
     start = comma + 1;
   }
@@ -216,7 +216,7 @@ Expected<std::vector<std::string>> split_command_line(std::string_view text, std
       in_word = true;
     }
   }
-  if (quote != 0) return usage_error(std::string(what) + ": unterminated quote in " + quoted(text));
+  if (quote != 0) return usage_error(std::string(what) + ": unterminated quote in " + single_quoted(text));
   if (in_word) words.push_back(std::move(word));
   return words;
 }

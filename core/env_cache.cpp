@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <poll.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
@@ -102,7 +103,9 @@ Status write_file_atomically(const std::string& path, std::string_view content) 
 std::string read_small_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return "";
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 bool starts_with_shebang(const std::string& path) {

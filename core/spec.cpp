@@ -38,7 +38,7 @@ enum class Source { file, env, flag };
 // Warnings are whole lines; the CLI prints them as they are.
 constexpr const char k_warning[] = "air-run: warning: ";
 
-std::string quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
+std::string single_quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
 
 std::string to_upper(std::string_view text) {
   std::string out(text);
@@ -85,7 +85,7 @@ Expected<std::string> normalise_accelerator_type(std::string_view text, const st
                                                  std::vector<std::string>& warnings) {
   const std::string upper = to_upper(text);
   const auto bad = [&] {
-    return usage_error(prefix + ": expected CPU or GPU_<n>x<MODEL> (like GPU_8xH100), got " + quoted(text));
+    return usage_error(prefix + ": expected CPU or GPU_<n>x<MODEL> (like GPU_8xH100), got " + single_quoted(text));
   };
   const auto is_model = [](std::string_view model) {
     if (model.empty() || !is_upper(model.front())) return false;
@@ -108,7 +108,7 @@ Expected<std::string> normalise_accelerator_type(std::string_view text, const st
   std::size_t letters = 0;
   while (letters < upper.size() && is_upper(upper[letters])) ++letters;
   if (letters > 0 && letters < upper.size() && is_digit(upper[letters]) && is_model(upper)) {
-    warnings.push_back(k_warning + prefix + ": " + quoted(text) + " is deprecated, use 'GPU_<n>x" + upper +
+    warnings.push_back(k_warning + prefix + ": " + single_quoted(text) + " is deprecated, use 'GPU_<n>x" + upper +
                        "'");
     return upper;
   }
@@ -128,7 +128,7 @@ Expected<std::string> check_string(const SpecKey& key, std::string_view text, co
     });
     if (!safe || text == "." || text == "..") {
       return usage_error(prefix + ": may contain only letters, digits, '.', '_' and '-', got " +
-                         quoted(text));
+                         single_quoted(text));
     }
   }
   return std::string(text);
@@ -139,7 +139,7 @@ Expected<std::int64_t> parse_integer(const SpecKey& key, std::string_view text, 
   const bool negative = !digits.empty() && digits.front() == '-';
   if (negative) digits.remove_prefix(1);
   if (digits.empty() || !std::all_of(digits.begin(), digits.end(), is_digit)) {
-    return usage_error(prefix + ": expected a whole number, got " + quoted(text));
+    return usage_error(prefix + ": expected a whole number, got " + single_quoted(text));
   }
   std::int64_t value = 0;
   bool huge = false;
@@ -168,13 +168,13 @@ Expected<bool> parse_bool(std::string_view text, Source source, const std::strin
   if (source == Source::file) {
     if (text == "true" || text == "True") return true;
     if (text == "false" || text == "False") return false;
-    return usage_error(prefix + ": expected true or false, got " + quoted(text));
+    return usage_error(prefix + ": expected true or false, got " + single_quoted(text));
   }
   const std::string lower = to_lower(text);
   if (lower == "true" || lower == "1" || lower == "yes" || (source == Source::flag && text.empty()))
     return true;
   if (lower == "false" || lower == "0" || lower == "no") return false;
-  return usage_error(prefix + ": expected true or false (or 1/0, yes/no), got " + quoted(text));
+  return usage_error(prefix + ": expected true or false (or 1/0, yes/no), got " + single_quoted(text));
 }
 
 bool is_variable_name(std::string_view name) {
@@ -186,9 +186,9 @@ bool is_variable_name(std::string_view name) {
 Expected<std::pair<std::string, std::string>> parse_assignment(std::string_view text,
                                                                const std::string& prefix) {
   const std::size_t eq = text.find('=');
-  if (eq == std::string_view::npos) return usage_error(prefix + ": expected KEY=VALUE, got " + quoted(text));
+  if (eq == std::string_view::npos) return usage_error(prefix + ": expected KEY=VALUE, got " + single_quoted(text));
   const std::string_view name = text.substr(0, eq);
-  if (!is_variable_name(name)) return usage_error(prefix + ": invalid variable name " + quoted(name));
+  if (!is_variable_name(name)) return usage_error(prefix + ": invalid variable name " + single_quoted(name));
   return std::pair(std::string(name), std::string(text.substr(eq + 1)));
 }
 
@@ -220,7 +220,7 @@ Expected<Value> parse_text(const SpecKey& key, std::string_view text, Source sou
     auto d = parse_opt_duration(text, prefix);
     if (!d) return d.error();
     if (*d && d->value().count() <= 0) {
-      return usage_error(prefix + ": must be greater than zero (use none for no limit), got " + quoted(text));
+      return usage_error(prefix + ": must be greater than zero (use none for no limit), got " + single_quoted(text));
     }
     return Value(*d);
   }
@@ -259,7 +259,7 @@ std::string kind_name(const YAML::Node& node) {
   case YAML::NodeType::Map:
     return "a mapping";
   case YAML::NodeType::Scalar:
-    return quoted(node.Scalar());
+    return single_quoted(node.Scalar());
   default:
     return "nothing";
   }
@@ -371,20 +371,20 @@ private:
       const LegacyKey* legacy = row == nullptr ? find_legacy(name) : nullptr;
       if (legacy != nullptr) {
         row = find_spec_key(legacy->replaced);
-        warnings_.push_back(k_warning + where + ": " + quoted(legacy->name) + " is deprecated, use " +
-                            quoted(legacy->replaced));
+        warnings_.push_back(k_warning + where + ": " + single_quoted(legacy->name) + " is deprecated, use " +
+                            single_quoted(legacy->replaced));
       }
       if (row == nullptr) {
         const std::string suggestion = suggest_key(name);
-        return usage_error(where + ": unknown key " + quoted(name) +
-                           (suggestion.empty() ? "" : " (did you mean " + quoted(suggestion) + "?)"));
+        return usage_error(where + ": unknown key " + single_quoted(name) +
+                           (suggestion.empty() ? "" : " (did you mean " + single_quoted(suggestion) + "?)"));
       }
       if (auto other = given_.find(row->key); other != given_.end()) {
         const Given& g = other->second;
         const bool deprecated = legacy != nullptr || find_legacy(g.name) != nullptr;
         return usage_error(
-            where + ": " + name + ": also given as " + quoted(g.name) + " at " + g.where +
-            (deprecated ? "; remove the deprecated " + quoted(legacy ? name : g.name) : "; keep only one"));
+            where + ": " + name + ": also given as " + single_quoted(g.name) + " at " + g.where +
+            (deprecated ? "; remove the deprecated " + single_quoted(legacy ? name : g.name) : "; keep only one"));
       }
       given_.emplace(row->key, Given{name, where});
 
@@ -438,7 +438,7 @@ private:
           }
           const std::string var = it->first.Scalar();
           if (vars.count(var) != 0)
-            return usage_error(var_where + ": " + name + ": duplicate variable " + quoted(var));
+            return usage_error(var_where + ": " + name + ": duplicate variable " + single_quoted(var));
           const std::string item_prefix = value_place(it->first, it->second) + ": " + name + "." + var;
           if (!it->second.IsScalar()) {
             return usage_error(item_prefix + ": expected a string, got " + kind_name(it->second));
@@ -517,11 +517,11 @@ Status read_flags(const SpecInputs& inputs, std::vector<std::string>& warnings,
     if (legacy != nullptr) {
       row = find_spec_key(legacy->replaced);
       if (warned.insert(spelling).second) {
-        warnings.push_back(k_warning + quoted(spelling) + " is deprecated, use " +
-                           quoted(long_flag(legacy->replaced)));
+        warnings.push_back(k_warning + single_quoted(spelling) + " is deprecated, use " +
+                           single_quoted(long_flag(legacy->replaced)));
       }
     }
-    if (row == nullptr) return usage_error(spelling + ": unknown spec key " + quoted(key));
+    if (row == nullptr) return usage_error(spelling + ": unknown spec key " + single_quoted(key));
     const auto [first, inserted] = given.emplace(row->key, key);
     if (!inserted && first->second != key) {
       // One of the two names is the legacy one: this flag or the earlier flag.
@@ -530,8 +530,8 @@ Status read_flags(const SpecInputs& inputs, std::vector<std::string>& warnings,
           legacy != nullptr ? "--" + std::string(legacy->flag)
                             : (earlier != nullptr ? "--" + std::string(earlier->flag) : first->second);
       const std::string other_flag = legacy != nullptr ? long_flag(row->key) : legacy_flag;
-      return usage_error(spelling + ": also given as " + quoted(other_flag) + "; remove the deprecated " +
-                         quoted(legacy_flag));
+      return usage_error(spelling + ": also given as " + single_quoted(other_flag) + "; remove the deprecated " +
+                         single_quoted(legacy_flag));
     }
     auto value = parse_text(*row, text, Source::flag, spelling, warnings);
     if (!value) return value.error();
