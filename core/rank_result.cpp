@@ -23,6 +23,13 @@ std::string_view to_string(RankResult::State state) {
 RankResult parse_rank_result(std::string_view text) {
   RankResult result;
   result.size_bytes = text.size();
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+    // Said in our words: nlohmann's wording for empty input differs between releases.
+    result.state = RankResult::State::invalid;
+    result.error = "the file is empty (expected one JSON value)";
+    result.excerpt = std::string(text.substr(0, k_result_excerpt_bytes));
+    return result;
+  }
   try {
     result.value = nlohmann::ordered_json::parse(text.begin(), text.end());
     result.state = RankResult::State::ok;

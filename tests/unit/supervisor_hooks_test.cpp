@@ -148,10 +148,11 @@ TEST_CASE("a pending remote failure is judged before local exits", "[supervisor]
 TEST_CASE("a remote failure after a local one changes nothing", "[supervisor][hooks]") {
   // Rank 1 ignores SIGTERM (rank 0 fails late enough for it to be set up), so
   // the loop runs on through the grace period, past the remote failure.
-  auto plan = plan_of({{"/bin/sh", "-c", "sleep 0.3; exit 3"}, {fixture("ignore_term")}});
-  plan.grace_period = air::Millis(1'500);
+  // Generous margins: on a freshly booted VM a shell can take hundreds of ms to start.
+  auto plan = plan_of({{"/bin/sh", "-c", "sleep 0.5; exit 3"}, {fixture("ignore_term")}});
+  plan.grace_period = air::Millis(4'000);
   PipeHooks hooks;
-  hooks.wake_at = Clock::now() + 800ms;
+  hooks.wake_at = Clock::now() + 2'500ms;
   const air::RunOutcome out = air::supervise(plan, quiet(), &hooks);
   CHECK(hooks.deadline_wakeups == 1);
   CHECK_FALSE(out.remote_failure.has_value());
