@@ -74,29 +74,23 @@ check too-many "-n $((ngpu + 1)) rc=$rc: $(cat "$OUT_DIR/count.err")" "$([[ $rc 
 $AIR -n 1 --no-python true >/dev/null 2>&1
 check one "-n 1 rc=$?" $?
 
-say "== unit tests incl. [.gpu]"
-$BUILD/tests/unit_tests >"$OUT_DIR/unit.log" 2>&1
-check unit "$(tail -2 "$OUT_DIR/unit.log" | head -1)" $?
-$BUILD/tests/unit_tests '[.gpu]' >"$OUT_DIR/unit-gpu.log" 2>&1
-check unit-gpu "$(tail -2 "$OUT_DIR/unit-gpu.log" | head -1)" $?
-
 say "== product page example (DDP, NCCL, all GPUs)"
 t0=$(now)
-$AIR --python "$PY" -f configs/demo.yaml --summary "$OUT_DIR/demo-summary.json" >"$OUT_DIR/demo.log" 2>&1
+timeout 180 $AIR --python "$PY" -f configs/demo.yaml --summary "$OUT_DIR/demo-summary.json" >"$OUT_DIR/demo.log" 2>&1
 rc=$?
 t_demo=$(elapsed "$t0" "$(now)")
 grep -E "epoch 2|in sync" "$OUT_DIR/demo.log" | tee -a "$LOG"
 check demo-ddp "rc=$rc in $t_demo s; $(grep -c 'weights in sync: True' "$OUT_DIR/demo.log") ranks in sync" "$([[ $rc == 0 ]] && [[ $(grep -c 'weights in sync: True' "$OUT_DIR/demo.log") -ge $ngpu ]] && echo 0 || echo 1)"
 
 say "== FSDP variant"
-$AIR --python "$PY" configs/examples/simple_mlp_fsdp.py --epochs 2 >"$OUT_DIR/fsdp.log" 2>&1
+timeout 180 $AIR --python "$PY" configs/examples/simple_mlp_fsdp.py --epochs 2 >"$OUT_DIR/fsdp.log" 2>&1
 rc=$?
 grep "epoch 1" "$OUT_DIR/fsdp.log" | tee -a "$LOG"
 check fsdp "rc=$rc" $rc
 
 say "== a rank crashing while the others are blocked in an NCCL all-reduce"
 t0=$(now)
-$AIR --python "$PY" --grace-period 10s --summary "$OUT_DIR/crash-summary.json" configs/examples/crash_in_allreduce.py >"$OUT_DIR/crash.log" 2>&1
+timeout 120 $AIR --python "$PY" --grace-period 10s --summary "$OUT_DIR/crash-summary.json" configs/examples/crash_in_allreduce.py >"$OUT_DIR/crash.log" 2>&1
 rc=$?
 t_crash=$(elapsed "$t0" "$(now)")
 tail -15 "$OUT_DIR/crash.log" | tee -a "$LOG"
@@ -106,23 +100,29 @@ check nccl-crash "rc=$rc (want 9), total $t_crash s, compute processes left on G
 
 say "== preflight"
 t0=$(now)
-$AIR --check >"$OUT_DIR/check.txt" 2>&1
+timeout 60 $AIR --check >"$OUT_DIR/check.txt" 2>&1
 rc=$?
 t_check=$(elapsed "$t0" "$(now)")
 cat "$OUT_DIR/check.txt" | tee -a "$LOG"
-$AIR --check --json >"$OUT_DIR/check.json" 2>"$OUT_DIR/check-json.err"
+timeout 60 $AIR --check --json >"$OUT_DIR/check.json" 2>"$OUT_DIR/check-json.err"
 check preflight "rc=$rc in $t_check s" $rc
 
 say "== PyTorch all-reduce through air-run (comparison for the preflight bandwidth)"
-$AIR --python "$PY" scripts/torch-allreduce-bench.py --compare "$OUT_DIR/check.json" >"$OUT_DIR/torch-allreduce.log" 2>&1
+timeout 120 $AIR --python "$PY" scripts/torch-allreduce-bench.py --compare "$OUT_DIR/check.json" >"$OUT_DIR/torch-allreduce.log" 2>&1
 check torch-allreduce "rc=$? (1 = air-nccl-check and PyTorch differ by more than 10% at 256 MiB)" $?
 tail -5 "$OUT_DIR/torch-allreduce.log" | tee -a "$LOG"
 
+say "== unit tests: [.gpu] and the supervisor on this machine"
+timeout 60 $BUILD/tests/unit_tests '[.gpu]' >"$OUT_DIR/unit-gpu.log" 2>&1
+check unit-gpu "$(tail -2 "$OUT_DIR/unit-gpu.log" | head -1)" $?
+timeout 120 $BUILD/tests/unit_tests '[supervisor]' >"$OUT_DIR/unit-supervisor.log" 2>&1
+check unit-supervisor "$(tail -2 "$OUT_DIR/unit-supervisor.log" | head -1)" $?
+
 if command -v torchrun >/dev/null; then
   say "== benchmark against torchrun"
-  python3 scripts/bench-launch.py --air-run $AIR --baseline $BUILD/fixtures/baseline_launcher \
+  timeout 150 python3 scripts/bench-launch.py --air-run $AIR --baseline $BUILD/fixtures/baseline_launcher \
     --torchrun torchrun --ranks 2,8,64 --repeat 3 --json "$OUT_DIR/bench-launch.json" 2>&1 | tee -a "$LOG"
-  python3 scripts/bench-gpu.py --air-run $AIR --python "$PY" --json "$OUT_DIR/bench-gpu.json" 2>&1 | tee -a "$LOG"
+  timeout 200 python3 scripts/bench-gpu.py --air-run $AIR --python "$PY" --json "$OUT_DIR/bench-gpu.json" 2>&1 | tee -a "$LOG"
 fi
 
 say "== $failures failure(s)"
