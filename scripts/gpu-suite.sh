@@ -122,7 +122,7 @@ if command -v torchrun >/dev/null; then
   say "== benchmark against torchrun"
   timeout 150 python3 scripts/bench-launch.py --air-run $AIR --baseline $BUILD/fixtures/baseline_launcher \
     --torchrun torchrun --ranks 2,8,64 --repeat 3 --json "$OUT_DIR/bench-launch.json" 2>&1 | tee -a "$LOG"
-  timeout 200 python3 scripts/bench-gpu.py --air-run $AIR --python "$PY" --json "$OUT_DIR/bench-gpu.json" 2>&1 | tee -a "$LOG"
+  timeout 200 python3 scripts/bench-gpu.py --air-run $AIR --python "$PY" --repeat 1 --json "$OUT_DIR/bench-gpu.json" 2>&1 | tee -a "$LOG"
 fi
 
 say "== $failures failure(s)"
