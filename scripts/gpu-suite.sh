@@ -61,7 +61,10 @@ if ((ngpu >= 2)); then
   byuuid=$(CUDA_VISIBLE_DEVICES=$uuid1 $AIR --list-gpus --json | python3 -c "import json,sys;d=json.load(sys.stdin);print(d['accelerator_type'], d['gpus'][0]['uuid'])")
   check cvd-uuid "CUDA_VISIBLE_DEVICES=<uuid of 1> -> $byuuid" "$([[ $byuuid == "GPU_1xH200 $uuid1" ]] && echo 0 || echo 1)"
   # The rank sees the GPU air-run selected: compare torch's view of device 0 with NVML's UUID.
-  want uuid && seen=$(timeout 60 $AIR -n 1 --no-python "$PY" -c "import torch;print(torch.cuda.get_device_properties(0).uuid)" 2>/dev/null | sed -n 's/^\[rank0\]: //p')
+  if want uuid; then
+    (sleep 45; ps -ef --forest >"$OUT_DIR/ps-uuid.txt" 2>&1) &
+    seen=$(timeout 60 $AIR -n 1 --no-python "$PY" -c "import torch;print(torch.cuda.get_device_properties(0).uuid)" 2>"$OUT_DIR/uuid.err" | sed -n 's/^\[rank0\]: //p')
+  fi
   uuid0=$(python3 -c "import json;print(json.load(open('$OUT_DIR/list-gpus.json'))['gpus'][0]['uuid'])")
   want uuid && check uuid-binding "rank 0 of -n 1 sees torch uuid $seen, NVML $uuid0" "$([[ GPU-$seen == "$uuid0" ]] && echo 0 || echo 1)"
 fi
