@@ -3,11 +3,14 @@
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
 #include "core/error.hpp"
+#include "core/signals.hpp"
 #include "core/spec.hpp"
 #include "core/suggest.hpp"
 
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <cstdio>
+#include <pthread.h>
 #include <fmt/format.h>
 
 namespace air::cli {
@@ -57,6 +60,13 @@ int unknown_option(const CLI::App& app, const std::string& given) {
 } // namespace
 
 int run_main(int argc, char** argv) {
+  // Block the supervised signals before anything can start a thread: NVML and
+  // the CUDA driver start threads at detection, and a thread with SIGCHLD or
+  // SIGINT unblocked would take those signals away from the supervisor's
+  // signalfd (seen on the H200 machines: a finished rank was never noticed).
+  // Threads inherit this mask; every child gets an empty one before exec.
+  const sigset_t supervised = supervised_signals();
+  pthread_sigmask(SIG_BLOCK, &supervised, nullptr);
   CLI::App app{"air-run: launch a distributed training job, one process per accelerator", "air-run"};
   app.prefix_command(); // everything from TARGET on belongs to the ranks
   app.footer(k_footer);

@@ -3,6 +3,7 @@
 #include "core/host.hpp"
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <fmt/format.h>
@@ -52,6 +53,9 @@ Expected<int> torch_distributor_command(const CliOptions& options) {
   for (auto& e : envp_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
   std::fflush(stdout);
+  sigset_t empty;
+  sigemptyset(&empty);
+  sigprocmask(SIG_SETMASK, &empty, nullptr); // run_main blocked signals; the script must get them
   execve(exe->c_str(), argv.data(), envp.data());
   return sys_error("execve " + *exe, errno);
 }

@@ -375,7 +375,6 @@ public:
     sigprocmask(SIG_SETMASK, &old_, nullptr);
   }
   int fd() const { return fd_.get(); }
-  const sigset_t* old_mask() const { return &old_; }
 
 private:
   sigset_t set_{};
@@ -472,7 +471,10 @@ Expected<std::string> build_env(const EnvRequest& request, const std::string& ke
     write_all(log.get(), "$");
     for (const auto& arg : *step.argv) write_all(log.get(), " " + arg);
     write_all(log.get(), "\n");
-    auto run = run_child(*step.argv, child_env, sinks, signals.fd(), signals.old_mask());
+    // pip starts with an empty mask, whatever air-run has blocked.
+    sigset_t empty;
+    sigemptyset(&empty);
+    auto run = run_child(*step.argv, child_env, sinks, signals.fd(), &empty);
     if (!run) return fail(run.error());
     if (run->interrupted_by != 0) return interrupted(run->interrupted_by);
     if (run->exit_code != 0) {

@@ -54,6 +54,7 @@ constexpr auto k_drain_timeout = std::chrono::seconds(2);
 /// While tearing down, how often to check that the groups have emptied:
 /// descendants are not our children, so no event says when they are gone.
 constexpr auto k_group_check_interval = std::chrono::milliseconds(50);
+constexpr int k_max_poll_wait_ms = 1000;
 constexpr std::size_t k_read_size = 64 * 1024;
 /// One tail entry keeps at most this much of a line: the tail is for the
 /// human summary, and 50 lines of 1 MiB would be 50 MiB.
@@ -201,7 +202,6 @@ private:
   Clock::time_point start_{};
   std::optional<Clock::time_point> timeout_deadline_;
   bool tearing_down_ = false;
-  bool sigchld_seen_ = true;                        ///< a SIGCHLD arrived since the last reap
   std::unordered_map<pid_t, RankState*> by_pid_;    ///< live ranks, for reaping by the exited pid
   Clock::time_point grace_deadline_{};
   bool kill_sent_ = false;
@@ -347,6 +347,11 @@ void Supervisor::iterate() {
     const auto wait = std::chrono::ceil<std::chrono::milliseconds>(*deadline - now).count();
     timeout_ms = static_cast<int>(std::clamp<long long>(wait, 0, 24LL * 3600 * 1000));
   }
+  // Wake at least once a second even without a deadline: if a thread that a
+  // library started (NVML, CUDA) has SIGCHLD unblocked, the kernel may hand
+  // the signal to it and the signalfd never hears of an exit. The CLI blocks
+  // the signals before any such thread exists; this bounds the damage anyway.
+  if (timeout_ms < 0 || timeout_ms > k_max_poll_wait_ms) timeout_ms = k_max_poll_wait_ms;
   const int ready = ::poll(fds.data(), fds.size(), timeout_ms);
   if (ready < 0 && errno != EINTR) {
     // poll only fails like this on EINVAL/ENOMEM; do not spin, give up politely.
@@ -396,7 +401,7 @@ void Supervisor::stop_for_remote(RemoteFailure failure) {
 void Supervisor::handle_signals() {
   for (const int sig : signals_->read_pending()) {
     switch (sig) {
-    case SIGCHLD: sigchld_seen_ = true; break;
+    case SIGCHLD: break; // reap() runs every iteration
     case SIGUSR1:
     case SIGUSR2:
       // Schedulers (Slurm --signal) send these as warnings; pass them on.
@@ -472,15 +477,14 @@ void Supervisor::deliver(RankState& r, Stream& s, std::string_view data, bool eo
 }
 
 void Supervisor::reap() {
-  if (!sigchld_seen_) return;
-  sigchld_seen_ = false;
   // Collect every exit first, then judge them: a rank that ended on its own
   // in the same pass as the root cause must not be marked stopped_by_air_run.
   std::vector<RankState*> ended;
-  // Peek (WNOWAIT) at which child exited and reap exactly that pid, so a wake
-  // costs O(exits) system calls rather than one wait4 per live rank; with
-  // 1024 ranks the scan made start-up quadratic. Only our own pids are
-  // reaped (aesthetics 12.2): a child we do not know falls back to the scan.
+  // Runs every iteration, not only after a SIGCHLD (which can be lost, see
+  // k_max_poll_wait_ms). Peek (WNOWAIT) at which child exited and reap exactly
+  // that pid, so a wake costs O(exits) system calls rather than one wait4 per
+  // live rank; with 1024 ranks the scan made start-up quadratic. Only our own
+  // pids are reaped (aesthetics 12.2): a child we do not know falls back to the scan.
   for (;;) {
     siginfo_t info{};
     const int rc = ::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT);

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <pthread.h>
+#include <atomic>
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
@@ -277,6 +279,34 @@ TEST_CASE("supervise: a grandchild holding the pipes after a clean exit is cut o
   REQUIRE(grandchild > 0);
   CHECK(wait_until([&] { return process_gone(grandchild); }, 3s));
   CHECK(c.outcome.duration_s < 10); // the 2 s drain deadline, not forever
+}
+
+TEST_CASE("supervise: an exit is noticed even when another thread takes SIGCHLD", "[supervisor]") {
+  // On the H200 machines NVML/CUDA threads started with SIGCHLD unblocked took
+  // the signal away from the signalfd, and a finished rank went unnoticed. A
+  // thread that takes every SIGCHLD (sigtimedwait) plays that library here;
+  // the rank exits while a grandchild keeps its pipes open, so no EOF wakes the loop.
+  TempDir dir;
+  std::atomic<bool> stop{false};
+  std::thread library_thread([&] {
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    pthread_sigmask(SIG_BLOCK, &chld, nullptr);
+    const timespec tick{0, 10'000'000};
+    while (!stop) sigtimedwait(&chld, nullptr, &tick);
+  });
+  const std::string pid_file = dir.file("grandchild.pid");
+  auto plan = make_plan({{fixture("fork_grandchild"), pid_file, "exit", "0"}});
+  const auto start = std::chrono::steady_clock::now();
+  const auto c = run_plan(plan, dir);
+  stop = true;
+  library_thread.join();
+  CHECK(c.outcome.status == Status::succeeded);
+  CHECK(std::chrono::steady_clock::now() - start < 8s); // 1 s wake-up + 2 s drain, not forever
+  const pid_t grandchild = read_pid_file(pid_file);
+  REQUIRE(grandchild > 0);
+  CHECK(wait_until([&] { return process_gone(grandchild); }, 3s));
 }
 
 TEST_CASE("supervise: ranks inherit only fds 0, 1 and 2", "[supervisor]") {
