@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Results, root cause and machine-readable reports through the built binary:
+# per-rank results from a real 4-rank gloo job, torch's @record traceback in the
+# summary, signals, timeouts, bad result files, interrupted runs, --json, JUnit.
+source "$(dirname "$0")/lib.sh"
+
+have_torch() { "$TORCH_PYTHON" -c 'import torch.distributed' 2>/dev/null; }
+
+# jq-free JSON access: json_get FILE PYTHON-EXPRESSION-ON-d
+json_get() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
+
+test_results_in_rank_order_from_gloo_job() {
+  have_torch || { echo "skip: no torch"; return 0; }
+  cat >job.py <<'PY'
+import torch, torch.distributed as dist, sys
+sys.path.insert(0, sys.argv[1])
+import air
+dist.init_process_group("gloo")
+t = torch.tensor([float(dist.get_rank() + 1)])
+dist.all_reduce(t)
+air.report({"rank": dist.get_rank(), "sum": t.item()})
+PY
+  run_air --cpu-ranks 4 --python "$TORCH_PYTHON" --summary s.json job.py "$AIR_SOURCE_DIR/python"
+  expect_rc 0
+  expect_eq "$(json_get s.json '[r["result"]["value"]["rank"] for r in d["ranks"]]')" "[0, 1, 2, 3]"
+  expect_eq "$(json_get s.json '{r["result"]["value"]["sum"] for r in d["ranks"]}')" "{10.0}"
+  expect_eq "$(json_get s.json 'd["outcome"]["status"]')" "succeeded"
+}
+
+test_record_exception_reaches_summary() {
+  have_torch || { echo "skip: no torch"; return 0; }
+  cat >boom.py <<'PY'
+import os, time
+from torch.distributed.elastic.multiprocessing.errors import record
+
+@record
+def main():
+    if os.environ["RANK"] == "1":
+        raise ValueError("bad batch 42")
+    time.sleep(30)
+
+main()
+PY
+  run_air --cpu-ranks 2 --python "$TORCH_PYTHON" --grace-period 5s --summary s.json boom.py
+  expect_rc 1
+  expect_eq "$(json_get s.json 'd["outcome"]["root_cause_rank"]')" "1"
+  expect_eq "$(json_get s.json 'd["ranks"][1]["error"]["source"]')" "error_file"
+  expect_contains "$(json_get s.json 'd["ranks"][1]["error"]["type"] + ": " + d["ranks"][1]["error"]["message"]')" \
+    "ValueError: bad batch 42"
+  expect_contains "$(json_get s.json 'd["ranks"][1]["error"]["traceback"]')" 'raise ValueError("bad batch 42")'
+  expect_eq "$(json_get s.json 'd["ranks"][0]["stopped_by_air_run"]')" "True"
+  expect_contains "$err" "ValueError"
+}
+
+test_signal_exit_code_and_timeout_in_summary() {
+  printf '#!/bin/sh\n[ "$RANK" = 1 ] && kill -KILL $$\nexec sleep 30\n' >r.sh
+  chmod +x r.sh
+  run_air --cpu-ranks 2 --summary s.json --no-python ./r.sh
+  expect_rc 137
+  expect_eq "$(json_get s.json 'd["ranks"][1]["exit"]["signal_name"]')" "SIGKILL"
+  expect_eq "$(json_get s.json 'd["ranks"][1]["exit"]["code"]')" "None"
+  run_air --cpu-ranks 2 --timeout 1 --grace-period 1s --summary t.json --no-python sleep 30
+  expect_rc 124
+  expect_eq "$(json_get t.json 'd["outcome"]["status"]')" "timed_out"
+  expect_eq "$(json_get t.json 'd["outcome"]["exit_code"]')" "124"
+}
+
+test_invalid_and_oversized_results_are_recorded() {
+  cat >r.sh <<'SH'
+#!/bin/sh
+case "$RANK" in
+  0) echo '{"ok": true}' > "$AIR_RESULT_FILE" ;;
+  1) echo '{not json' > "$AIR_RESULT_FILE" ;;
+  2) head -c 17000000 /dev/zero | tr '\0' 'x' > "$AIR_RESULT_FILE" ;;
+  3) : ;;
+esac
+SH
+  chmod +x r.sh
+  run_air --cpu-ranks 4 --summary s.json --no-python ./r.sh
+  expect_rc 0
+  expect_eq "$(json_get s.json '[r["result"]["state"] for r in d["ranks"]]')" "['ok', 'invalid', 'too_large', 'missing']"
+  expect_eq "$(json_get s.json 'd["ranks"][0]["result"]["value"]')" "{'ok': True}"
+}
+
+test_results_kept_when_another_rank_fails() {
+  printf '#!/bin/sh\necho "[$RANK]" > "$AIR_RESULT_FILE"\n[ "$RANK" = 2 ] && { sleep 0.3; exit 4; }\nexec sleep 30\n' >r.sh
+  chmod +x r.sh
+  run_air --cpu-ranks 3 --summary s.json --no-python ./r.sh
+  expect_rc 4
+  expect_eq "$(json_get s.json '[r["result"].get("value") for r in d["ranks"]]')" "[[0], [1], [2]]"
+}
+
+test_interrupted_run_writes_complete_summary() {
+  env --default-signal=INT "$AIR_RUN" --cpu-ranks 2 --summary s.json --no-python sh -c 'echo $$ > pid.$RANK; exec sleep 30' >o 2>e &
+  local air=$!
+  wait_for '[[ -s pid.0 && -s pid.1 ]]' 10 || fail "ranks did not start"
+  kill -INT $air
+  wait $air
+  rc=$?
+  expect_rc 130
+  expect_eq "$(json_get s.json 'd["outcome"]["status"]')" "interrupted"
+  expect_eq "$(json_get s.json 'd["outcome"]["interrupt_signal_name"]')" "SIGINT"
+  expect_eq "$(json_get s.json 'len(d["ranks"])')" "2"
+}
+
+test_json_stdout_parses_and_rank_output_goes_to_stderr() {
+  printf '#!/bin/sh\necho "hello from $RANK"\n' >r.sh
+  chmod +x r.sh
+  run_air --cpu-ranks 2 --json --no-python ./r.sh
+  expect_rc 0
+  echo "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["schema_version"] == 1 and len(d["ranks"]) == 2' ||
+    fail "stdout is not the JSON summary: $out"
+  expect_contains "$err" "[rank1]: hello from 1"
+}
+
+test_summary_validates_against_schema() {
+  python3 -c 'import jsonschema' 2>/dev/null || { echo "skip: no jsonschema"; return 0; }
+  printf '#!/bin/sh\n[ "$RANK" = 0 ] && exit 3\nexec sleep 30\n' >r.sh
+  chmod +x r.sh
+  run_air --cpu-ranks 2 --summary s.json --no-python ./r.sh
+  python3 -c 'import json,sys,jsonschema; jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), cls=jsonschema.Draft202012Validator)' \
+    s.json "$AIR_SOURCE_DIR/docs/summary.schema.json" || fail "summary does not validate"
+}
+
+test_junit_validates() {
+  command -v xmllint >/dev/null || { echo "skip: no xmllint"; return 0; }
+  printf '#!/bin/sh\necho "out $RANK"\n[ "$RANK" = 1 ] && exit 2\nexec sleep 30\n' >r.sh
+  chmod +x r.sh
+  run_air --cpu-ranks 3 --junit out/junit.xml --no-python ./r.sh
+  expect_rc 2
+  xmllint --noout --schema "$AIR_SOURCE_DIR/tests/data/junit.xsd" out/junit.xml 2>xmllint.err || fail "JUnit invalid: $(cat xmllint.err)"
+  expect_eq "$(xmllint --xpath 'count(//testcase)' out/junit.xml)" "3"
+  expect_eq "$(xmllint --xpath 'count(//testcase[@name="rank 1"]/failure)' out/junit.xml)" "1"
+}
+
+test_github_annotations() {
+  printf '#!/bin/sh\n[ "$RANK" = 0 ] && exit 6\nexec sleep 30\n' >r.sh
+  chmod +x r.sh
+  GITHUB_ACTIONS=true run_air --cpu-ranks 2 --no-python ./r.sh
+  expect_rc 6
+  expect_contains "$out" "::error title=air-run rank 0::"
+}
+
+run_tests
