@@ -68,16 +68,7 @@ std::string upper(std::string_view text) {
 }
 
 Expected<LaunchSpec> resolve_check_spec(const CliOptions& options, const Environment& env) {
-  SpecInputs inputs;
-  inputs.environment = env;
-  inputs.flags = options.flag_values();
-  if (!options.spec_file.empty()) {
-    auto text = read_text_file(options.spec_file, "spec file");
-    if (!text) return text.error();
-    inputs.file_text = std::move(*text);
-    inputs.file_path = options.spec_file;
-  }
-  auto resolved = resolve_spec(inputs);
+  auto resolved = resolve_cli_spec(options, env);
   if (!resolved) return resolved.error();
   for (const auto& warning : resolved->warnings) std::fputs((warning + "\n").c_str(), stderr);
   return std::move(resolved->spec);

@@ -14,16 +14,7 @@ namespace {
 
 /// The cache directory comes from the same sources as a run's (flag, variable, -f spec).
 Expected<std::string> cache_dir_from(const CliOptions& options, const Environment& env) {
-  SpecInputs inputs;
-  inputs.environment = env;
-  inputs.flags = options.flag_values();
-  if (!options.spec_file.empty()) {
-    auto text = read_text_file(options.spec_file, "spec file");
-    if (!text) return text.error();
-    inputs.file_text = std::move(*text);
-    inputs.file_path = options.spec_file;
-  }
-  auto resolved = resolve_spec(inputs);
+  auto resolved = resolve_cli_spec(options, env);
   if (!resolved) return resolved.error();
   return env_cache_dir(resolved->spec, env);
 }

@@ -44,19 +44,6 @@ Status check_target(const LaunchSpec& spec, const Environment& env) {
   return ok_status();
 }
 
-Expected<ResolvedSpec> resolve_from(const CliOptions& options, const Environment& env) {
-  SpecInputs inputs;
-  inputs.environment = env;
-  inputs.flags = options.flag_values();
-  inputs.command = options.command;
-  if (!options.spec_file.empty()) {
-    auto text = read_text_file(options.spec_file, "spec file");
-    if (!text) return text.error();
-    inputs.file_text = std::move(*text);
-    inputs.file_path = options.spec_file;
-  }
-  return resolve_spec(inputs);
-}
 
 /// A relative script path written in a spec file is relative to that file
 /// (as in docker-compose), so `air-run -f configs/job.yaml` works from any
@@ -80,7 +67,7 @@ std::optional<std::string> requested_type(const LaunchSpec& spec) {
 
 Expected<int> run_command(const CliOptions& options) {
   const Environment env = current_environment();
-  auto resolved = resolve_from(options, env);
+  auto resolved = resolve_cli_spec(options, env);
   if (!resolved) return resolved.error();
   for (const auto& warning : resolved->warnings) std::fputs((warning + "\n").c_str(), stderr);
   LaunchSpec& spec = resolved->spec;

@@ -1,5 +1,7 @@
 #include "cli/options.hpp"
 
+#include "core/host.hpp"
+
 #include <fmt/format.h>
 
 namespace air::cli {
@@ -95,6 +97,20 @@ void register_options(CLI::App& app, CliOptions& options) {
     auto* opt = app.add_option(std::string(legacy.flag), slot.texts, std::string(legacy.doc));
     opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)->expected(1)->allow_extra_args(false);
   }
+}
+
+Expected<ResolvedSpec> resolve_cli_spec(const CliOptions& options, const Environment& env) {
+  SpecInputs inputs;
+  inputs.environment = env;
+  inputs.flags = options.flag_values();
+  inputs.command = options.command;
+  if (!options.spec_file.empty()) {
+    auto text = read_text_file(options.spec_file, "spec file");
+    if (!text) return text.error();
+    inputs.file_text = std::move(*text);
+    inputs.file_path = options.spec_file;
+  }
+  return resolve_spec(inputs);
 }
 
 std::vector<std::tuple<std::string, std::string, std::string>> CliOptions::flag_values() const {

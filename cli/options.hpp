@@ -39,6 +39,10 @@ struct CliOptions {
   std::vector<std::tuple<std::string, std::string, std::string>> flag_values() const;
 };
 
+/// Resolves the spec from the command line, AIR_RUN_* variables and the -f file
+/// (read here). Shared by every command that needs the spec.
+Expected<ResolvedSpec> resolve_cli_spec(const CliOptions& options, const Environment& env);
+
 /// Registers air-run's own flags and one flag per spec key (from the key table).
 void register_options(CLI::App& app, CliOptions& options);
 
