@@ -145,8 +145,9 @@ test_interrupt_on_node_1_ends_node_0() {
 test_killed_agent_is_noticed() {
   setup
   start_node 0 --cpu-ranks 1 --no-python sleep 120
-  start_node 1 --cpu-ranks 1 --no-python sleep 120
+  start_node 1 --cpu-ranks 1 --no-python sh -c 'echo $$ > node1-rank.pid; exec sleep 120'
   wait_for "grep -q 'via static' node1.err 2>/dev/null" 10 || fail "node 1 never started"
+  wait_for "[[ -s node1-rank.pid ]]" 10 || fail "node 1's rank never started"
   local agent sent
   agent=$(pgrep -P "$node1_pid" -f 'air-run' | head -1)
   [[ -n $agent ]] || { fail "no agent process for node 1"; return; }
@@ -158,7 +159,8 @@ test_killed_agent_is_noticed() {
   local took=$(($(cat node0.end) - sent))
   ((took < 3000)) || fail "node 0 took ${took}ms to notice"
   # node 1's rank died with its agent (parent-death signal)
-  wait_for "! pgrep -f 'sleep 120' >/dev/null" 5 || fail "a rank outlived its killed agent"
+  # (its own pid, not a pattern: other tests may be running sleeps in parallel)
+  wait_for "! pid_alive $(cat node1-rank.pid)" 5 || fail "a rank outlived its killed agent"
 }
 
 test_node_that_never_joins_is_named() {
