@@ -42,6 +42,23 @@ def median_of(cmd, repeat, env=None):
     return statistics.median(times), max(rss), codes
 
 
+def own_peak_rss_kb(cmd, env=None):
+    """The launcher's own high-water mark (VmHWM), children excluded, read while its
+    ranks sleep. wait4's ru_maxrss would also count forked children before exec."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    peak = 0
+    while proc.poll() is None:
+        try:
+            with open(f"/proc/{proc.pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        peak = max(peak, int(line.split()[1]))
+        except OSError:
+            break
+        time.sleep(0.02)
+    return peak
+
+
 def teardown_time(launcher_cmd, ranks, workdir):
     """Seconds from the failing rank's last instant to the launcher's exit."""
     stamp = os.path.join(workdir, "failed_at")
@@ -106,8 +123,15 @@ def main():
                 lambda n, s: [args.torchrun, "--standalone", f"--nproc-per-node={n}", "--no-python", s], 4, tmp)
             print(f"teardown torchrun: {tr_td * 1000:.1f} ms (ratio torchrun/air-run {tr_td / air_td:.1f})")
             result["teardown_torchrun_s"] = tr_td
-    peak = max(r["air_run_max_rss_kb"] for r in rows)
-    print(f"air-run peak RSS: {peak / 1024:.1f} MiB (largest run)")
+    for n in counts:
+        own = own_peak_rss_kb([args.air_run, "--cpu-ranks", str(n), "--no-python", "sleep", "1"], env)
+        result.setdefault("air_run_own_peak_rss_kb", {})[n] = own
+        line = f"air-run own peak RSS with {n} ranks: {own / 1024:.1f} MiB"
+        if args.torchrun and n <= 64:
+            tr = own_peak_rss_kb([args.torchrun, "--standalone", f"--nproc-per-node={n}", "--no-python", "sleep", "1"])
+            result.setdefault("torchrun_own_peak_rss_kb", {})[n] = tr
+            line += f", torchrun {tr / 1024:.1f} MiB (ratio {tr / max(own, 1):.0f})"
+        print(line)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2)
