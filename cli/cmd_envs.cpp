@@ -1,4 +1,4 @@
-// --list-envs and --prune-envs: the cached Python environments (issue 5).
+// --list-envs and --prune-envs: the cached Python environments of environment.dependencies.
 #include "cli/commands.hpp"
 #include "core/env_cache.hpp"
 #include "core/host.hpp"

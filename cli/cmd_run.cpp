@@ -82,8 +82,9 @@ Expected<int> run_command(const CliOptions& options) {
                                        spec.cpu_ranks.value, hardware);
   if (!selection) return selection.error();
 
-  // environment.dependencies (issue 5): every rank runs in one cached virtual
-  // environment; a build happens here, before anything is launched.
+  // environment.dependencies: every rank runs in one cached virtual
+  // environment. It is built here, before anything is launched and before the
+  // nodes join (a pip install would outlast the control connection's heartbeats).
   const std::vector<std::string> spec_lines = describe_spec(spec); // as the user gave it
   auto python_env = prepare_python_env(spec, env, options.dry_run);
   if (!python_env) return python_env.error();
