@@ -518,14 +518,24 @@ std::optional<RemoteFailure> ControlChannel::on_line(Peer& peer, const std::stri
   }
 }
 
-void ControlChannel::broadcast_abort(const RemoteFailure& failure, const Peer* except) {
+namespace {
+
+/// A failure as the line that carries it: `fail` towards node 0, `abort` from it.
+ControlMessage failure_message(ControlMessage::Kind kind, const RemoteFailure& failure) {
   ControlMessage m;
-  m.kind = ControlMessage::Kind::abort;
+  m.kind = kind;
   m.node_rank = failure.node_rank;
   m.rank = failure.rank;
   m.exit_code = failure.exit_code;
   m.name = failure.node_name;
   m.text = failure.reason;
+  return m;
+}
+
+} // namespace
+
+void ControlChannel::broadcast_abort(const RemoteFailure& failure, const Peer* except) {
+  const ControlMessage m = failure_message(ControlMessage::Kind::abort, failure);
   for (auto& peer : peers_)
     if (peer.get() != except) send_message(*peer, m);
 }
@@ -543,13 +553,7 @@ void ControlChannel::report_failure(int exit_code, int rank, const std::string& 
     broadcast_abort(mine, nullptr);
     return;
   }
-  ControlMessage m;
-  m.kind = ControlMessage::Kind::fail;
-  m.node_rank = mine.node_rank;
-  m.rank = mine.rank;
-  m.exit_code = mine.exit_code;
-  m.name = mine.node_name;
-  m.text = mine.reason;
+  const ControlMessage m = failure_message(ControlMessage::Kind::fail, mine);
   for (auto& peer : peers_) send_message(*peer, m);
 }
 

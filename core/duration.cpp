@@ -168,13 +168,13 @@ Expected<std::vector<int>> parse_rank_list(std::string_view text, std::string_vi
   return std::vector<int>(ranks.begin(), ranks.end());
 }
 
-std::string format_rank_list(const std::vector<int>& ranks) {
+std::string format_rank_list(const std::vector<int>& ranks, std::string_view separator) {
   std::string out;
   std::size_t i = 0;
   while (i < ranks.size()) {
     std::size_t j = i;
     while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!out.empty()) out += ',';
+    if (!out.empty()) out += separator;
     out += std::to_string(ranks[i]);
     if (j > i) out += "-" + std::to_string(ranks[j]);
     i = j + 1;

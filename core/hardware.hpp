@@ -4,6 +4,7 @@
 #include "core/error.hpp"
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -85,6 +86,10 @@ struct Selection {
 Expected<Selection> select_accelerators(std::optional<std::string> requested_type,
                                         std::optional<int> requested_count, int cpu_ranks,
                                         const Hardware& hw);
+
+/// One GPU as a JSON object (index, uuid, pci_bus_id, name, model,
+/// memory_total_bytes): the shape `--list-gpus --json` and the summary share.
+nlohmann::ordered_json gpu_info_json(const GpuInfo& gpu);
 
 /// Human and JSON renderings for `air-run --list-gpus [--json]`.
 std::string describe_hardware(const Hardware& hw);

@@ -53,16 +53,14 @@ std::string describe_hardware(const Hardware& hw) {
   return out;
 }
 
+nlohmann::ordered_json gpu_info_json(const GpuInfo& gpu) {
+  return {{"index", gpu.index},   {"uuid", gpu.uuid},   {"pci_bus_id", gpu.pci_bus_id},
+          {"name", gpu.name},     {"model", gpu.model}, {"memory_total_bytes", gpu.memory_total_bytes}};
+}
+
 std::string hardware_json(const Hardware& hw) {
   nlohmann::ordered_json gpus = nlohmann::ordered_json::array();
-  for (const auto& gpu : hw.gpus) {
-    gpus.push_back({{"index", gpu.index},
-                    {"uuid", gpu.uuid},
-                    {"pci_bus_id", gpu.pci_bus_id},
-                    {"name", gpu.name},
-                    {"model", gpu.model},
-                    {"memory_total_bytes", gpu.memory_total_bytes}});
-  }
+  for (const auto& gpu : hw.gpus) gpus.push_back(gpu_info_json(gpu));
   nlohmann::ordered_json doc = {
       {"accelerator_type", detected_accelerator_type(hw)},
       {"source", hw.source},

@@ -75,21 +75,12 @@ const RankOutcome* find_root_cause(const RunOutcome& o) {
   return best;
 }
 
-// "0, 2-5, 7": sorted, consecutive ranks folded into ranges (spaces for reading,
-// unlike spec's format_rank_list, which writes the flag syntax "0,2-5,7").
+// "0, 2-5, 7": sorted and de-duplicated, then spec's range folding with
+// spaces for reading (the flag syntax is "0,2-5,7").
 std::string join_ranks(std::vector<int> ranks) {
   std::sort(ranks.begin(), ranks.end());
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  std::string out;
-  for (std::size_t i = 0; i < ranks.size();) {
-    std::size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!out.empty()) out += ", ";
-    out += std::to_string(ranks[i]);
-    if (j > i) out += "-" + std::to_string(ranks[j]);
-    i = j + 1;
-  }
-  return out;
+  return format_rank_list(ranks, ", ");
 }
 
 } // namespace

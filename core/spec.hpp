@@ -167,7 +167,7 @@ std::string format_duration(Millis d);
 Expected<std::vector<int>> parse_rank_list(std::string_view text, std::string_view what);
 
 /// Formats ranks compactly, the inverse of `parse_rank_list`: {0,2,3} -> "0,2-3".
-std::string format_rank_list(const std::vector<int>& ranks);
+std::string format_rank_list(const std::vector<int>& ranks, std::string_view separator = ",");
 
 /// Splits a command written as one string on whitespace, honouring '...' and
 /// "..." quoting and backslash escapes, as a simple shell would.

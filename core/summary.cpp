@@ -81,17 +81,6 @@ Json error_json(const std::optional<RankError>& e) {
   return out;
 }
 
-Json gpu_json(const GpuInfo& g) {
-  Json out;
-  out["index"] = g.index;
-  out["uuid"] = g.uuid;
-  out["pci_bus_id"] = g.pci_bus_id;
-  out["name"] = g.name;
-  out["model"] = g.model;
-  out["memory_total_bytes"] = g.memory_total_bytes;
-  return out;
-}
-
 Json rank_json(const RunReport& report, std::size_t i) {
   const RankOutcome& r = report.outcome.ranks[i];
   const RankPlan* plan = find_rank_plan(report.plan, r.rank);
@@ -195,7 +184,7 @@ Json summary_json(const RunReport& report) {
   hw["reason"] = string_or_null(report.hardware.reason);
   hw["cuda_visible_devices"] = string_or_null(report.hardware.cuda_visible_devices);
   hw["gpus"] = Json::array();
-  for (const GpuInfo& g : report.hardware.gpus) hw["gpus"].push_back(gpu_json(g));
+  for (const GpuInfo& g : report.hardware.gpus) hw["gpus"].push_back(gpu_info_json(g));
   hw["notes"] = report.hardware.notes;
   doc["hardware"] = std::move(hw);
 
