@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# GPU-tagged end-to-end tests: real NVML detection, the product page's example
+# over NCCL on every GPU, FSDP, a rank dying mid-collective, the preflight check
+# and @distributed on GPUs. They need NVIDIA GPUs and a torch with CUDA; on any
+# other machine (CI) the whole file exits 77, which ctest reports as skipped
+# (label `gpu`). scripts/gpu-suite.sh runs them on the GPU machine.
+source "$(dirname "$0")/lib.sh"
+
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+if ((ngpu == 0)); then
+  echo "skip: no NVIDIA GPU (nvidia-smi lists none)"
+  exit 77
+fi
+if ! "$TORCH_PYTHON" -c 'import sys, torch; sys.exit(torch.cuda.device_count() == 0)' 2>/dev/null; then
+  echo "skip: $TORCH_PYTHON has no torch with CUDA (set TORCH_PYTHON)"
+  exit 77
+fi
+export NCCL_NVLS_ENABLE=0 # never NVLink multicast: it can take a shared host's GPUs down
+
+# run_air, with a deadline: GPU time is scarce, so an air-run that does not end
+# within GPU_TEST_LIMIT seconds is killed, after its process tree and each
+# thread's signal masks are saved to hang.txt (what a missed SIGCHLD looks like).
+run_air() {
+  "$AIR_RUN" "$@" >"$TESTDIR/stdout" 2>"$TESTDIR/stderr" &
+  local pid=$! deadline=$((SECONDS + ${GPU_TEST_LIMIT:-150}))
+  while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null && [[ $(ps -o stat= -p "$pid") != Z* ]]; then
+    {
+      ps -eo pid,ppid,pgid,stat,wchan:24,etime,args --forest
+      grep -H -E '^(Name|State|SigPnd|ShdPnd|SigBlk|SigIgn)' /proc/"$pid"/task/*/status
+    } >"$TESTDIR/hang.txt" 2>&1
+    kill -KILL -- "$pid" 2>/dev/null
+    echo "air-run (pid $pid) still running after ${GPU_TEST_LIMIT:-150}s: killed; see hang.txt" >>"$TESTDIR/stderr"
+  fi
+  wait "$pid"
+  rc=$?
+  out=$(cat "$TESTDIR/stdout")
+  err=$(cat "$TESTDIR/stderr")
+}
+
+# json FILE EXPR: prints a Python expression over the JSON document `d` in FILE.
+json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
+
+# smi_uuids: the GPUs' UUIDs as nvidia-smi lists them, sorted, one line.
+smi_uuids() { nvidia-smi --query-gpu=uuid --format=csv,noheader | sort | tr '\n' ' '; }
+
+# model: the GPU model as accelerator types name it, the last word of nvidia-smi's name ("H200").
+model() { nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | awk '{print $NF}'; }
+
+# gpu_processes: compute processes nvidia-smi sees on any GPU (pid, memory).
+gpu_processes() { nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader; }
+
+test_list_gpus_matches_nvidia_smi() {
+  run_air --list-gpus --json
+  expect_rc 0
+  echo "$out" >gpus.json
+  expect_eq "$(json gpus.json 'd["accelerator_type"]')" "GPU_${ngpu}x$(model)"
+  expect_eq "$(json gpus.json 'd["source"]')" "nvml"
+  expect_eq "$(json gpus.json '" ".join(sorted(g["uuid"] for g in d["gpus"])) + " "')" "$(smi_uuids)"
+  local smi_bus
+  smi_bus=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader | sort | tr '\n' ' ')
+  expect_eq "$(json gpus.json '" ".join(sorted(g["pci_bus_id"] for g in d["gpus"])) + " "')" "$smi_bus"
+  expect_eq "$(json gpus.json 'all(g["memory_total_bytes"] > 16 * 2**30 for g in d["gpus"])')" "True"
+}
+
+test_cuda_visible_devices_by_index_and_uuid() {
+  ((ngpu >= 2)) || { echo "  (one GPU: skipped)"; return 0; }
+  local last=$((ngpu - 1)) uuid
+  uuid=$(nvidia-smi -i "$last" --query-gpu=uuid --format=csv,noheader)
+  CUDA_VISIBLE_DEVICES=$last run_air --list-gpus --json
+  expect_rc 0
+  echo "$out" >by-index.json
+  expect_eq "$(json by-index.json 'd["accelerator_type"] + " " + " ".join(g["uuid"] for g in d["gpus"])')" \
+    "GPU_1x$(model) $uuid"
+  CUDA_VISIBLE_DEVICES=$uuid run_air --list-gpus --json
+  expect_rc 0
+  echo "$out" >by-uuid.json
+  expect_eq "$(json by-uuid.json 'd["accelerator_type"] + " " + " ".join(g["uuid"] for g in d["gpus"])')" \
+    "GPU_1x$(model) $uuid"
+}
+
+# print_uuid: a rank command printing how many GPUs torch sees and the UUID of cuda:$LOCAL_RANK.
+print_uuid='import os, torch; d = int(os.environ["LOCAL_RANK"]); print("uuid", torch.cuda.device_count(), "GPU-" + str(torch.cuda.get_device_properties(d).uuid))'
+
+test_each_rank_sees_the_gpu_air_run_bound_it_to() {
+  # torch's cuda:LOCAL_RANK in each rank must be the GPU the summary says the rank got.
+  run_air --summary summary.json --no-python "$TORCH_PYTHON" -c "$print_uuid"
+  expect_rc 0
+  local r want
+  for ((r = 0; r < ngpu; r++)); do
+    want=$(json summary.json "d['ranks'][$r]['gpu']")
+    expect_contains "$out" "[rank$r]: uuid $ngpu $want"
+  done
+  expect_eq "$(json summary.json 'sorted(r["gpu"] for r in d["ranks"]) == sorted(d["selection"]["gpus"])')" "True"
+  expect_eq "$(json summary.json 'len(set(r["gpu"] for r in d["ranks"]))')" "$ngpu"
+}
+
+test_isolated_ranks_see_only_their_own_gpu() {
+  run_air --isolate-gpus --summary summary.json --no-python "$TORCH_PYTHON" -c "$print_uuid"
+  expect_rc 0
+  local r want
+  for ((r = 0; r < ngpu; r++)); do
+    want=$(json summary.json "d['ranks'][$r]['gpu']")
+    expect_contains "$out" "[rank$r]: uuid 1 $want"
+  done
+}
+
+test_wrong_type_or_count_fails_before_launch() {
+  run_air --accelerator-type GPU_8xH100 --no-python touch launched
+  expect_rc 2
+  expect_contains "$err" "requested GPU_8xH100, found GPU_${ngpu}x"
+  run_air -n $((ngpu + 1)) --no-python touch launched
+  expect_rc 2
+  expect_contains "$err" "requested $((ngpu + 1)) accelerators, found GPU_${ngpu}x"
+  [[ ! -e launched ]] || fail "a rank was launched despite the mismatch"
+  run_air -n 1 --no-python touch launched
+  expect_rc 0
+  [[ -e launched ]] || fail "-n 1 did not launch"
+}
+
+test_product_page_example_trains_on_every_gpu_with_nccl() {
+  run_air --python "$TORCH_PYTHON" -f "$AIR_SOURCE_DIR/configs/demo.yaml" --summary summary.json
+  expect_rc 0
+  local r
+  for ((r = 0; r < ngpu; r++)); do
+    expect_contains "$out" "[rank$r]: rank $r/$ngpu epoch 2: loss"
+    expect_contains "$out" "[rank$r]: rank $r: done in"
+  done
+  expect_eq "$(grep -c 'weights in sync: True' stdout)" "$ngpu"
+  expect_eq "$(json summary.json 'd["selection"]["cpu"], d["launch"]["world_size"]')" "(False, $ngpu)"
+  echo "  demo wall time $(json summary.json 'd["duration_s"]') s"
+}
+
+test_fsdp_variant_trains() {
+  run_air --python "$TORCH_PYTHON" "$AIR_SOURCE_DIR/configs/examples/simple_mlp_fsdp.py" --epochs 2
+  expect_rc 0
+  local r
+  for ((r = 0; r < ngpu; r++)); do expect_contains "$out" "[rank$r]: rank $r/$ngpu epoch 1: loss"; done
+}
+
+test_rank_dying_mid_all_reduce_is_root_cause_and_frees_the_gpus() {
+  ((ngpu >= 2)) || { echo "  (one GPU: skipped)"; return 0; }
+  [[ -z $(gpu_processes) ]] || fail "GPUs busy before the test: $(gpu_processes)"
+  run_air --python "$TORCH_PYTHON" --grace-period 10s --summary summary.json \
+    "$AIR_SOURCE_DIR/configs/examples/crash_in_allreduce.py"
+  expect_rc 9
+  expect_eq "$(json summary.json 'd["outcome"]["root_cause_rank"], d["outcome"]["reason"]')" \
+    "(1, 'rank 1 exited with exit code 9')"
+  expect_contains "$err" "rank 1"
+  # Every other rank was blocked in NCCL and stopped by air-run, not failed on its own.
+  expect_eq "$(json summary.json 'all(r["stopped_by_air_run"] for r in d["ranks"] if r["rank"] != 1)')" "True"
+  local took
+  took=$(json summary.json 'd["duration_s"]')
+  echo "  run ended after $took s (rank 1 exits ~1 s after the first all-reduce; grace 10 s)"
+  # No rank outlives air-run holding GPU memory.
+  wait_for '[[ -z $(gpu_processes) ]]' 5 || fail "processes still on the GPUs: $(gpu_processes)"
+  local pid
+  for pid in $(json summary.json '" ".join(str(r["pid"]) for r in d["ranks"])'); do
+    pid_alive "$pid" && fail "rank pid $pid outlived air-run"
+  done
+  return 0
+}
+
+test_preflight_check_passes() {
+  run_air --check --json
+  expect_rc 0
+  echo "$out" >check.json
+  expect_eq "$(json check.json 'd["status"], len(d["gpus"])')" "('pass', $ngpu)"
+  if ((ngpu >= 2)); then
+    expect_eq "$(json check.json 'd["nccl"]["results"][-1]["bytes"], d["nccl"]["results"][-1]["correct"]')" "(268435456, True)"
+    echo "  busbw at 256 MiB: $(json check.json 'd["nccl"]["results"][-1]["busbw_gbps"]') GB/s"
+  fi
+}
+
+test_distributed_decorator_on_every_gpu() {
+  cat >train.py <<'PY'
+from air import distributed
+
+@distributed
+def train(scale):
+    import os, torch, torch.distributed as dist
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    dist.init_process_group("nccl")
+    t = torch.full((4,), float(dist.get_rank() + 1), device="cuda") * scale
+    dist.all_reduce(t)
+    out = {"rank": dist.get_rank(), "sum": t[0].item(), "gpu": torch.cuda.current_device()}
+    dist.destroy_process_group()
+    return out
+
+print("RESULTS", train.distributed(2.0))
+PY
+  PYTHONPATH=$AIR_SOURCE_DIR/python AIR_RUN_BINARY=$AIR_RUN timeout -k 5 "${GPU_TEST_LIMIT:-150}" \
+    "$TORCH_PYTHON" train.py >stdout 2>stderr
+  rc=$?
+  expect_rc 0
+  local r sum=$((ngpu * (ngpu + 1)))
+  local want="RESULTS ["
+  for ((r = 0; r < ngpu; r++)); do want+="{'rank': $r, 'sum': $sum.0, 'gpu': $r}, "; done
+  expect_eq "$(grep '^RESULTS' stdout)" "${want%, }]"
+}
+
+run_tests
