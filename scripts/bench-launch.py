@@ -34,26 +34,26 @@ def main():
     args = ap.parse_args()
     counts = [int(x) for x in args.ranks.split(",")]
     true = shutil.which("true") or "/bin/true"
-    env = dict(os.environ, AIR_RUN_FAKE_GPUS="")  # CPU ranks: no NVML probe in either
+    cpu = ["--accelerator-type", "CPU", "-n"]  # N CPU ranks even on a GPU machine, no GPU probe
     rows = []
 
     print(f"{'ranks':>6} {'baseline s':>11} {'air-run s':>10} {'ratio':>6}")
     for n in counts:
         base, _ = median_of([args.baseline, str(n), true], args.repeat)
         air, codes = median_of(
-            [args.air_run, "--cpu-ranks", str(n), "--grace-period", "5s", "--no-python", true], args.repeat, env)
+            [args.air_run, *cpu, str(n), "--grace-period", "5s", "--no-python", true], args.repeat)
         rows.append({"ranks": n, "baseline_s": base, "air_run_s": air, "ratio": air / base,
                      "air_run_exit_codes": sorted(codes)})
         print(f"{n:>6} {base:>11.4f} {air:>10.4f} {air / base:>6.2f}")
 
     with tempfile.TemporaryDirectory() as tmp:
         air_td = statistics.median(
-            teardown_time(lambda n, s: [args.air_run, "--cpu-ranks", str(n), "--no-python", s], 4, tmp)
+            teardown_time(lambda n, s: [args.air_run, *cpu, str(n), "--no-python", s], 4, tmp)
             for _ in range(3))
     print(f"teardown (1 of 4 ranks fails, others honour SIGTERM): air-run {air_td * 1000:.1f} ms")
     result = {"launch": rows, "teardown_air_run_s": air_td, "air_run_own_peak_rss_kb": {}}
     for n in counts:
-        own = own_peak_rss_kb([args.air_run, "--cpu-ranks", str(n), "--no-python", "sleep", "1"], env)
+        own = own_peak_rss_kb([args.air_run, *cpu, str(n), "--no-python", "sleep", "1"])
         result["air_run_own_peak_rss_kb"][n] = own
         print(f"air-run own peak RSS with {n} ranks: {own / 1024:.1f} MiB")
     if args.json:

@@ -68,6 +68,7 @@ def main():
     args = ap.parse_args()
     true = shutil.which("true") or "/bin/true"
     air = [args.air_run, "--grace-period", "10s"]
+    cpu = ["--accelerator-type", "CPU", "-n"]  # N CPU ranks even on a GPU machine, no GPU probe
     torchrun = [args.torchrun, "--standalone"]
     result = {"launch": [], "gpu": None}
     table = []  # (what, air-run, torchrun, ratio torchrun/air-run)
@@ -78,7 +79,7 @@ def main():
 
     for n in [int(x) for x in args.ranks.split(",")]:
         base, _ = median_of([args.baseline, str(n), true], args.repeat)
-        a, a_codes = median_of(air + ["--cpu-ranks", str(n), "--no-python", true], args.repeat)
+        a, a_codes = median_of(air + cpu + [str(n), "--no-python", true], args.repeat)
         t, t_codes = median_of(torchrun + [f"--nproc-per-node={n}", "--no-python", true], args.repeat)
         result["launch"].append({"ranks": n, "baseline_s": base, "air_run_s": a, "torchrun_s": t,
                                  "air_run_exit_codes": sorted(a_codes), "torchrun_exit_codes": sorted(t_codes)})
@@ -86,13 +87,13 @@ def main():
 
     with tempfile.TemporaryDirectory() as tmp:
         a = statistics.median(teardown_time(
-            lambda n, s: air + ["--cpu-ranks", str(n), "--no-python", s], 4, tmp) for _ in range(args.repeat))
+            lambda n, s: air + cpu + [str(n), "--no-python", s], 4, tmp) for _ in range(args.repeat))
         t = statistics.median(teardown_time(
             lambda n, s: torchrun + [f"--nproc-per-node={n}", "--no-python", s], 4, tmp) for _ in range(args.repeat))
     result.update(teardown_air_run_s=a, teardown_torchrun_s=t)
     row("1 of 4 ranks fails: failure to launcher exit", a, t, " ms", 1000, "{:.1f}")
 
-    a = run_watched(air + ["--cpu-ranks", "8", "--no-python", "sleep", "2"])[2]
+    a = run_watched(air + cpu + ["8", "--no-python", "sleep", "2"])[2]
     t = run_watched(torchrun + ["--nproc-per-node=8", "--no-python", "sleep", "2"])[2]
     result.update(idle_rss_air_run_kb=a, idle_rss_torchrun_kb=t)
     row("launcher peak RSS, 8 sleeping ranks", a, t, " MiB", 1 / 1024, "{:.1f}")
@@ -107,6 +108,11 @@ def main():
         bench = [os.path.join(root, "scripts/torch-allreduce-bench.py")]
         gpu_air = lambda target: air + ["--python", args.python] + target  # noqa: E731
         gpu_torchrun = lambda target: torchrun + [f"--nproc-per-node={ngpu}"] + target  # noqa: E731
+        # GPU mode costs air-run an NVML probe (tens of ms, the library's pages in its RSS).
+        a, _ = median_of(air + ["--no-python", true], args.repeat)
+        t, _ = median_of(torchrun + [f"--nproc-per-node={ngpu}", "--no-python", true], args.repeat)
+        result["gpu_mode_launch"] = {"ranks": ngpu, "air_run_s": a, "torchrun_s": t}
+        row(f"{ngpu} ranks of /bin/true on the {ngpu} GPUs (air-run probes NVML)", a, t, " ms", 1000, "{:.1f}")
         a_wall, a_rss, a_codes, a_out = example_runs(gpu_air, example, args.example_repeat)
         t_wall, t_rss, t_codes, t_out = example_runs(gpu_torchrun, example, args.example_repeat)
         for name, codes, out in (("air-run", a_codes, a_out), ("torchrun", t_codes, t_out)):

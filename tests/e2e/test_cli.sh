@@ -112,6 +112,16 @@ test_fake_gpu_default_uses_all_and_matches() {
   expect_contains "$out" "WORLD_SIZE=8"
 }
 
+test_cpu_type_on_a_gpu_machine_runs_n_cpu_ranks_without_probing() {
+  # Two (fake) GPUs, but the run asks for CPU: three CPU ranks, no GPU probe,
+  # no CUDA_VISIBLE_DEVICES for the ranks.
+  AIR_RUN_FAKE_GPUS="2xNVIDIA H200" run_air --accelerator-type CPU -n 3 --summary s.json \
+    --no-python sh -c 'echo "cvd=${CUDA_VISIBLE_DEVICES-unset}"'
+  expect_rc 0
+  expect_eq "$(grep -c 'cvd=unset' stdout)" 3
+  expect_eq "$(python3 -c 'import json; d = json.load(open("s.json")); print(d["hardware"]["source"], d["hardware"]["gpus"], d["selection"]["cpu"], d["selection"]["ranks"])')" "skipped [] True 3"
+}
+
 test_legacy_flags_warn() {
   AIR_RUN_FAKE_GPUS="2xNVIDIA H100 80GB HBM3" run_air --gpus 2 --gpu-type H100 --dry-run --no-python /bin/true
   expect_rc 0
