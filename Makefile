@@ -1,15 +1,21 @@
 # Thin wrapper over CMake; every target is one or two commands.
 BUILD ?= build
 CMAKE_FLAGS ?=
-PYTHON ?= /usr/bin/python3
+# The interpreter that runs the Python ranks: python3 on PATH when it has torch
+# (a GPU machine's own PyTorch), else Debian's, where `make deps` puts python3-torch.
+ifeq ($(origin PYTHON),undefined)
+PYTHON := $(shell python3 -c 'import torch' >/dev/null 2>&1 && command -v python3 || echo /usr/bin/python3)
+endif
+DEPS ?= test
 JOBS ?= $(shell nproc)
 
 .PHONY: all deps configure build demo test unit e2e pytest asan format lint bench clean
 
 all: build
 
+# DEPS: build, demo or test (scripts/install-deps.sh); each target asks for what it needs.
 deps:
-	@scripts/install-deps.sh
+	@PYTHON=$(PYTHON) scripts/install-deps.sh $(DEPS)
 
 configure: deps
 	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
@@ -19,6 +25,7 @@ build: configure
 	@ln -sf $(BUILD)/compile_commands.json compile_commands.json
 
 # The product page's SimpleMLP DDP example: all GPUs with NCCL, else 2 CPU ranks with gloo.
+demo: DEPS = demo
 demo: build
 	@scripts/install-python.sh $(PYTHON) >/dev/null
 	$(BUILD)/cli/air-run --python $(PYTHON) -f configs/demo.yaml

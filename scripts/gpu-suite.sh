@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every GPU-facing check of air-run on a machine with NVIDIA GPUs:
-# build from source, the GPU-tagged end-to-end tests (tests/e2e/test_gpu.sh:
+# build from source, `make demo`, the GPU-tagged end-to-end tests (tests/e2e/test_gpu.sh:
 # NVML detection, spec-vs-hardware matching, the product page's DDP example and
 # an FSDP variant over NCCL, a rank dying mid-collective, the preflight check,
 # @distributed on GPUs), the [.gpu] and supervisor unit tests, the preflight
@@ -8,7 +8,7 @@
 #
 #   scripts/gpu-suite.sh [OUTDIR]        (OUTDIR defaults to ./gpu-results)
 #
-# GPU_SUITE_STEPS (default "tests,unit,preflight,bench") picks steps, so that a
+# GPU_SUITE_STEPS (default "demo,tests,unit,preflight,bench") picks steps, so that a
 # short device lease can run them in two calls; the build always runs and is
 # incremental. Each step prints PASS/FAIL; the summary is OUTDIR/gpu-suite.txt.
 set -uo pipefail
@@ -18,7 +18,7 @@ LOG="$OUT_DIR/gpu-suite.txt"
 BUILD=build-gpu
 AIR=$PWD/$BUILD/cli/air-run
 PY=${PYTHON:-$(command -v python3)}
-STEPS=${GPU_SUITE_STEPS:-tests,unit,preflight,bench}
+STEPS=${GPU_SUITE_STEPS:-demo,tests,unit,preflight,bench}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 # never NVLink multicast on shared hosts
 failures=0
 
@@ -36,6 +36,15 @@ check build "cmake build in $((SECONDS - start)) s" $?
 [[ -x "$AIR" ]] || { say "no binary; see build.log"; tail -30 "$OUT_DIR/build.log"; exit 1; }
 nvidia-smi -L | tee -a "$LOG"
 ngpu=$(nvidia-smi -L | grep -c '^GPU ')
+
+if want demo; then
+  say "== make demo (the README's first command; packages are the machine's own)"
+  start=$SECONDS
+  AIR_SKIP_DEPS=1 timeout 180 make demo BUILD=$BUILD >"$OUT_DIR/demo.log" 2>&1
+  rc=$?
+  grep -E "epoch 2|in sync|air-run: run" "$OUT_DIR/demo.log" | tee -a "$LOG"
+  check demo "make demo: exit $rc in $((SECONDS - start)) s" "$rc"
+fi
 
 if want tests; then
   say "== GPU end-to-end tests (tests/e2e/test_gpu.sh)"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs what air-run needs to build, test and run its demo, from Debian's
-# archive, skipping every package that is already installed. Safe to re-run.
-#   scripts/install-deps.sh            build + test + demo dependencies
+# Installs what air-run needs, from Debian's archive, skipping every package
+# that is already installed. Safe to re-run.
+#   scripts/install-deps.sh build      compiler and libraries
+#   scripts/install-deps.sh demo       build + PyTorch, unless $PYTHON already has torch
+#   scripts/install-deps.sh [test]     everything the test suite uses (the default)
 #   AIR_SKIP_DEPS=1 make ...           skip this step entirely (e.g. non-Debian hosts)
 set -euo pipefail
 
@@ -11,20 +13,35 @@ if ! command -v dpkg-query >/dev/null 2>&1; then
   exit 0
 fi
 
+what=${1:-test}
 packages=(
   g++ cmake make pkg-config           # toolchain
   libcli11-dev                        # command line parsing
   libyaml-cpp-dev                     # spec files, with line/column marks for errors
   libfmt-dev                          # formatting
   nlohmann-json3-dev                  # summary, result and error files
-  catch2                              # unit tests (v2 on Debian 12)
-  libxml2-utils                       # xmllint: validates the JUnit report in tests
-  clang-format clang-tidy             # make format / make lint
-  python3 python3-torch python3-pytest python3-cloudpickle python3-venv python3-pip
-  python3-jsonschema                  # validates the JSON summary against docs/summary.schema.json
-  procps                              # ps/pgrep for the end-to-end tests
-  slurm-wlm munge                     # real Slurm for the multi-node end-to-end test
+  catch2                              # unit tests (v2 on Debian 12); CMake builds them by default
 )
+case $what in
+  build) ;;
+  demo)
+    # A GPU machine usually has its own PyTorch (a venv, a container's): use it.
+    if ! "${PYTHON:-/usr/bin/python3}" -c 'import torch' >/dev/null 2>&1; then
+      packages+=(python3 python3-torch)
+    fi
+    ;;
+  test)
+    packages+=(
+      libxml2-utils                   # xmllint: validates the JUnit report in tests
+      clang-format clang-tidy         # make format / make lint
+      python3 python3-torch python3-pytest python3-cloudpickle python3-venv python3-pip
+      python3-jsonschema              # validates the JSON summary against docs/summary.schema.json
+      procps                          # ps/pgrep for the end-to-end tests
+      slurm-wlm munge                 # real Slurm for the multi-node end-to-end test
+    )
+    ;;
+  *) echo "usage: scripts/install-deps.sh [build|demo|test]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do
