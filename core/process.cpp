@@ -142,7 +142,7 @@ Expected<std::string> resolve_executable(const std::string& name, const std::str
   return exec_error(name, true, saw_non_executable ? EACCES : ENOENT);
 }
 
-Expected<ChildProcess> spawn_process(const std::vector<std::string>& argv, const Environment& env) {
+Expected<StartedProcess> start_process(const std::vector<std::string>& argv, const Environment& env) {
   if (argv.empty() || argv[0].empty()) return usage_error("empty command");
   const bool searched = argv[0].find('/') == std::string::npos;
   const auto path_it = env.find("PATH");
@@ -197,28 +197,40 @@ Expected<ChildProcess> spawn_process(const std::vector<std::string>& argv, const
   exec_write.reset();
   dev_null.reset();
 
-  // EOF means exec succeeded (the close-on-exec write end vanished with it).
-  int child_errno = 0;
-  ssize_t n;
-  do {
-    n = ::read(exec_read->get(), &child_errno, sizeof(child_errno));
-  } while (n < 0 && errno == EINTR);
-  if (n > 0) {
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    return exec_error(argv[0], searched, n == sizeof(child_errno) ? child_errno : EIO);
-  }
-
   for (int fd : {out_read->get(), err_read->get()}) {
     const int flags = ::fcntl(fd, F_GETFL);
     ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
   }
-  ChildProcess child;
-  child.pid = pid;
-  child.stdout_fd = std::move(*out_read);
-  child.stderr_fd = std::move(*err_read);
-  return child;
+  StartedProcess started;
+  started.child.pid = pid;
+  started.child.stdout_fd = std::move(*out_read);
+  started.child.stderr_fd = std::move(*err_read);
+  started.exec_status = std::move(*exec_read);
+  started.name = argv[0];
+  started.searched = searched;
+  return started;
+}
+
+Expected<ChildProcess> confirm_exec(StartedProcess started) {
+  // EOF means exec succeeded (the close-on-exec write end vanished with it).
+  int child_errno = 0;
+  ssize_t n;
+  do {
+    n = ::read(started.exec_status.get(), &child_errno, sizeof(child_errno));
+  } while (n < 0 && errno == EINTR);
+  if (n > 0) {
+    int status = 0;
+    while (::waitpid(started.child.pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return exec_error(started.name, started.searched, n == sizeof(child_errno) ? child_errno : EIO);
+  }
+  return std::move(started.child);
+}
+
+Expected<ChildProcess> spawn_process(const std::vector<std::string>& argv, const Environment& env) {
+  auto started = start_process(argv, env);
+  if (!started) return started.error();
+  return confirm_exec(std::move(*started));
 }
 
 } // namespace air

@@ -41,6 +41,25 @@ Expected<std::string> resolve_executable(const std::string& name, const std::str
 /// (125) when pipe2/open/fork fail. The failed child is already reaped then.
 Expected<ChildProcess> spawn_process(const std::vector<std::string>& argv, const Environment& env);
 
+/// A forked child whose exec is not yet confirmed: start_process's result.
+/// Launching many ranks, a caller starts them all and then confirms each, so
+/// the children exec in parallel rather than one after another.
+struct StartedProcess {
+  ChildProcess child;
+  UniqueFd exec_status; ///< close-on-exec pipe: EOF once exec succeeded, the errno if it failed
+  std::string name;     ///< argv[0], for the error message
+  bool searched = false; ///< argv[0] was looked up along PATH
+};
+
+/// spawn_process's first half: the PATH lookup (its not_found and
+/// not_executable errors come from here) and the fork. The child runs from
+/// here on; a signal sent to its group reaches it even before it has exec'd.
+Expected<StartedProcess> start_process(const std::vector<std::string>& argv, const Environment& env);
+
+/// spawn_process's second half: waits until the child has exec'd (or failed
+/// to, when it is reaped and its exec error returned).
+Expected<ChildProcess> confirm_exec(StartedProcess started);
+
 /// The PATH execvp falls back to when the environment has none.
 inline constexpr const char* k_default_path = "/bin:/usr/bin";
 

@@ -461,6 +461,26 @@ TEST_CASE("supervise: a target that cannot be started", "[supervisor]") {
     CHECK(o.ranks[0].stopped_by_air_run);
     CHECK(o.ranks[0].status.signal == SIGTERM);
   }
+  SECTION("exec fails after later ranks were started: they are torn down") {
+    // Executable but not a program (no #!): only execve itself can tell, by
+    // which time every rank has been forked.
+    const std::string file = dir.file("not-a-program");
+    std::ofstream(file) << std::string("\x7f\x01\x02garbage", 10);
+    ::chmod(file.c_str(), 0755);
+    auto plan = make_plan({{fixture("sleep_forever")}, {file}, {fixture("sleep_forever")}});
+    const auto c = run_plan(plan, dir);
+    const auto& o = c.outcome;
+    CHECK(o.status == Status::failed);
+    CHECK(o.exit_code() == 126);
+    CHECK(o.root_cause_rank == 1);
+    CHECK(o.ranks[1].spawn_error == file + ": cannot execute: Exec format error");
+    CHECK(o.ranks[1].pid == -1);
+    for (int i : {0, 2}) {
+      CHECK(o.ranks[i].pid > 0);
+      CHECK(o.ranks[i].stopped_by_air_run);
+      CHECK(o.ranks[i].status.signal == SIGTERM);
+    }
+  }
 }
 
 TEST_CASE("supervise: only console ranks reach the console; all keep a tail", "[supervisor]") {
