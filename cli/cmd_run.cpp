@@ -8,10 +8,12 @@
 #include "core/spec.hpp"
 #include "core/supervisor.hpp"
 
+#include <fmt/format.h>
+
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
-#include <fmt/format.h>
-#include <unistd.h>
 
 namespace air::cli {
 
@@ -29,12 +31,13 @@ bool ends_with(const std::string& s, std::string_view suffix) {
 /// the interpreter or executable must resolve, a script must be readable.
 Status check_target(const LaunchSpec& spec, const Environment& env) {
   const auto& command = spec.command.value;
-  const bool python_target = !spec.no_python.value && (spec.module.value || ends_with(command.front(), ".py"));
+  const bool python_target =
+      !spec.no_python.value && (spec.module.value || ends_with(command.front(), ".py"));
   if (python_target) {
     auto python = check_executable(spec.python.value, env);
     if (!python) {
-      return Error{python.error().kind, fmt::format("Python interpreter {} (environment.python)",
-                                                    python.error().message)};
+      return Error{python.error().kind,
+                   fmt::format("Python interpreter {} (environment.python)", python.error().message)};
     }
     if (!spec.module.value) return check_readable_file(command.front(), "script");
     return ok_status();
@@ -43,7 +46,6 @@ Status check_target(const LaunchSpec& spec, const Environment& env) {
   if (!exe) return exe.error();
   return ok_status();
 }
-
 
 /// A relative script path written in a spec file is relative to that file
 /// (as in docker-compose), so `air-run -f configs/job.yaml` works from any
@@ -92,8 +94,8 @@ Expected<int> run_command(const CliOptions& options) {
   }
 
   const Hardware hardware = hardware_for(spec, env);
-  auto selection = select_accelerators(requested_type(spec), spec.num_accelerators.value,
-                                       spec.cpu_ranks.value, hardware);
+  auto selection =
+      select_accelerators(requested_type(spec), spec.num_accelerators.value, spec.cpu_ranks.value, hardware);
   if (!selection) return selection.error();
 
   // environment.dependencies: every rank runs in one cached virtual
@@ -167,7 +169,8 @@ Expected<int> run_command(const CliOptions& options) {
     if (!keep_run_dir) remove_tree(ctx.run_dir);
     return setup_failed(plan.error());
   }
-  for (const auto& notice : selection->notices) std::fputs(fmt::format("air-run: {}\n", notice).c_str(), stderr);
+  for (const auto& notice : selection->notices)
+    std::fputs(fmt::format("air-run: {}\n", notice).c_str(), stderr);
   for (const auto& notice : plan->notices) std::fputs(fmt::format("air-run: {}\n", notice).c_str(), stderr);
 
   ConsoleOptions console;

@@ -1,15 +1,16 @@
 #include "core/process.hpp"
 
-#include <cerrno>
-#include <csignal>
-#include <cstring>
 #include <fcntl.h>
-#include <string_view>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <string_view>
 
 namespace air {
 
@@ -88,8 +89,7 @@ void close_fds(unsigned first, unsigned last, long max_fd) {
   const int err = ::fcntl(s.stderr_fd, F_DUPFD_CLOEXEC, 3);
   if (in < 0 || out < 0 || err < 0) report_exec_error(err_fd, errno);
   // dup2 clears FD_CLOEXEC on the target, so 0-2 survive exec.
-  if (::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0)
-    report_exec_error(err_fd, errno);
+  if (::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0) report_exec_error(err_fd, errno);
 
   // Defence in depth: everything is O_CLOEXEC already, but a library may
   // have opened an fd without it. Keep only 0-2 and the error pipe.
@@ -105,11 +105,12 @@ Error exec_error(const std::string& name, bool searched, int err) {
   switch (err) {
   case ENOENT:
   case ENOTDIR:
-    return {ErrorKind::not_found,
-            name + (searched ? ": command not found" : ": No such file or directory")};
+    return {ErrorKind::not_found, name + (searched ? ": command not found" : ": No such file or directory")};
   case EACCES:
-  case EPERM: return {ErrorKind::not_executable, name + ": permission denied"};
-  default: return {ErrorKind::not_executable, name + ": cannot execute: " + std::strerror(err)};
+  case EPERM:
+    return {ErrorKind::not_executable, name + ": permission denied"};
+  default:
+    return {ErrorKind::not_executable, name + ": cannot execute: " + std::strerror(err)};
   }
 }
 

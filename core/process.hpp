@@ -4,8 +4,9 @@
 #include "core/error.hpp"
 #include "core/unique_fd.hpp"
 
-#include <string>
 #include <sys/types.h>
+
+#include <string>
 #include <vector>
 
 namespace air {
@@ -46,8 +47,8 @@ Expected<ChildProcess> spawn_process(const std::vector<std::string>& argv, const
 /// the children exec in parallel rather than one after another.
 struct StartedProcess {
   ChildProcess child;
-  UniqueFd exec_status; ///< close-on-exec pipe: EOF once exec succeeded, the errno if it failed
-  std::string name;     ///< argv[0], for the error message
+  UniqueFd exec_status;  ///< close-on-exec pipe: EOF once exec succeeded, the errno if it failed
+  std::string name;      ///< argv[0], for the error message
   bool searched = false; ///< argv[0] was looked up along PATH
 };
 

@@ -6,18 +6,19 @@
 #include "core/process.hpp"
 #include "core/signals.hpp"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <dirent.h>
-#include <fcntl.h>
 #include <memory>
 #include <optional>
-#include <poll.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
 #include <unordered_map>
 #include <vector>
 
@@ -25,15 +26,19 @@ namespace air {
 
 int RunOutcome::exit_code() const {
   switch (status) {
-  case Status::succeeded: return 0;
+  case Status::succeeded:
+    return 0;
   case Status::failed:
     if (remote_failure) return remote_failure->exit_code;
     for (const auto& r : ranks)
       if (r.rank == root_cause_rank) return r.status.shell_code();
     return 1;
-  case Status::timed_out: return 124;
-  case Status::interrupted: return 128 + interrupt_signal;
-  case Status::launch_failed: return 125;
+  case Status::timed_out:
+    return 124;
+  case Status::interrupted:
+    return 128 + interrupt_signal;
+  case Status::launch_failed:
+    return 125;
   }
   return 1;
 }
@@ -203,7 +208,7 @@ private:
   Clock::time_point start_{};
   std::optional<Clock::time_point> timeout_deadline_;
   bool tearing_down_ = false;
-  std::unordered_map<pid_t, RankState*> by_pid_;    ///< live ranks, for reaping by the exited pid
+  std::unordered_map<pid_t, RankState*> by_pid_; ///< live ranks, for reaping by the exited pid
   Clock::time_point grace_deadline_{};
   bool kill_sent_ = false;
   Clock::time_point kill_sent_at_{};
@@ -423,7 +428,8 @@ void Supervisor::stop_for_remote(RemoteFailure failure) {
 void Supervisor::handle_signals() {
   for (const int sig : signals_->read_pending()) {
     switch (sig) {
-    case SIGCHLD: break; // reap() runs every iteration
+    case SIGCHLD:
+      break; // reap() runs every iteration
     case SIGUSR1:
     case SIGUSR2:
       // Schedulers (Slurm --signal) send these as warnings; pass them on.
@@ -493,8 +499,7 @@ void Supervisor::deliver(RankState& r, Stream& s, std::string_view data, bool eo
   if (echo) (s.is_stderr ? stderr_sink_ : stdout_sink_).write(console_batch_, lines);
   if (log) {
     r.log->write(log_batch_, lines);
-    if (r.log->broken())
-      o.log_error = "write " + r.plan->log_file + ": " + std::strerror(r.log->error());
+    if (r.log->broken()) o.log_error = "write " + r.plan->log_file + ": " + std::strerror(r.log->error());
   }
 }
 
@@ -592,8 +597,7 @@ void Supervisor::check_deadlines() {
   if (tearing_down_ && !kill_sent_) return; // drain deadlines wait for the grace period
   for (auto& r : ranks_) {
     if (!r.reaped || !(r.streams[0].fd || r.streams[1].fd)) continue;
-    const auto deadline =
-        std::max(r.reaped_at, kill_sent_ ? kill_sent_at_ : r.reaped_at) + k_drain_timeout;
+    const auto deadline = std::max(r.reaped_at, kill_sent_ ? kill_sent_at_ : r.reaped_at) + k_drain_timeout;
     if (now < deadline) continue;
     // Descendants still hold the pipes long after the rank ended: stop them
     // and stop reading, or air-run would wait forever.

@@ -83,15 +83,20 @@ test_cuda_visible_devices_by_index_and_uuid() {
 # print_uuid: a rank command printing how many GPUs torch sees and the UUID of cuda:$LOCAL_RANK.
 print_uuid='import os, torch; d = int(os.environ["LOCAL_RANK"]); print("uuid", torch.cuda.device_count(), "GPU-" + str(torch.cuda.get_device_properties(d).uuid))'
 
-test_each_rank_sees_the_gpu_air_run_bound_it_to() {
-  # torch's cuda:LOCAL_RANK in each rank must be the GPU the summary says the rank got.
-  run_air --summary summary.json --no-python "$TORCH_PYTHON" -c "$print_uuid"
-  expect_rc 0
+# expect_ranks_on_their_gpus VISIBLE: every rank printed (print_uuid) VISIBLE
+# GPUs and, as its cuda:LOCAL_RANK, the GPU summary.json records for it.
+expect_ranks_on_their_gpus() {
   local r want
   for ((r = 0; r < ngpu; r++)); do
     want=$(json summary.json "d['ranks'][$r]['gpu']")
-    expect_contains "$out" "[rank$r]: uuid $ngpu $want"
+    expect_contains "$out" "[rank$r]: uuid $1 $want"
   done
+}
+
+test_each_rank_sees_the_gpu_air_run_bound_it_to() {
+  run_air --summary summary.json --no-python "$TORCH_PYTHON" -c "$print_uuid"
+  expect_rc 0
+  expect_ranks_on_their_gpus "$ngpu"
   expect_eq "$(json summary.json 'sorted(r["gpu"] for r in d["ranks"]) == sorted(d["selection"]["gpus"])')" "True"
   expect_eq "$(json summary.json 'len(set(r["gpu"] for r in d["ranks"]))')" "$ngpu"
 }
@@ -99,11 +104,7 @@ test_each_rank_sees_the_gpu_air_run_bound_it_to() {
 test_isolated_ranks_see_only_their_own_gpu() {
   run_air --isolate-gpus --summary summary.json --no-python "$TORCH_PYTHON" -c "$print_uuid"
   expect_rc 0
-  local r want
-  for ((r = 0; r < ngpu; r++)); do
-    want=$(json summary.json "d['ranks'][$r]['gpu']")
-    expect_contains "$out" "[rank$r]: uuid 1 $want"
-  done
+  expect_ranks_on_their_gpus 1
 }
 
 test_wrong_type_or_count_fails_before_launch() {

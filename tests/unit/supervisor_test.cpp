@@ -4,25 +4,26 @@
 #include "core/supervisor.hpp"
 #include "tests/unit/catch.hpp"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
-#include <pthread.h>
-#include <atomic>
 #include <cstring>
-#include <dirent.h>
-#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
 #include <string>
-#include <sys/resource.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -120,7 +121,9 @@ bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds lim
   return done();
 }
 
-pid_t read_pid_file(const std::string& path) { return static_cast<pid_t>(std::atoi(read_file(path).c_str())); }
+pid_t read_pid_file(const std::string& path) {
+  return static_cast<pid_t>(std::atoi(read_file(path).c_str()));
+}
 
 int count_open_fds() {
   int n = 0;
@@ -168,7 +171,8 @@ TEST_CASE("supervise: every rank exits 0", "[supervisor]") {
 
 TEST_CASE("supervise: the first failing rank is the root cause, the others are stopped", "[supervisor]") {
   TempDir dir;
-  auto plan = make_plan({{fixture("sleep_forever")}, {fixture("exit_with"), "3"}, {fixture("sleep_forever")}});
+  auto plan =
+      make_plan({{fixture("sleep_forever")}, {fixture("exit_with"), "3"}, {fixture("sleep_forever")}});
   const auto c = run_plan(plan, dir);
   const auto& o = c.outcome;
   CHECK(o.status == Status::failed);
@@ -244,8 +248,8 @@ TEST_CASE("supervise: descendants of the ranks die at teardown", "[supervisor]")
   TempDir dir;
   const std::string pid_file = dir.file("grandchild.pid");
   SECTION("a grandchild that obeys SIGTERM") {
-    auto plan = make_plan({{fixture("fork_grandchild"), pid_file, "sleep"},
-                           {fixture("wait_for_file"), pid_file, "2"}});
+    auto plan = make_plan(
+        {{fixture("fork_grandchild"), pid_file, "sleep"}, {fixture("wait_for_file"), pid_file, "2"}});
     const auto c = run_plan(plan, dir);
     CHECK(c.outcome.status == Status::failed);
     CHECK(c.outcome.reason == "rank 1 exited with exit code 2");
@@ -254,8 +258,8 @@ TEST_CASE("supervise: descendants of the ranks die at teardown", "[supervisor]")
     CHECK(wait_until([&] { return process_gone(grandchild); }, 3s));
   }
   SECTION("a grandchild that ignores SIGTERM gets SIGKILL at the grace deadline") {
-    auto plan = make_plan({{fixture("fork_grandchild"), pid_file, "ignore"},
-                           {fixture("wait_for_file"), pid_file, "2"}});
+    auto plan = make_plan(
+        {{fixture("fork_grandchild"), pid_file, "ignore"}, {fixture("wait_for_file"), pid_file, "2"}});
     plan.grace_period = air::Millis(400);
     const auto c = run_plan(plan, dir);
     CHECK(c.outcome.status == Status::failed);
@@ -598,8 +602,7 @@ struct SupervisorChild {
   std::string summary_path;
   int killed_by = 0; ///< the signal that ended the supervisor child itself, 0 if it exited
 
-  SupervisorChild(const air::LaunchPlan& plan, const TempDir& dir,
-                  const std::function<void()>& before = {})
+  SupervisorChild(const air::LaunchPlan& plan, const TempDir& dir, const std::function<void()>& before = {})
       : console_path(dir.file("child.console")), summary_path(dir.file("child.summary")) {
     pid = ::fork();
     if (pid == 0) {
@@ -701,7 +704,8 @@ TEST_CASE("supervise: kill -9 of air-run leaves no rank behind", "[supervisor][s
 TEST_CASE("supervise: the signal mask and SIGPIPE are restored afterwards", "[supervisor][signals]") {
   sigset_t before, after;
   ::sigprocmask(SIG_BLOCK, nullptr, &before);
-  struct sigaction pipe_before {}, pipe_after {};
+  struct sigaction pipe_before {
+  }, pipe_after{};
   ::sigaction(SIGPIPE, nullptr, &pipe_before);
   auto plan = make_plan({{fixture("exit_with")}});
   air::ConsoleOptions console;
@@ -717,7 +721,8 @@ TEST_CASE("supervise: the signal mask and SIGPIPE are restored afterwards", "[su
 }
 
 TEST_CASE("supervise: exit statuses survive an inherited SIGCHLD SIG_IGN", "[supervisor][signals]") {
-  struct sigaction ignore {}, old {};
+  struct sigaction ignore {
+  }, old{};
   ignore.sa_handler = SIG_IGN;
   ::sigaction(SIGCHLD, &ignore, &old);
   TempDir dir;
@@ -780,8 +785,8 @@ struct MemoryCgroup {
     };
     std::vector<Candidate> candidates;
     if (!v1_path.empty())
-      candidates.push_back({"/sys/fs/cgroup/memory" + (v1_path == "/" ? "" : v1_path) + name,
-                            "memory.limit_in_bytes"});
+      candidates.push_back(
+          {"/sys/fs/cgroup/memory" + (v1_path == "/" ? "" : v1_path) + name, "memory.limit_in_bytes"});
     if (!v2_path.empty())
       candidates.push_back({"/sys/fs/cgroup" + (v2_path == "/" ? "" : v2_path) + name, "memory.max"});
     for (const auto& c : candidates) {
@@ -815,7 +820,6 @@ struct MemoryCgroup {
 };
 
 } // namespace
-
 
 // Runs as a fresh process (re-exec of this binary) inside the limited cgroup:
 // a forked copy of the test process would carry hundreds of MB of ASan RSS
