@@ -8,10 +8,12 @@
 #include "core/suggest.hpp"
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <pthread.h>
+
 #include <csignal>
 #include <cstdio>
-#include <pthread.h>
-#include <fmt/format.h>
 
 namespace air::cli {
 
@@ -20,11 +22,16 @@ namespace {
 /// The one table from error kinds to exit codes (DESIGN section 5).
 int exit_code_for(ErrorKind kind) {
   switch (kind) {
-  case ErrorKind::usage: return 2;
-  case ErrorKind::hardware: return 2;
-  case ErrorKind::system: return 125;
-  case ErrorKind::not_executable: return 126;
-  case ErrorKind::not_found: return 127;
+  case ErrorKind::usage:
+    return 2;
+  case ErrorKind::hardware:
+    return 2;
+  case ErrorKind::system:
+    return 125;
+  case ErrorKind::not_executable:
+    return 126;
+  case ErrorKind::not_found:
+    return 127;
   }
   return 125;
 }

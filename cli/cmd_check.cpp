@@ -12,12 +12,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <optional>
-#include <unistd.h>
 
 namespace air::cli {
 
@@ -90,7 +91,8 @@ std::vector<GpuCheck> check_health(const Selection& selection, const Hardware& h
   for (const auto& gpu : selection.gpus) {
     GpuCheck entry{gpu, std::nullopt, {}};
     if (hw.source != "nvml") {
-      entry.checks.push_back({"nvml", CheckStatus::skip, fmt::format("no NVML readings for GPUs from {}", hw.source)});
+      entry.checks.push_back(
+          {"nvml", CheckStatus::skip, fmt::format("no NVML readings for GPUs from {}", hw.source)});
     } else if (!library) {
       entry.checks.push_back({"nvml", CheckStatus::fail, open_error});
     } else if (auto reading = library->read_health(gpu.uuid); !reading) {
@@ -120,7 +122,8 @@ Expected<std::chrono::milliseconds> nccl_timeout(const Environment& env) {
   if (text.empty()) return std::chrono::milliseconds(kNcclTimeoutDefaultS * 1000);
   auto parsed = parse_duration(text, "environment variable AIR_RUN_NCCL_CHECK_TIMEOUT");
   if (!parsed) return parsed.error();
-  if (parsed->count() <= 0) return usage_error("environment variable AIR_RUN_NCCL_CHECK_TIMEOUT: must be positive");
+  if (parsed->count() <= 0)
+    return usage_error("environment variable AIR_RUN_NCCL_CHECK_TIMEOUT: must be positive");
   return *parsed;
 }
 
@@ -153,7 +156,8 @@ NcclPart check_nccl(const Selection& selection, const Environment& env, std::chr
   }
   part.stderr_tail = tail_lines(run->err, 5);
   if (run->timed_out) {
-    part.check.detail = fmt::format("air-nccl-check did not finish within {} s (killed)", timeout.count() / 1000.0);
+    part.check.detail =
+        fmt::format("air-nccl-check did not finish within {} s (killed)", timeout.count() / 1000.0);
     return part;
   }
   // 0 ran, 1 ran into an error that the JSON describes; anything else (a
@@ -185,26 +189,40 @@ json reading_json(const GpuHealthReading& r) {
       {"ecc_uncorrected_volatile", probe_json(r.ecc_uncorrected_volatile, number)},
       {"ecc_uncorrected_aggregate", probe_json(r.ecc_uncorrected_aggregate, number)},
       {"ecc_corrected_volatile", probe_json(r.ecc_corrected_volatile, number)},
-      {"retired_pages", probe_json(r.retired_pages, [](const RetiredPages& p) {
-         return json{{"single_bit", p.single_bit}, {"double_bit", p.double_bit}, {"pending", p.pending}};
-       })},
-      {"remapped_rows", probe_json(r.remapped_rows, [](const RemappedRows& p) {
-         return json{{"correctable", p.correctable}, {"uncorrectable", p.uncorrectable}, {"pending", p.pending},
-                     {"failure", p.failure}};
-       })},
-      {"temperature", probe_json(r.temperature, [](const Temperature& t) {
-         json j{{"current_c", t.current_c}};
-         j["slowdown_c"] = t.slowdown_c ? json(*t.slowdown_c) : json(nullptr);
-         j["shutdown_c"] = t.shutdown_c ? json(*t.shutdown_c) : json(nullptr);
-         return j;
-       })},
-      {"clocks_event_reasons", probe_json(r.clocks_event_reasons, [](std::uint64_t bits) {
-         return json{{"mask", bits}, {"names", clocks_event_names(bits)}};
-       })},
-      {"other_processes", probe_json(r.other_processes, [](const OtherProcesses& p) {
-         return json{{"count", p.count}, {"used_bytes", p.used_bytes}, {"unknown_usage", p.unknown_usage}};
-       })},
-      {"memory", probe_json(r.memory, [](const MemoryUsage& m) { return json{{"total", m.total}, {"used", m.used}}; })},
+      {"retired_pages",
+       probe_json(
+           r.retired_pages,
+           [](const RetiredPages& p) {
+             return json{{"single_bit", p.single_bit}, {"double_bit", p.double_bit}, {"pending", p.pending}};
+           })},
+      {"remapped_rows", probe_json(r.remapped_rows,
+                                   [](const RemappedRows& p) {
+                                     return json{{"correctable", p.correctable},
+                                                 {"uncorrectable", p.uncorrectable},
+                                                 {"pending", p.pending},
+                                                 {"failure", p.failure}};
+                                   })},
+      {"temperature", probe_json(r.temperature,
+                                 [](const Temperature& t) {
+                                   json j{{"current_c", t.current_c}};
+                                   j["slowdown_c"] = t.slowdown_c ? json(*t.slowdown_c) : json(nullptr);
+                                   j["shutdown_c"] = t.shutdown_c ? json(*t.shutdown_c) : json(nullptr);
+                                   return j;
+                                 })},
+      {"clocks_event_reasons", probe_json(r.clocks_event_reasons,
+                                          [](std::uint64_t bits) {
+                                            return json{{"mask", bits}, {"names", clocks_event_names(bits)}};
+                                          })},
+      {"other_processes", probe_json(r.other_processes,
+                                     [](const OtherProcesses& p) {
+                                       return json{{"count", p.count},
+                                                   {"used_bytes", p.used_bytes},
+                                                   {"unknown_usage", p.unknown_usage}};
+                                     })},
+      {"memory", probe_json(r.memory,
+                            [](const MemoryUsage& m) {
+                              return json{{"total", m.total}, {"used", m.used}};
+                            })},
   };
 }
 
@@ -255,13 +273,14 @@ json report_json(const Selection& selection, const std::vector<GpuCheck>& gpus, 
 }
 
 void print_check(const CheckResult& check, std::string& out) {
-  out += fmt::format("  {:<4}  {:<16} {}\n", upper(check_status_name(check.status)), check.name, check.detail);
+  out +=
+      fmt::format("  {:<4}  {:<16} {}\n", upper(check_status_name(check.status)), check.name, check.detail);
 }
 
 std::string report_text(const Selection& selection, const std::vector<GpuCheck>& gpus, const NcclPart& nccl,
                         CheckStatus status, double duration_s, int failed, int warned, int skipped) {
-  std::string out = fmt::format("air-run preflight: {} GPU{} ({})\n", gpus.size(), gpus.size() == 1 ? "" : "s",
-                                selection.accelerator_type);
+  std::string out = fmt::format("air-run preflight: {} GPU{} ({})\n", gpus.size(),
+                                gpus.size() == 1 ? "" : "s", selection.accelerator_type);
   for (std::size_t i = 0; i < gpus.size(); ++i) {
     const auto& g = gpus[i].gpu;
     out += fmt::format("GPU {}  {}  {}  {}\n", i, g.name, g.uuid, g.pci_bus_id);
@@ -274,11 +293,11 @@ std::string report_text(const Selection& selection, const std::vector<GpuCheck>&
   }
   out += "\n";
   if (nccl.report && !nccl.report->samples.empty()) {
-    out += fmt::format("  {:>9}  {:>6}  {:>10}  {:>10}  {:>10}  {}\n", "size", "iters", "time us", "algbw GB/s",
-                       "busbw GB/s", "sum");
+    out += fmt::format("  {:>9}  {:>6}  {:>10}  {:>10}  {:>10}  {}\n", "size", "iters", "time us",
+                       "algbw GB/s", "busbw GB/s", "sum");
     for (const auto& s : nccl.report->samples) {
-      out += fmt::format("  {:>9}  {:>6}  {:>10.1f}  {:>10.1f}  {:>10.1f}  {}\n", format_bytes(s.bytes), s.iterations,
-                         s.time_us, s.algbw_gbps, s.busbw_gbps, s.correct ? "ok" : "WRONG");
+      out += fmt::format("  {:>9}  {:>6}  {:>10.1f}  {:>10.1f}  {:>10.1f}  {}\n", format_bytes(s.bytes),
+                         s.iterations, s.time_us, s.algbw_gbps, s.busbw_gbps, s.correct ? "ok" : "WRONG");
     }
   }
   print_check(nccl.check, out);
@@ -322,7 +341,8 @@ Expected<int> check_command(const CliOptions& options) {
                                       : (hw.reason.empty() ? std::string("none detected") : hw.reason);
     const std::string message = fmt::format("no GPU to check ({})", why);
     if (spec->json.value) {
-      std::fputs((json{{"status", "fail"}, {"exit_code", 1}, {"error", message}}.dump() + "\n").c_str(), stdout);
+      std::fputs((json{{"status", "fail"}, {"exit_code", 1}, {"error", message}}.dump() + "\n").c_str(),
+                 stdout);
     }
     std::fputs(fmt::format("air-run: error: {}\n", message).c_str(), stderr);
     return 1;
@@ -344,9 +364,11 @@ Expected<int> check_command(const CliOptions& options) {
   const int exit_code = status == CheckStatus::fail ? 1 : 0;
   const double duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (spec->json.value) {
-    std::fputs((report_json(*selection, gpus, nccl, status, exit_code, duration_s).dump(2) + "\n").c_str(), stdout);
+    std::fputs((report_json(*selection, gpus, nccl, status, exit_code, duration_s).dump(2) + "\n").c_str(),
+               stdout);
   } else {
-    std::fputs(report_text(*selection, gpus, nccl, status, duration_s, failed, warned, skipped).c_str(), stdout);
+    std::fputs(report_text(*selection, gpus, nccl, status, duration_s, failed, warned, skipped).c_str(),
+               stdout);
   }
   return exit_code;
 }

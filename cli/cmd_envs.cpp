@@ -4,9 +4,10 @@
 #include "core/host.hpp"
 #include "core/spec.hpp"
 
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <ctime>
-#include <fmt/format.h>
 
 namespace air::cli {
 
@@ -21,7 +22,8 @@ Expected<std::string> cache_dir_from(const CliOptions& options, const Environmen
 
 /// "30d" in addition to the spec durations ("12h", "90m", "1h30m").
 Expected<std::time_t> parse_age(const std::string& text) {
-  if (text.size() > 1 && text.size() <= 7 && text.back() == 'd' && text.find_first_not_of("0123456789") == text.size() - 1) {
+  if (text.size() > 1 && text.size() <= 7 && text.back() == 'd' &&
+      text.find_first_not_of("0123456789") == text.size() - 1) {
     return static_cast<std::time_t>(std::stoll(text.substr(0, text.size() - 1)) * 86400);
   }
   auto d = parse_duration(text, "--older-than");
@@ -59,7 +61,10 @@ Expected<int> envs_command(const CliOptions& options) {
   if (options.list_envs) {
     auto envs = list_envs(*dir);
     if (!envs) return envs.error();
-    std::fputs(fmt::format("{} in {}\n", envs->size() == 1 ? "1 environment" : fmt::format("{} environments", envs->size()), *dir).c_str(),
+    std::fputs(fmt::format("{} in {}\n",
+                           envs->size() == 1 ? "1 environment" : fmt::format("{} environments", envs->size()),
+                           *dir)
+                   .c_str(),
                stdout);
     for (const auto& e : *envs) std::fputs((describe(e) + "\n").c_str(), stdout);
     if (!options.prune_envs) return 0;
@@ -73,7 +78,8 @@ Expected<int> envs_command(const CliOptions& options) {
   auto report = prune_envs(*dir, older_than, std::time(nullptr));
   if (!report) return report.error();
   for (const auto& e : report->removed) std::fputs(fmt::format("removed {}\n", describe(e)).c_str(), stdout);
-  for (const auto& e : report->in_use) std::fputs(fmt::format("kept (in use) {}\n", describe(e)).c_str(), stdout);
+  for (const auto& e : report->in_use)
+    std::fputs(fmt::format("kept (in use) {}\n", describe(e)).c_str(), stdout);
   std::fputs(fmt::format("pruned {} environment(s) from {}\n", report->removed.size(), *dir).c_str(), stdout);
   return 0;
 }

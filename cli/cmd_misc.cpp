@@ -2,12 +2,14 @@
 #include "core/hardware.hpp"
 #include "core/host.hpp"
 
+#include <fmt/format.h>
+
+#include <unistd.h>
+
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <fmt/format.h>
-#include <unistd.h>
 
 namespace air::cli {
 
@@ -24,7 +26,8 @@ Expected<int> list_gpus_command(const CliOptions& options) {
 }
 
 Expected<int> torch_distributor_command(const CliOptions& options) {
-  if (options.command.empty()) return usage_error("--torch-distributor needs a script: air-run --torch-distributor script.py [ARGS...]");
+  if (options.command.empty())
+    return usage_error("--torch-distributor needs a script: air-run --torch-distributor script.py [ARGS...]");
   Environment env = current_environment();
   std::string python = "python3";
   for (const auto& [key, text, spelling] : options.flag_values()) {

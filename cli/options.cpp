@@ -58,18 +58,21 @@ void register_options(CLI::App& app, CliOptions& options) {
                "print the resolved spec with each value's origin and the per-rank plan; launch nothing");
   app.add_flag("--list-gpus", options.list_gpus, "print the detected GPUs (with --json as JSON) and exit");
   app.add_flag("--version", options.version, "print the version and exit");
-  app.add_flag("--check", options.check,
-               "preflight: GPU health (NVML) and an NCCL all-reduce over the selected GPUs; exit 0 ok, 1 failed");
-  app.add_option("--min-busbw", options.min_busbw,
-                 "with --check: minimum all-reduce bus bandwidth in GB/s at the largest size [default: 100 for "
-                 "NVLink-class GPUs, else 5]")
+  app.add_flag(
+      "--check", options.check,
+      "preflight: GPU health (NVML) and an NCCL all-reduce over the selected GPUs; exit 0 ok, 1 failed");
+  app.add_option(
+         "--min-busbw", options.min_busbw,
+         "with --check: minimum all-reduce bus bandwidth in GB/s at the largest size [default: 100 for "
+         "NVLink-class GPUs, else 5]")
       ->type_name("GBPS")
       ->check(CLI::Range(0.0, 1e6));
   app.add_flag("--torch-distributor", options.torch_distributor,
                "run TARGET once as an unchanged TorchDistributor script (pyspark import provided by air)");
   app.add_flag("--list-envs", options.list_envs, "list the cached Python environments and exit");
-  app.add_flag("--prune-envs", options.prune_envs,
-               "remove cached Python environments (not in use; with --older-than, only those unused that long)");
+  app.add_flag(
+      "--prune-envs", options.prune_envs,
+      "remove cached Python environments (not in use; with --older-than, only those unused that long)");
   app.add_option("--older-than", options.older_than, "with --prune-envs: a duration like 30d, 12h or 90m");
 
   app.add_flag("--print-spec-table", options.print_spec_table, "print the spec key table as Markdown")

@@ -3,6 +3,7 @@
 #include "core/spec.hpp"
 
 #include <CLI/CLI.hpp>
+
 #include <cstdint>
 #include <deque>
 #include <string>
@@ -18,9 +19,9 @@ struct CliOptions {
   bool list_gpus = false;
   bool version = false;
   bool torch_distributor = false;
-  bool list_envs = false;  ///< --list-envs
-  bool prune_envs = false; ///< --prune-envs
-  std::string older_than;  ///< --older-than, for --prune-envs
+  bool list_envs = false;        ///< --list-envs
+  bool prune_envs = false;       ///< --prune-envs
+  std::string older_than;        ///< --older-than, for --prune-envs
   bool print_spec_table = false; ///< hidden: the README key table, generated from the key table
   bool check = false;            ///< --check: the preflight health and NCCL check
   double min_busbw = -1;         ///< --min-busbw GB/s; < 0: the default for the GPUs
@@ -32,7 +33,7 @@ struct CliOptions {
     std::vector<std::string> texts;
     std::int64_t count = 0; ///< for boolean flags
   };
-  std::deque<KeySlot> slots; ///< deque: CLI11 keeps pointers into it
+  std::deque<KeySlot> slots;        ///< deque: CLI11 keeps pointers into it
   std::vector<std::string> command; ///< TARGET ARGS...
 
   /// The flag values in the shape resolve_spec takes.

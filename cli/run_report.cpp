@@ -8,9 +8,10 @@
 #include "core/run_report.hpp"
 #include "core/summary.hpp"
 
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <filesystem>
-#include <fmt/format.h>
 
 namespace air::cli {
 
@@ -23,12 +24,14 @@ bool write_report_file(const std::string& path, const std::string& content, cons
   const auto dir = std::filesystem::path(path).parent_path();
   if (!dir.empty()) {
     if (auto made = make_directories(dir.string()); !made) {
-      std::fputs(fmt::format("air-run: error: {} not written: {}\n", what, made.error().message).c_str(), stderr);
+      std::fputs(fmt::format("air-run: error: {} not written: {}\n", what, made.error().message).c_str(),
+                 stderr);
       return false;
     }
   }
   if (auto written = write_file_atomically(path, content); !written) {
-    std::fputs(fmt::format("air-run: error: {} not written: {}\n", what, written.error().message).c_str(), stderr);
+    std::fputs(fmt::format("air-run: error: {} not written: {}\n", what, written.error().message).c_str(),
+               stderr);
     return false;
   }
   return true;
@@ -45,8 +48,10 @@ int report_run(const LaunchSpec& spec, const Hardware& hardware, const Selection
   std::fputs(format_report(report).c_str(), stderr);
   bool written = true;
   const std::string summary = summary_text(report);
-  if (!spec.summary_file.value.empty()) written &= write_report_file(spec.summary_file.value, summary, "summary");
-  if (!spec.junit_file.value.empty()) written &= write_report_file(spec.junit_file.value, junit_xml(report), "JUnit report");
+  if (!spec.summary_file.value.empty())
+    written &= write_report_file(spec.summary_file.value, summary, "summary");
+  if (!spec.junit_file.value.empty())
+    written &= write_report_file(spec.junit_file.value, junit_xml(report), "JUnit report");
   if (github_actions_enabled(env)) {
     // GitHub reads workflow commands from both streams; keep stdout pure JSON under --json.
     std::FILE* to = spec.json.value ? stderr : stdout;

@@ -4,12 +4,13 @@
 
 #include "core/process.hpp"
 
-#include <algorithm>
-#include <cerrno>
-#include <csignal>
 #include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
 
 namespace air {
 

@@ -91,11 +91,13 @@ Expected<Millis> parse_duration(std::string_view text, std::string_view what) {
   case DurationParse::ok:
     return Millis(ms);
   case DurationParse::too_long:
-    return usage_error(std::string(what) + ": duration " + single_quoted(text) + " is too long (at most 8760h)");
+    return usage_error(std::string(what) + ": duration " + single_quoted(text) +
+                       " is too long (at most 8760h)");
   case DurationParse::malformed:
     break;
   }
-  return usage_error(std::string(what) + ": expected a duration like 30s, 90m or 3h, got " + single_quoted(text));
+  return usage_error(std::string(what) + ": expected a duration like 30s, 90m or 3h, got " +
+                     single_quoted(text));
 }
 
 Expected<std::optional<Millis>> parse_opt_duration(std::string_view text, std::string_view what) {
@@ -105,11 +107,13 @@ Expected<std::optional<Millis>> parse_opt_duration(std::string_view text, std::s
   case DurationParse::ok:
     return std::optional<Millis>(Millis(ms));
   case DurationParse::too_long:
-    return usage_error(std::string(what) + ": duration " + single_quoted(text) + " is too long (at most 8760h)");
+    return usage_error(std::string(what) + ": duration " + single_quoted(text) +
+                       " is too long (at most 8760h)");
   case DurationParse::malformed:
     break;
   }
-  return usage_error(std::string(what) + ": expected a duration like 90m, 3h or none, got " + single_quoted(text));
+  return usage_error(std::string(what) + ": expected a duration like 90m, 3h or none, got " +
+                     single_quoted(text));
 }
 
 std::string format_duration(Millis d) {

@@ -8,24 +8,25 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <cerrno>
-#include <chrono>
-#include <csignal>
-#include <cstdio>
-#include <cstring>
-#include <deque>
 #include <fcntl.h>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <poll.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <thread>
 #include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
 
 namespace air {
 namespace {
@@ -137,8 +138,8 @@ struct ChildResult {
 
 /// Where a child's output goes while it runs.
 struct OutputSinks {
-  int log_fd = -1;         ///< every byte, -1 for none
-  bool echo = false;       ///< lines to stderr prefixed "[env] "
+  int log_fd = -1;                ///< every byte, -1 for none
+  bool echo = false;              ///< lines to stderr prefixed "[env] "
   std::string* capture = nullptr; ///< every byte, for the interpreter probe
 };
 
@@ -169,8 +170,8 @@ void stop_group(pid_t pid) {
 /// Runs argv (argv[0] a path) in its own process group with stdin from
 /// /dev/null and stdout+stderr into `sinks`. When `signal_fd` >= 0 and reports
 /// a signal, the child's group is stopped and `interrupted_by` is set.
-Expected<ChildResult> run_child(std::vector<std::string> argv, const Environment& env, const OutputSinks& sinks,
-                                int signal_fd, const sigset_t* child_mask) {
+Expected<ChildResult> run_child(std::vector<std::string> argv, const Environment& env,
+                                const OutputSinks& sinks, int signal_fd, const sigset_t* child_mask) {
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return sys_error("pipe2", errno);
   Fd read_end(pipe_fds[0]);
@@ -275,8 +276,9 @@ Expected<InterpreterIdentity> identify_interpreter(const std::string& resolved, 
   auto run = run_child(interpreter_probe_argv(resolved), env, sinks, -1, nullptr);
   if (!run) return run.error();
   if (run->exit_code != 0) {
-    return usage_error(fmt::format("environment.python {}: exited with code {} when asked for its version: {}",
-                                   resolved, run->exit_code, run->tail.empty() ? "" : run->tail.back()));
+    return usage_error(
+        fmt::format("environment.python {}: exited with code {} when asked for its version: {}", resolved,
+                    run->exit_code, run->tail.empty() ? "" : run->tail.back()));
   }
   auto identity = parse_probe_output(output, realpath_text);
   if (!identity) return identity.error();
@@ -327,7 +329,8 @@ void remove_leftovers(const std::string& cache, const std::string& key = "") {
     const pid_t pid = static_cast<pid_t>(std::atoll(name.c_str() + 65));
     // A dead pid alone is not proof (another PID namespace may share the
     // cache): the key's lock must be free too.
-    if (entry_key == key || (!pid_alive(pid) && lock_is_free(cache, entry_key))) remove_tree(entry.path().string());
+    if (entry_key == key || (!pid_alive(pid) && lock_is_free(cache, entry_key)))
+      remove_tree(entry.path().string());
   }
   for (const auto& entry : fs::directory_iterator(cache, ec)) {
     const std::string name = entry.path().filename().string();
@@ -438,7 +441,8 @@ Expected<std::string> build_env(const EnvRequest& request, const std::string& ke
   if (mkdir(prefix.c_str(), 0755) != 0) return sys_error("mkdir " + prefix, errno);
 
   if (tty) {
-    std::fputs(fmt::format("air-run: building environment {} ({}) in {}\n", k12, count, prefix).c_str(), stderr);
+    std::fputs(fmt::format("air-run: building environment {} ({}) in {}\n", k12, count, prefix).c_str(),
+               stderr);
   } else {
     std::fputs(fmt::format("air-run: building environment {} ({}) ... ", k12, count).c_str(), stderr);
   }
@@ -463,10 +467,11 @@ Expected<std::string> build_env(const EnvRequest& request, const std::string& ke
     const std::vector<std::string>* argv;
     const char* what;
   };
-  for (const Step& step : {Step{&plan.create, "creating the virtual environment"},
-                           Step{&plan.install, "pip install"}}) {
+  for (const Step& step :
+       {Step{&plan.create, "creating the virtual environment"}, Step{&plan.install, "pip install"}}) {
     if (step.argv == &plan.install) {
-      if (auto w = write_file_atomically(plan.requirements_file, plan.requirements_text); !w) return fail(w.error());
+      if (auto w = write_file_atomically(plan.requirements_file, plan.requirements_text); !w)
+        return fail(w.error());
     }
     write_all(log.get(), "$");
     for (const auto& arg : *step.argv) write_all(log.get(), " " + arg);
@@ -491,7 +496,8 @@ Expected<std::string> build_env(const EnvRequest& request, const std::string& ke
   const std::string old_target = link_target_name(cache, key);
   const std::string tmp_link = fmt::format("{}/.tmp-{}-{}", cache, key, getpid());
   unlink(tmp_link.c_str());
-  if (symlink((".store/" + name).c_str(), tmp_link.c_str()) != 0) return fail(sys_error("symlink " + tmp_link, errno));
+  if (symlink((".store/" + name).c_str(), tmp_link.c_str()) != 0)
+    return fail(sys_error("symlink " + tmp_link, errno));
   if (rename(tmp_link.c_str(), key_path(cache, key).c_str()) != 0) {
     const int err = errno;
     unlink(tmp_link.c_str());
@@ -555,10 +561,12 @@ Expected<std::string> env_cache_dir(const LaunchSpec& spec, const Environment& e
     } else if (!home.empty()) {
       dir = home + "/.cache/air-run/envs";
     } else {
-      return usage_error("env_cache_dir: no cache directory: set HOME or XDG_CACHE_HOME, or give --env-cache-dir");
+      return usage_error(
+          "env_cache_dir: no cache directory: set HOME or XDG_CACHE_HOME, or give --env-cache-dir");
     }
   }
-  return absolute_link(dir, spec.env_cache_dir.value.empty() ? current_dir() : base_dir(spec.env_cache_dir.origin, spec));
+  return absolute_link(dir, spec.env_cache_dir.value.empty() ? current_dir()
+                                                             : base_dir(spec.env_cache_dir.origin, spec));
 }
 
 Expected<PreparedEnv> prepare_python_env(const LaunchSpec& spec, const Environment& env, bool dry_run) {
@@ -581,7 +589,8 @@ Expected<PreparedEnv> prepare_python_env(const LaunchSpec& spec, const Environme
   if (!interpreter) return interpreter.error();
   request.interpreter = std::move(*interpreter);
   const std::string links_dir = base_dir(spec.find_links.origin, spec);
-  for (const auto& link : spec.find_links.value) request.sources.find_links.push_back(absolute_link(link, links_dir));
+  for (const auto& link : spec.find_links.value)
+    request.sources.find_links.push_back(absolute_link(link, links_dir));
   request.sources.index_url = spec.index_url.value;
   request.sources.no_index = spec.no_index.value;
   request.system_site_packages = spec.system_site_packages.value;
@@ -597,10 +606,10 @@ Expected<PreparedEnv> prepare_python_env(const LaunchSpec& spec, const Environme
     out.existed = !prefix.empty();
     out.prefix = out.existed ? prefix : out.path;
     fill_rank_view(out, spec, env);
-    out.status = fmt::format("environment {} ({}) at {}: {}", k12, plural(out.requirements, "requirement"),
-                             out.path,
-                             out.existed ? (rebuild ? "exists, would be rebuilt (--rebuild-env)" : "exists, would be reused")
-                                         : "does not exist, would be built");
+    out.status = fmt::format(
+        "environment {} ({}) at {}: {}", k12, plural(out.requirements, "requirement"), out.path,
+        out.existed ? (rebuild ? "exists, would be rebuilt (--rebuild-env)" : "exists, would be reused")
+                    : "does not exist, would be built");
     return out;
   }
 
@@ -611,16 +620,18 @@ Expected<PreparedEnv> prepare_python_env(const LaunchSpec& spec, const Environme
   const int fd = lock_fd->get();
   const std::string lock_name = out.path + ".lock";
   if (!try_lock(fd, LOCK_SH)) {
-    std::fputs(fmt::format("air-run: waiting for another air-run building environment {}\n", k12).c_str(), stderr);
+    std::fputs(fmt::format("air-run: waiting for another air-run building environment {}\n", k12).c_str(),
+               stderr);
     AIR_TRY(lock(fd, LOCK_SH, lock_name));
   }
   std::string prefix = rebuild ? "" : published_prefix(*cache, out.key);
   if (prefix.empty()) {
     flock(fd, LOCK_UN);
     if (!try_lock(fd, LOCK_EX)) {
-      std::fputs(fmt::format("air-run: waiting for other air-run processes using or building environment {}\n", k12)
-                     .c_str(),
-                 stderr);
+      std::fputs(
+          fmt::format("air-run: waiting for other air-run processes using or building environment {}\n", k12)
+              .c_str(),
+          stderr);
       AIR_TRY(lock(fd, LOCK_EX, lock_name));
     }
     prefix = rebuild ? "" : published_prefix(*cache, out.key); // built while we waited?
@@ -683,8 +694,8 @@ Expected<std::vector<CachedEnv>> list_envs(const std::string& cache_dir) {
     }
     struct stat st {};
     if (stat(marker.c_str(), &st) == 0) e.last_used = st.st_mtim.tv_sec;
-    for (auto it = fs::recursive_directory_iterator(prefix, ec); !ec && it != fs::recursive_directory_iterator();
-         it.increment(ec)) {
+    for (auto it = fs::recursive_directory_iterator(prefix, ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
       std::error_code size_ec;
       if (it->is_regular_file(size_ec) && !it->is_symlink(size_ec)) e.size_bytes += it->file_size(size_ec);
     }

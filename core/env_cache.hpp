@@ -29,16 +29,16 @@ namespace air {
 
 /// The Python environment the ranks run in (or, in a dry run, would run in).
 struct PreparedEnv {
-  bool active = false;       ///< false: no dependencies; ranks use environment.python as is
-  std::string key;           ///< full cache key (64 hex)
-  std::string path;          ///< <cache>/<key>, the name users see
-  std::string prefix;        ///< the physical directory, VIRTUAL_ENV for the ranks
-  std::string python;        ///< <prefix>/bin/python, the interpreter for the ranks
-  Environment vars;          ///< VIRTUAL_ENV and PATH (<prefix>/bin first) for every rank
+  bool active = false; ///< false: no dependencies; ranks use environment.python as is
+  std::string key;     ///< full cache key (64 hex)
+  std::string path;    ///< <cache>/<key>, the name users see
+  std::string prefix;  ///< the physical directory, VIRTUAL_ENV for the ranks
+  std::string python;  ///< <prefix>/bin/python, the interpreter for the ranks
+  Environment vars;    ///< VIRTUAL_ENV and PATH (<prefix>/bin first) for every rank
   std::size_t requirements = 0;
-  bool existed = false;      ///< reused without installing anything
-  std::string status;        ///< one line saying which environment and whether it exists
-  int interrupted_by = 0;    ///< a signal stopped the build; all was cleaned up: exit 128+N
+  bool existed = false;   ///< reused without installing anything
+  std::string status;     ///< one line saying which environment and whether it exists
+  int interrupted_by = 0; ///< a signal stopped the build; all was cleaned up: exit 128+N
 };
 
 /// `--env-cache-dir`, else $XDG_CACHE_HOME/air-run/envs (when absolute), else

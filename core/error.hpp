@@ -9,9 +9,9 @@ namespace air {
 /// What kind of failure an `Error` reports. The CLI maps each kind to an exit
 /// code in one place (cli/app.cpp); core code never calls exit().
 enum class ErrorKind {
-  usage,    ///< bad flag, bad spec value, unknown key: exit 2, nothing launched
-  hardware, ///< the spec does not match the detected accelerators: exit 2
-  system,   ///< a system call failed (message names the call): exit 125
+  usage,          ///< bad flag, bad spec value, unknown key: exit 2, nothing launched
+  hardware,       ///< the spec does not match the detected accelerators: exit 2
+  system,         ///< a system call failed (message names the call): exit 125
   not_found,      ///< the target program does not exist: exit 127
   not_executable, ///< the target exists but cannot be executed: exit 126
 };
@@ -33,8 +33,8 @@ Error sys_error(const std::string& call, int err);
 /// error channel is visible in the signature (ccache's style, without exceptions).
 template <typename T> class Expected {
 public:
-  Expected(T value) : v_(std::move(value)) {}          // NOLINT(google-explicit-constructor)
-  Expected(Error error) : v_(std::move(error)) {}      // NOLINT(google-explicit-constructor)
+  Expected(T value) : v_(std::move(value)) {}     // NOLINT(google-explicit-constructor)
+  Expected(Error error) : v_(std::move(error)) {} // NOLINT(google-explicit-constructor)
 
   bool ok() const { return v_.index() == 0; }
   explicit operator bool() const { return ok(); }
@@ -59,8 +59,8 @@ inline Status ok_status() { return Unit{}; }
 } // namespace air
 
 /// Propagates an error from an `Expected`-returning expression.
-#define AIR_TRY(expr)                                                                              \
-  do {                                                                                             \
-    auto air_try_result_ = (expr);                                                                 \
-    if (!air_try_result_) return air_try_result_.error();                                         \
+#define AIR_TRY(expr)                                                                                        \
+  do {                                                                                                       \
+    auto air_try_result_ = (expr);                                                                           \
+    if (!air_try_result_) return air_try_result_.error();                                                    \
   } while (false)

@@ -1,9 +1,10 @@
 #include "core/exit_status.hpp"
 
+#include <sys/wait.h>
+
 #include <csignal>
 #include <cstring>
 #include <string>
-#include <sys/wait.h>
 
 namespace air {
 
@@ -19,9 +20,12 @@ ExitStatus ExitStatus::from_wait_status(int wstatus) {
 
 int ExitStatus::shell_code() const {
   switch (kind) {
-  case Kind::exited: return code;
-  case Kind::signaled: return 128 + signal;
-  case Kind::not_exited: break;
+  case Kind::exited:
+    return code;
+  case Kind::signaled:
+    return 128 + signal;
+  case Kind::not_exited:
+    break;
   }
   return 1;
 }
@@ -35,11 +39,13 @@ std::string signal_name(int sig) {
 
 std::string ExitStatus::describe() const {
   switch (kind) {
-  case Kind::exited: return "exit code " + std::to_string(code);
+  case Kind::exited:
+    return "exit code " + std::to_string(code);
   case Kind::signaled:
     return "signal " + std::to_string(signal) + " (" + signal_name(signal) +
            (core_dumped ? ", core dumped)" : ")");
-  case Kind::not_exited: break;
+  case Kind::not_exited:
+    break;
   }
   return "still running";
 }

@@ -3,8 +3,9 @@
 #include "core/environment.hpp"
 #include "core/error.hpp"
 
-#include <cstdint>
 #include <nlohmann/json.hpp>
+
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,11 +27,11 @@ struct GpuInfo {
 /// What the machine offers after CUDA_VISIBLE_DEVICES is applied.
 struct Hardware {
   std::vector<GpuInfo> gpus;
-  std::string source; ///< "nvml", "AIR_RUN_FAKE_GPUS", or "none"
-  std::string reason; ///< why no GPU was found ("NVML not available: ..."), "" otherwise
-  std::string cuda_visible_devices; ///< the inherited value, "" when unset
+  std::string source;                    ///< "nvml", "AIR_RUN_FAKE_GPUS", or "none"
+  std::string reason;                    ///< why no GPU was found ("NVML not available: ..."), "" otherwise
+  std::string cuda_visible_devices;      ///< the inherited value, "" when unset
   bool cuda_visible_devices_set = false; ///< tells "unset" from "set to empty" (no GPUs)
-  std::vector<std::string> notes; ///< remarks: CUDA_VISIBLE_DEVICES applied, a device skipped
+  std::vector<std::string> notes;        ///< remarks: CUDA_VISIBLE_DEVICES applied, a device skipped
 };
 
 /// Detects GPUs: `AIR_RUN_FAKE_GPUS` (tests only) when set, else NVML loaded
@@ -60,7 +61,7 @@ struct AcceleratorType {
   bool cpu = false;
   int count = 0;
   std::string model;
-  bool legacy = false; ///< written in a legacy short form ("H100")
+  bool legacy = false;           ///< written in a legacy short form ("H100")
   std::string canonical() const; ///< "CPU" or "GPU_8xH100"
 };
 
@@ -76,8 +77,8 @@ std::string detected_accelerator_type(const Hardware& hw);
 struct Selection {
   bool cpu = false;
   int ranks = 0;
-  std::vector<GpuInfo> gpus; ///< the first `ranks` GPUs in CUDA-visible order
-  std::string accelerator_type; ///< canonical type of what is used, "GPU_2xH200" or "CPU"
+  std::vector<GpuInfo> gpus;        ///< the first `ranks` GPUs in CUDA-visible order
+  std::string accelerator_type;     ///< canonical type of what is used, "GPU_2xH200" or "CPU"
   std::vector<std::string> notices; ///< one-line notices (e.g. "no GPU found, running on CPU")
 };
 

@@ -54,8 +54,8 @@ std::string describe_hardware(const Hardware& hw) {
 }
 
 nlohmann::ordered_json gpu_info_json(const GpuInfo& gpu) {
-  return {{"index", gpu.index},   {"uuid", gpu.uuid},   {"pci_bus_id", gpu.pci_bus_id},
-          {"name", gpu.name},     {"model", gpu.model}, {"memory_total_bytes", gpu.memory_total_bytes}};
+  return {{"index", gpu.index}, {"uuid", gpu.uuid},   {"pci_bus_id", gpu.pci_bus_id},
+          {"name", gpu.name},   {"model", gpu.model}, {"memory_total_bytes", gpu.memory_total_bytes}};
 }
 
 std::string hardware_json(const Hardware& hw) {

@@ -14,10 +14,14 @@ namespace {
 
 int severity(CheckStatus status) {
   switch (status) {
-  case CheckStatus::skip: return 0;
-  case CheckStatus::pass: return 1;
-  case CheckStatus::warn: return 2;
-  case CheckStatus::fail: return 3;
+  case CheckStatus::skip:
+    return 0;
+  case CheckStatus::pass:
+    return 1;
+  case CheckStatus::warn:
+    return 2;
+  case CheckStatus::fail:
+    return 3;
   }
   return 0;
 }
@@ -52,7 +56,8 @@ CheckResult evaluate_ecc(const GpuHealthReading& r) {
   if (r.ecc_uncorrected_aggregate.value) {
     detail += fmt::format(", {} lifetime", *r.ecc_uncorrected_aggregate.value);
   }
-  if (r.ecc_corrected_volatile.value) detail += fmt::format("; corrected {}", *r.ecc_corrected_volatile.value);
+  if (r.ecc_corrected_volatile.value)
+    detail += fmt::format("; corrected {}", *r.ecc_corrected_volatile.value);
   if (volatile_unc > 0) return make("ecc", CheckStatus::fail, detail);
   if (r.ecc_uncorrected_aggregate.value && *r.ecc_uncorrected_aggregate.value > 0) {
     return make("ecc", CheckStatus::warn, detail);
@@ -68,13 +73,17 @@ CheckResult evaluate_retired_pages(const GpuHealthReading& r, const HealthThresh
   if (!r.retired_pages.value) return skipped("retired_pages", r.retired_pages);
   const RetiredPages& p = *r.retired_pages.value;
   const unsigned int total = p.single_bit + p.double_bit;
-  std::string detail = fmt::format("{} retired ({} single-bit, {} double-bit)", total, p.single_bit, p.double_bit);
-  if (p.pending) return make("retired_pages", CheckStatus::fail, detail + ", retirement pending: reset the GPU");
+  std::string detail =
+      fmt::format("{} retired ({} single-bit, {} double-bit)", total, p.single_bit, p.double_bit);
+  if (p.pending)
+    return make("retired_pages", CheckStatus::fail, detail + ", retirement pending: reset the GPU");
   if (total >= t.retired_pages_fail) {
-    return make("retired_pages", CheckStatus::fail, fmt::format("{} (limit {})", detail, t.retired_pages_fail));
+    return make("retired_pages", CheckStatus::fail,
+                fmt::format("{} (limit {})", detail, t.retired_pages_fail));
   }
   if (total >= t.retired_pages_warn) {
-    return make("retired_pages", CheckStatus::warn, fmt::format("{} (warn at {})", detail, t.retired_pages_warn));
+    return make("retired_pages", CheckStatus::warn,
+                fmt::format("{} (warn at {})", detail, t.retired_pages_warn));
   }
   return make("retired_pages", CheckStatus::pass, detail);
 }
@@ -87,9 +96,10 @@ CheckResult evaluate_row_remap(const GpuHealthReading& r) {
   if (!r.remapped_rows.value) return skipped("row_remap", r.remapped_rows);
   const RemappedRows& rows = *r.remapped_rows.value;
   std::string detail =
-      fmt::format("{} rows remapped ({} correctable, {} uncorrectable)", rows.correctable + rows.uncorrectable,
-                  rows.correctable, rows.uncorrectable);
-  if (rows.failure) return make("row_remap", CheckStatus::fail, detail + ", remap failed: the GPU needs service");
+      fmt::format("{} rows remapped ({} correctable, {} uncorrectable)",
+                  rows.correctable + rows.uncorrectable, rows.correctable, rows.uncorrectable);
+  if (rows.failure)
+    return make("row_remap", CheckStatus::fail, detail + ", remap failed: the GPU needs service");
   if (rows.pending) return make("row_remap", CheckStatus::fail, detail + ", remap pending: reset the GPU");
   return make("row_remap", CheckStatus::pass, detail);
 }
@@ -103,13 +113,15 @@ CheckResult evaluate_temperature(const GpuHealthReading& r, const HealthThreshol
   if (!r.temperature.value) return skipped("temperature", r.temperature);
   const Temperature& temp = *r.temperature.value;
   if (!temp.slowdown_c) {
-    return make("temperature", CheckStatus::pass, fmt::format("{} C (no slowdown threshold reported)", temp.current_c));
+    return make("temperature", CheckStatus::pass,
+                fmt::format("{} C (no slowdown threshold reported)", temp.current_c));
   }
   const unsigned int slowdown = *temp.slowdown_c;
   const std::string detail = fmt::format("{} C (slowdown at {} C)", temp.current_c, slowdown);
   if (temp.current_c >= slowdown) return make("temperature", CheckStatus::fail, detail);
   if (temp.current_c + t.temperature_margin_c >= slowdown) {
-    return make("temperature", CheckStatus::warn, fmt::format("{}, within {} C", detail, t.temperature_margin_c));
+    return make("temperature", CheckStatus::warn,
+                fmt::format("{}, within {} C", detail, t.temperature_margin_c));
   }
   return make("temperature", CheckStatus::pass, detail);
 }
@@ -153,7 +165,8 @@ CheckResult evaluate_other_processes(const GpuHealthReading& r, const HealthThre
   }
   const OtherProcesses& p = *r.other_processes.value;
   if (p.count == 0) return make("other_processes", CheckStatus::pass, "none" + memory);
-  std::string detail = fmt::format("{} process{} using {}", p.count, p.count == 1 ? "" : "es", format_bytes(p.used_bytes));
+  std::string detail =
+      fmt::format("{} process{} using {}", p.count, p.count == 1 ? "" : "es", format_bytes(p.used_bytes));
   if (p.unknown_usage > 0) detail += fmt::format(" ({} not reported)", p.unknown_usage);
   detail += memory;
   if (p.used_bytes > t.other_process_bytes_warn || p.unknown_usage > 0) {
@@ -166,10 +179,14 @@ CheckResult evaluate_other_processes(const GpuHealthReading& r, const HealthThre
 
 std::string_view check_status_name(CheckStatus status) {
   switch (status) {
-  case CheckStatus::pass: return "pass";
-  case CheckStatus::warn: return "warn";
-  case CheckStatus::fail: return "fail";
-  case CheckStatus::skip: return "skip";
+  case CheckStatus::pass:
+    return "pass";
+  case CheckStatus::warn:
+    return "warn";
+  case CheckStatus::fail:
+    return "fail";
+  case CheckStatus::skip:
+    return "skip";
   }
   return "skip";
 }
@@ -208,7 +225,8 @@ std::vector<std::string> clocks_event_names(std::uint64_t reasons) {
   return names;
 }
 
-std::vector<CheckResult> evaluate_gpu_health(const GpuHealthReading& reading, const HealthThresholds& thresholds) {
+std::vector<CheckResult> evaluate_gpu_health(const GpuHealthReading& reading,
+                                             const HealthThresholds& thresholds) {
   std::vector<CheckResult> checks;
   // A lost GPU answers no query; it fails on its own line so the cause is not
   // buried under a column of skipped checks.

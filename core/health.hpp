@@ -62,7 +62,7 @@ struct Temperature {
 /// Compute processes on the GPU other than air-run itself.
 struct OtherProcesses {
   unsigned int count = 0;
-  std::uint64_t used_bytes = 0; ///< sum over the processes whose usage NVML reports
+  std::uint64_t used_bytes = 0;   ///< sum over the processes whose usage NVML reports
   unsigned int unknown_usage = 0; ///< processes whose usage NVML does not report (containers)
 };
 
@@ -109,9 +109,9 @@ std::vector<std::string> clocks_event_names(std::uint64_t reasons);
 
 /// The limits the evaluation applies; docs/preflight.md explains each.
 struct HealthThresholds {
-  unsigned int temperature_margin_c = 5;        ///< warn this close to the slowdown threshold
-  unsigned int retired_pages_warn = 15;         ///< DCGM's soft limit
-  unsigned int retired_pages_fail = 60;         ///< DCGM's hard limit
+  unsigned int temperature_margin_c = 5;               ///< warn this close to the slowdown threshold
+  unsigned int retired_pages_warn = 15;                ///< DCGM's soft limit
+  unsigned int retired_pages_fail = 60;                ///< DCGM's hard limit
   std::uint64_t other_process_bytes_warn = 1ULL << 30; ///< 1 GiB: more than a bare CUDA context
 };
 

@@ -2,17 +2,19 @@
 
 #include "core/process.hpp"
 
-#include <arpa/inet.h>
-#include <cerrno>
-#include <cstring>
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <filesystem>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 
 namespace air {
 
@@ -89,8 +91,8 @@ std::string make_run_id() {
     close(fd);
   }
   if (!filled) { // no /dev/urandom (odd chroots): pid and clock still differ between runs
-    const auto mix = static_cast<unsigned long>(getpid()) * 2654435761UL ^
-                     static_cast<unsigned long>(time(nullptr));
+    const auto mix =
+        static_cast<unsigned long>(getpid()) * 2654435761UL ^ static_cast<unsigned long>(time(nullptr));
     for (size_t i = 0; i < sizeof(bytes); ++i) bytes[i] = static_cast<unsigned char>(mix >> (8 * i));
   }
   std::string id;
@@ -184,8 +186,8 @@ std::string find_python_package_dir(const Environment& env) {
   };
   if (const auto from_env = env_or(env, "AIR_PYTHON_PACKAGE_DIR"); has_package(from_env)) return from_env;
   const std::filesystem::path exe_dir = self_exe_dir();
-  for (const auto& candidate : {exe_dir / ".." / "share" / "air-run" / "python",
-                                std::filesystem::path(AIR_SOURCE_DIR) / "python"}) {
+  for (const auto& candidate :
+       {exe_dir / ".." / "share" / "air-run" / "python", std::filesystem::path(AIR_SOURCE_DIR) / "python"}) {
     if (has_package(candidate)) return std::filesystem::weakly_canonical(candidate).string();
   }
   return {};

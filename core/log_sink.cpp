@@ -1,10 +1,11 @@
 #include "core/log_sink.hpp"
 
-#include <cerrno>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 namespace air {
 

@@ -27,7 +27,8 @@ bool contains_ci(std::string_view haystack, std::string_view needle) {
 /// A number from `object[key]`, or an error naming the key.
 Expected<double> number_at(const json& object, const char* key, const std::string& where) {
   const auto it = object.find(key);
-  if (it == object.end() || !it->is_number()) return bad_output(fmt::format("{} has no number '{}'", where, key));
+  if (it == object.end() || !it->is_number())
+    return bad_output(fmt::format("{} has no number '{}'", where, key));
   return it->get<double>();
 }
 
@@ -56,7 +57,8 @@ Expected<NcclCheckReport> parse_nccl_check_json(std::string_view text) {
     return bad_output(fmt::format("is not JSON: '{}'", first_line.substr(0, 200)));
   }
   if (!doc.is_object()) return bad_output("is not a JSON object");
-  if (doc.value("tool", "") != "air-nccl-check") return bad_output("does not say \"tool\": \"air-nccl-check\"");
+  if (doc.value("tool", "") != "air-nccl-check")
+    return bad_output("does not say \"tool\": \"air-nccl-check\"");
   if (!doc.contains("schema") || !doc["schema"].is_number_integer() || doc["schema"].get<int>() != 1) {
     return bad_output("has an unknown schema (expected 1)");
   }
@@ -129,7 +131,8 @@ BandwidthThreshold default_bandwidth_threshold(const std::vector<GpuInfo>& gpus)
   if (gpus.empty()) return {5.0, "no GPU"};
   bool nvlink = true;
   for (const auto& gpu : gpus) {
-    const bool model_ok = std::find(kNvlinkModels.begin(), kNvlinkModels.end(), gpu.model) != kNvlinkModels.end();
+    const bool model_ok =
+        std::find(kNvlinkModels.begin(), kNvlinkModels.end(), gpu.model) != kNvlinkModels.end();
     // "NVIDIA H100 PCIe", "NVIDIA A100 80GB PCIe": the PCIe cards of these
     // families have no NVLink unless bridged, so they get the PCIe floor.
     if (!model_ok || contains_ci(gpu.name, "PCIe")) nvlink = false;

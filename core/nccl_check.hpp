@@ -23,13 +23,13 @@ struct BandwidthSample {
 
 /// What air-nccl-check printed (its JSON, schema version 1).
 struct NcclCheckReport {
-  bool ok = false;       ///< false: `error` says what failed (CUDA, NCCL, a wrong sum)
+  bool ok = false; ///< false: `error` says what failed (CUDA, NCCL, a wrong sum)
   std::string error;
   std::string nccl_version; ///< "2.28.3"
   int devices = 0;
   std::vector<std::string> device_names;
-  double init_s = 0;  ///< CUDA contexts + ncclCommInitAll
-  double total_s = 0; ///< the whole tool, from start to JSON
+  double init_s = 0;                    ///< CUDA contexts + ncclCommInitAll
+  double total_s = 0;                   ///< the whole tool, from start to JSON
   std::vector<BandwidthSample> samples; ///< in increasing size
 };
 

@@ -69,11 +69,12 @@ inline constexpr int kMemoryErrorCorrected = 0;   ///< NVML_MEMORY_ERROR_TYPE_CO
 inline constexpr int kMemoryErrorUncorrected = 1; ///< NVML_MEMORY_ERROR_TYPE_UNCORRECTED
 inline constexpr int kVolatileEcc = 0;            ///< NVML_VOLATILE_ECC
 inline constexpr int kAggregateEcc = 1;           ///< NVML_AGGREGATE_ECC
-inline constexpr int kRetiredMultipleSingleBit = 0; ///< NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS
-inline constexpr int kRetiredDoubleBit = 1;       ///< NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR
-inline constexpr int kTemperatureGpu = 0;         ///< NVML_TEMPERATURE_GPU
-inline constexpr int kThresholdShutdown = 0;      ///< NVML_TEMPERATURE_THRESHOLD_SHUTDOWN
-inline constexpr int kThresholdSlowdown = 1;      ///< NVML_TEMPERATURE_THRESHOLD_SLOWDOWN
+inline constexpr int kRetiredMultipleSingleBit =
+    0;                                       ///< NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS
+inline constexpr int kRetiredDoubleBit = 1;  ///< NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR
+inline constexpr int kTemperatureGpu = 0;    ///< NVML_TEMPERATURE_GPU
+inline constexpr int kThresholdShutdown = 0; ///< NVML_TEMPERATURE_THRESHOLD_SHUTDOWN
+inline constexpr int kThresholdSlowdown = 1; ///< NVML_TEMPERATURE_THRESHOLD_SLOWDOWN
 
 /// The entry points the preflight health check uses, looked up with dlsym
 /// one by one. Each may be null: an old driver or a GPU family without the
@@ -83,10 +84,10 @@ struct HealthApi {
   Return (*device_get_total_ecc_errors)(Device, int, int,
                                         unsigned long long*) = nullptr; ///< nvmlDeviceGetTotalEccErrors
   Return (*device_get_retired_pages)(Device, int, unsigned int*, unsigned long long*,
-                                     unsigned long long*) = nullptr; ///< nvmlDeviceGetRetiredPages_v2
+                                     unsigned long long*) = nullptr;         ///< nvmlDeviceGetRetiredPages_v2
   Return (*device_get_retired_pages_pending_status)(Device, int*) = nullptr; ///< ...PendingStatus
   Return (*device_get_remapped_rows)(Device, unsigned int*, unsigned int*, unsigned int*,
-                                     unsigned int*) = nullptr; ///< nvmlDeviceGetRemappedRows
+                                     unsigned int*) = nullptr;            ///< nvmlDeviceGetRemappedRows
   Return (*device_get_temperature)(Device, int, unsigned int*) = nullptr; ///< nvmlDeviceGetTemperature
   Return (*device_get_temperature_threshold)(Device, int,
                                              unsigned int*) = nullptr; ///< ...TemperatureThreshold

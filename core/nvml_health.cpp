@@ -20,7 +20,9 @@ template <typename Fn> void lookup(const NvmlLibrary& library, const char* name,
   if (void* address = library.symbol(name)) slot = reinterpret_cast<Fn>(address);
 }
 
-std::string from_buffer(const char* buffer, std::size_t size) { return std::string(buffer, strnlen(buffer, size)); }
+std::string from_buffer(const char* buffer, std::size_t size) {
+  return std::string(buffer, strnlen(buffer, size));
+}
 
 /// Reads one query's return code into a probe's `why`, and a lost GPU into
 /// the reading. True on success.
@@ -62,20 +64,24 @@ void read_ecc(const nvml::HealthApi& api, nvml::Device device, Outcome& outcome,
   }
   // NOT_SUPPORTED here means ECC is off or absent (GeForce, ECC disabled).
   unsigned long long count = 0;
-  if (outcome.ok(fn(device, nvml::kMemoryErrorUncorrected, nvml::kVolatileEcc, &count), r.ecc_uncorrected_volatile)) {
+  if (outcome.ok(fn(device, nvml::kMemoryErrorUncorrected, nvml::kVolatileEcc, &count),
+                 r.ecc_uncorrected_volatile)) {
     r.ecc_uncorrected_volatile.value = count;
   }
   count = 0;
-  if (outcome.ok(fn(device, nvml::kMemoryErrorUncorrected, nvml::kAggregateEcc, &count), r.ecc_uncorrected_aggregate)) {
+  if (outcome.ok(fn(device, nvml::kMemoryErrorUncorrected, nvml::kAggregateEcc, &count),
+                 r.ecc_uncorrected_aggregate)) {
     r.ecc_uncorrected_aggregate.value = count;
   }
   count = 0;
-  if (outcome.ok(fn(device, nvml::kMemoryErrorCorrected, nvml::kVolatileEcc, &count), r.ecc_corrected_volatile)) {
+  if (outcome.ok(fn(device, nvml::kMemoryErrorCorrected, nvml::kVolatileEcc, &count),
+                 r.ecc_corrected_volatile)) {
     r.ecc_corrected_volatile.value = count;
   }
 }
 
-void read_retired_pages(const nvml::HealthApi& api, nvml::Device device, Outcome& outcome, GpuHealthReading& r) {
+void read_retired_pages(const nvml::HealthApi& api, nvml::Device device, Outcome& outcome,
+                        GpuHealthReading& r) {
   auto* pages = api.device_get_retired_pages;
   auto* pending = api.device_get_retired_pages_pending_status;
   if (Outcome::missing(reinterpret_cast<const void*>(pages), r.retired_pages) ||
@@ -97,7 +103,8 @@ void read_retired_pages(const nvml::HealthApi& api, nvml::Device device, Outcome
   r.retired_pages.value = value;
 }
 
-void read_remapped_rows(const nvml::HealthApi& api, nvml::Device device, Outcome& outcome, GpuHealthReading& r) {
+void read_remapped_rows(const nvml::HealthApi& api, nvml::Device device, Outcome& outcome,
+                        GpuHealthReading& r) {
   auto* fn = api.device_get_remapped_rows;
   if (Outcome::missing(reinterpret_cast<const void*>(fn), r.remapped_rows)) return;
   unsigned int correctable = 0, uncorrectable = 0, pending = 0, failure = 0;
@@ -105,7 +112,8 @@ void read_remapped_rows(const nvml::HealthApi& api, nvml::Device device, Outcome
   r.remapped_rows.value = RemappedRows{correctable, uncorrectable, pending != 0, failure != 0};
 }
 
-void read_temperature(const nvml::HealthApi& api, nvml::Device device, Outcome& outcome, GpuHealthReading& r) {
+void read_temperature(const nvml::HealthApi& api, nvml::Device device, Outcome& outcome,
+                      GpuHealthReading& r) {
   auto* fn = api.device_get_temperature;
   if (Outcome::missing(reinterpret_cast<const void*>(fn), r.temperature)) return;
   Temperature value;
@@ -141,7 +149,8 @@ void read_processes(const nvml::HealthApi& api, nvml::Device device, Outcome& ou
     rc = fn(device, &count, infos.data());
   }
   if (!outcome.ok(rc, r.other_processes)) return;
-  if (count > infos.size()) count = static_cast<unsigned int>(infos.size()); // SUCCESS with no buffer: count is 0
+  if (count > infos.size())
+    count = static_cast<unsigned int>(infos.size()); // SUCCESS with no buffer: count is 0
   OtherProcesses value;
   const auto self = static_cast<unsigned int>(::getpid());
   for (unsigned int i = 0; i < count; ++i) {
@@ -200,8 +209,9 @@ Expected<GpuHealthReading> NvmlLibrary::read_health(const std::string& uuid) con
   GpuHealthReading reading;
   reading.uuid = uuid;
   char name[nvml::kNameBufferSize] = {};
-  reading.name = api_.device_get_name(device, name, sizeof name) == nvml::kSuccess ? from_buffer(name, sizeof name)
-                                                                                   : std::string("unknown");
+  reading.name = api_.device_get_name(device, name, sizeof name) == nvml::kSuccess
+                     ? from_buffer(name, sizeof name)
+                     : std::string("unknown");
   Outcome outcome(*this, reading);
   read_ecc(api, device, outcome, reading);
   read_retired_pages(api, device, outcome, reading);

@@ -149,9 +149,16 @@ std::vector<std::string> describe_plan(const LaunchPlan& plan) {
   lines.push_back(fmt::format("timeout {}, grace period {}",
                               plan.timeout ? format_duration(*plan.timeout) : "none",
                               format_duration(plan.grace_period)));
-  static constexpr std::string_view k_shown[] = {
-      "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-      "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "AIR_RESULT_FILE", "TORCHELASTIC_ERROR_FILE"};
+  static constexpr std::string_view k_shown[] = {"RANK",
+                                                 "LOCAL_RANK",
+                                                 "WORLD_SIZE",
+                                                 "LOCAL_WORLD_SIZE",
+                                                 "MASTER_ADDR",
+                                                 "MASTER_PORT",
+                                                 "CUDA_VISIBLE_DEVICES",
+                                                 "OMP_NUM_THREADS",
+                                                 "AIR_RESULT_FILE",
+                                                 "TORCHELASTIC_ERROR_FILE"};
   for (const auto& rank : plan.ranks) {
     std::string argv;
     for (const auto& arg : rank.argv) argv += (argv.empty() ? "" : " ") + arg;

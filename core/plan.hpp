@@ -14,8 +14,8 @@ namespace air {
 /// Exactly what one rank will execute. Pure data: printable by --dry-run and
 /// executed only by the supervisor.
 struct RankPlan {
-  int rank = 0;       ///< global rank
-  int local_rank = 0; ///< rank on this node
+  int rank = 0;                  ///< global rank
+  int local_rank = 0;            ///< rank on this node
   std::vector<std::string> argv; ///< argv[0] is resolved through PATH at spawn time
   Environment env;               ///< the rank's complete environment
   std::string result_file;       ///< AIR_RESULT_FILE
@@ -31,7 +31,7 @@ struct LaunchPlan {
   std::string run_dir; ///< private directory for result and error files
   int node_rank = 0;
   int num_nodes = 1;
-  std::string node_name;      ///< this node (SLURMD_NODENAME or the host name), for per-node reports
+  std::string node_name; ///< this node (SLURMD_NODENAME or the host name), for per-node reports
   std::string cluster_source = "single"; ///< "single", "static" or "slurm" (core/cluster.hpp)
   int ranks_per_node = 0;
   int world_size = 0;

@@ -92,8 +92,9 @@ Expected<std::string> normalise_requirement(std::string_view text, const std::st
   while (j < req.size() && is_blank(req[j])) ++j;
   // Only "name", "name[extras]...", "name<op>...", "name @ url" and "name; marker"
   // are requirement syntax; anything else (a path, a URL) is passed on as written.
-  const bool named = !name.empty() && is_alnum(name.front()) &&
-                     (j == req.size() || std::string_view("[<>=!~(@;").find(req[j]) != std::string_view::npos);
+  const bool named =
+      !name.empty() && is_alnum(name.front()) &&
+      (j == req.size() || std::string_view("[<>=!~(@;").find(req[j]) != std::string_view::npos);
   if (!named) return collapse(req);
 
   std::string out = canonical_name(name);

@@ -87,10 +87,10 @@ Expected<InterpreterIdentity> parse_probe_output(std::string_view output, const 
 
 /// The commands that build an environment in `dir`, in order.
 struct EnvBuildPlan {
-  std::vector<std::string> create;      ///< python -m venv [--system-site-packages] DIR
-  std::vector<std::string> install;     ///< DIR/bin/python -m pip install ... -r FILE
-  std::string requirements_file;        ///< FILE, written before `install` runs
-  std::string requirements_text;        ///< its content, one requirement per line
+  std::vector<std::string> create;  ///< python -m venv [--system-site-packages] DIR
+  std::vector<std::string> install; ///< DIR/bin/python -m pip install ... -r FILE
+  std::string requirements_file;    ///< FILE, written before `install` runs
+  std::string requirements_text;    ///< its content, one requirement per line
 };
 
 /// Plans the build of `request` in `dir` with the interpreter program `python`

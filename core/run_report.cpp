@@ -96,5 +96,4 @@ std::string format_utc(std::chrono::system_clock::time_point t) {
                      tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
 }
 
-
 } // namespace air

@@ -75,5 +75,4 @@ RunReport collect_report(const LaunchSpec& spec, const Hardware& hardware, const
 /// Formats a time point as ISO 8601 UTC with milliseconds: "2026-04-07T10:13:24.123Z".
 std::string format_utc(std::chrono::system_clock::time_point t);
 
-
 } // namespace air

@@ -1,8 +1,9 @@
 #include "core/signals.hpp"
 
-#include <cerrno>
 #include <sys/signalfd.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 namespace air {
 

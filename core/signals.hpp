@@ -48,8 +48,8 @@ private:
 
   UniqueFd fd_;
   sigset_t old_mask_{};
-  struct sigaction old_pipe_action_{};
-  struct sigaction old_chld_action_{};
+  struct sigaction old_pipe_action_ {};
+  struct sigaction old_chld_action_ {};
 };
 
 } // namespace air

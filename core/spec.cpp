@@ -85,7 +85,8 @@ Expected<std::string> normalise_accelerator_type(std::string_view text, const st
                                                  std::vector<std::string>& warnings) {
   const std::string upper = to_upper(text);
   const auto bad = [&] {
-    return usage_error(prefix + ": expected CPU or GPU_<n>x<MODEL> (like GPU_8xH100), got " + single_quoted(text));
+    return usage_error(prefix + ": expected CPU or GPU_<n>x<MODEL> (like GPU_8xH100), got " +
+                       single_quoted(text));
   };
   const auto is_model = [](std::string_view model) {
     if (model.empty() || !is_upper(model.front())) return false;
@@ -108,8 +109,8 @@ Expected<std::string> normalise_accelerator_type(std::string_view text, const st
   std::size_t letters = 0;
   while (letters < upper.size() && is_upper(upper[letters])) ++letters;
   if (letters > 0 && letters < upper.size() && is_digit(upper[letters]) && is_model(upper)) {
-    warnings.push_back(k_warning + prefix + ": " + single_quoted(text) + " is deprecated, use 'GPU_<n>x" + upper +
-                       "'");
+    warnings.push_back(k_warning + prefix + ": " + single_quoted(text) + " is deprecated, use 'GPU_<n>x" +
+                       upper + "'");
     return upper;
   }
   return bad();
@@ -186,7 +187,8 @@ bool is_variable_name(std::string_view name) {
 Expected<std::pair<std::string, std::string>> parse_assignment(std::string_view text,
                                                                const std::string& prefix) {
   const std::size_t eq = text.find('=');
-  if (eq == std::string_view::npos) return usage_error(prefix + ": expected KEY=VALUE, got " + single_quoted(text));
+  if (eq == std::string_view::npos)
+    return usage_error(prefix + ": expected KEY=VALUE, got " + single_quoted(text));
   const std::string_view name = text.substr(0, eq);
   if (!is_variable_name(name)) return usage_error(prefix + ": invalid variable name " + single_quoted(name));
   return std::pair(std::string(name), std::string(text.substr(eq + 1)));
@@ -220,7 +222,8 @@ Expected<Value> parse_text(const SpecKey& key, std::string_view text, Source sou
     auto d = parse_opt_duration(text, prefix);
     if (!d) return d.error();
     if (*d && d->value().count() <= 0) {
-      return usage_error(prefix + ": must be greater than zero (use none for no limit), got " + single_quoted(text));
+      return usage_error(prefix + ": must be greater than zero (use none for no limit), got " +
+                         single_quoted(text));
     }
     return Value(*d);
   }
@@ -382,9 +385,10 @@ private:
       if (auto other = given_.find(row->key); other != given_.end()) {
         const Given& g = other->second;
         const bool deprecated = legacy != nullptr || find_legacy(g.name) != nullptr;
-        return usage_error(
-            where + ": " + name + ": also given as " + single_quoted(g.name) + " at " + g.where +
-            (deprecated ? "; remove the deprecated " + single_quoted(legacy ? name : g.name) : "; keep only one"));
+        return usage_error(where + ": " + name + ": also given as " + single_quoted(g.name) + " at " +
+                           g.where +
+                           (deprecated ? "; remove the deprecated " + single_quoted(legacy ? name : g.name)
+                                       : "; keep only one"));
       }
       given_.emplace(row->key, Given{name, where});
 
@@ -530,8 +534,8 @@ Status read_flags(const SpecInputs& inputs, std::vector<std::string>& warnings,
           legacy != nullptr ? "--" + std::string(legacy->flag)
                             : (earlier != nullptr ? "--" + std::string(earlier->flag) : first->second);
       const std::string other_flag = legacy != nullptr ? long_flag(row->key) : legacy_flag;
-      return usage_error(spelling + ": also given as " + single_quoted(other_flag) + "; remove the deprecated " +
-                         single_quoted(legacy_flag));
+      return usage_error(spelling + ": also given as " + single_quoted(other_flag) +
+                         "; remove the deprecated " + single_quoted(legacy_flag));
     }
     auto value = parse_text(*row, text, Source::flag, spelling, warnings);
     if (!value) return value.error();

@@ -50,14 +50,14 @@ enum class ValueType {
 /// One row of the single key table: it drives YAML parsing, flags, AIR_RUN_*
 /// variables, validation, `--help` and the README table.
 struct SpecKey {
-  std::string_view key;          ///< YAML path, dotted for nested keys ("environment.python")
-  std::string_view flag;         ///< long flag without dashes ("timeout"), "" when there is none
-  std::string_view short_flag;   ///< single letter ("n"), "" when there is none
-  std::string_view env;          ///< AIR_RUN_* variable, "" when there is none
+  std::string_view key;        ///< YAML path, dotted for nested keys ("environment.python")
+  std::string_view flag;       ///< long flag without dashes ("timeout"), "" when there is none
+  std::string_view short_flag; ///< single letter ("n"), "" when there is none
+  std::string_view env;        ///< AIR_RUN_* variable, "" when there is none
   ValueType type;
-  std::string_view default_text; ///< as shown in docs
-  std::string_view doc;          ///< one line
-  std::int64_t min_value = 0;    ///< integer keys only: smallest accepted value
+  std::string_view default_text;       ///< as shown in docs
+  std::string_view doc;                ///< one line
+  std::int64_t min_value = 0;          ///< integer keys only: smallest accepted value
   std::int64_t max_value = 2147483647; ///< integer keys only: largest accepted value
 };
 
@@ -86,38 +86,38 @@ std::string spec_keys_markdown();
 /// What the user asked for, typed and validated, each value with its origin.
 /// Produced only by `resolve_spec`; consumed by hardware matching and `make_plan`.
 struct LaunchSpec {
-  Setting<std::string> accelerator_type;       ///< canonical "GPU_8xH100" or "CPU"; "" = detect
+  Setting<std::string> accelerator_type;        ///< canonical "GPU_8xH100" or "CPU"; "" = detect
   Setting<std::optional<int>> num_accelerators; ///< nullopt = all detected GPUs (CPU: cpu_ranks)
-  Setting<int> cpu_ranks{1, {}};               ///< ranks on CPU when num_accelerators is not given
+  Setting<int> cpu_ranks{1, {}};                ///< ranks on CPU when num_accelerators is not given
   Setting<std::optional<Millis>> timeout{Millis(3L * 3600 * 1000), {}}; ///< nullopt = none
   Setting<Millis> grace_period{Millis(30'000), {}};
-  Setting<std::string> python{"python3", {}};  ///< environment.python
-  Setting<std::vector<std::string>> dependencies; ///< environment.dependencies (requirement strings)
-  Setting<std::string> requirements_file;      ///< when environment.dependencies is a path
-  Setting<std::vector<std::string>> find_links; ///< environment.find_links (pip --find-links)
-  Setting<std::string> index_url;              ///< environment.index_url, "" = pip's default
-  Setting<bool> no_index;                      ///< environment.no_index
-  Setting<bool> system_site_packages{true, {}}; ///< environment.system_site_packages
-  Setting<std::string> env_cache_dir;          ///< "" = $XDG_CACHE_HOME/air-run/envs
-  Setting<bool> rebuild_env;                   ///< build the environment even when cached
+  Setting<std::string> python{"python3", {}};      ///< environment.python
+  Setting<std::vector<std::string>> dependencies;  ///< environment.dependencies (requirement strings)
+  Setting<std::string> requirements_file;          ///< when environment.dependencies is a path
+  Setting<std::vector<std::string>> find_links;    ///< environment.find_links (pip --find-links)
+  Setting<std::string> index_url;                  ///< environment.index_url, "" = pip's default
+  Setting<bool> no_index;                          ///< environment.no_index
+  Setting<bool> system_site_packages{true, {}};    ///< environment.system_site_packages
+  Setting<std::string> env_cache_dir;              ///< "" = $XDG_CACHE_HOME/air-run/envs
+  Setting<bool> rebuild_env;                       ///< build the environment even when cached
   Setting<std::map<std::string, std::string>> env; ///< extra variables for every rank
-  Setting<std::vector<std::string>> command;   ///< target followed by its arguments
-  Setting<bool> module;                        ///< target is a Python module (-m)
-  Setting<bool> no_python;                     ///< target is an executable (--no-python)
+  Setting<std::vector<std::string>> command;       ///< target followed by its arguments
+  Setting<bool> module;                            ///< target is a Python module (-m)
+  Setting<bool> no_python;                         ///< target is an executable (--no-python)
   Setting<std::string> master_addr{"127.0.0.1", {}};
-  Setting<int> master_port;                    ///< 0 = choose a free port
-  Setting<int> nnodes{1, {}};                  ///< number of nodes (one agent each)
-  Setting<int> node_rank;                      ///< this node's rank among the nodes
+  Setting<int> master_port;                          ///< 0 = choose a free port
+  Setting<int> nnodes{1, {}};                        ///< number of nodes (one agent each)
+  Setting<int> node_rank;                            ///< this node's rank among the nodes
   Setting<Millis> join_timeout{Millis(300'000), {}}; ///< multi-node: wait for every agent this long
-  Setting<int> control_port;                   ///< 0 = master_port + 1
-  Setting<std::string> log_dir;                ///< "" = no per-rank log files
-  Setting<std::vector<int>> console_ranks;     ///< empty = every rank reaches the console
-  Setting<bool> isolate_gpus;                  ///< one GPU per rank via CUDA_VISIBLE_DEVICES
-  Setting<std::string> run_id;                 ///< "" = generate
-  Setting<std::string> summary_file;           ///< JSON summary path, "" = none
-  Setting<bool> json;                          ///< print the JSON summary on stdout
-  Setting<std::string> junit_file;             ///< JUnit XML path, "" = none
-  Setting<int> tail_lines{50, {}};             ///< output lines kept per rank for reports
+  Setting<int> control_port;                         ///< 0 = master_port + 1
+  Setting<std::string> log_dir;                      ///< "" = no per-rank log files
+  Setting<std::vector<int>> console_ranks;           ///< empty = every rank reaches the console
+  Setting<bool> isolate_gpus;                        ///< one GPU per rank via CUDA_VISIBLE_DEVICES
+  Setting<std::string> run_id;                       ///< "" = generate
+  Setting<std::string> summary_file;                 ///< JSON summary path, "" = none
+  Setting<bool> json;                                ///< print the JSON summary on stdout
+  Setting<std::string> junit_file;                   ///< JUnit XML path, "" = none
+  Setting<int> tail_lines{50, {}};                   ///< output lines kept per rank for reports
 
   std::string spec_path; ///< the -f file, "" when none
 };

@@ -3,12 +3,13 @@
 #include "core/exit_status.hpp"
 #include "core/plan.hpp"
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <deque>
 #include <optional>
 #include <string>
-#include <sys/types.h>
 #include <vector>
 
 namespace air {
@@ -27,9 +28,9 @@ struct RankOutcome {
   double user_s = 0;
   double sys_s = 0;
   long max_rss_kb = 0;
-  std::uint64_t end_order = 0;     ///< order in which air-run observed the exits (1 = first)
+  std::uint64_t end_order = 0; ///< order in which air-run observed the exits (1 = first)
   std::chrono::steady_clock::time_point ended_at{};
-  std::deque<std::string> tail;    ///< last `tail_lines` output lines (stdout and stderr)
+  std::deque<std::string> tail; ///< last `tail_lines` output lines (stdout and stderr)
 };
 
 /// Another node's failure that stopped this node's run (multi-node runs).
@@ -48,9 +49,9 @@ std::string remote_failure_reason(const RemoteFailure& failure);
 struct RunOutcome {
   enum class Status { succeeded, failed, timed_out, interrupted, launch_failed };
   Status status = Status::succeeded;
-  int interrupt_signal = 0;  ///< for interrupted
-  int root_cause_rank = -1;  ///< first rank that failed by air-run's clock, -1 if none
-  std::string reason;        ///< one line: "rank 1 exited with exit code 3"
+  int interrupt_signal = 0;       ///< for interrupted
+  int root_cause_rank = -1;       ///< first rank that failed by air-run's clock, -1 if none
+  std::string reason;             ///< one line: "rank 1 exited with exit code 3"
   std::vector<RankOutcome> ranks; ///< in rank order
   std::chrono::system_clock::time_point started_at{};
   std::chrono::system_clock::time_point ended_at{};

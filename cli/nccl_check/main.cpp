@@ -13,10 +13,10 @@
 // Bandwidth is computed as nccl-tests does (doc/PERFORMANCE.md there):
 // algbw = bytes / time, busbw = algbw * 2(n-1)/n for all-reduce, which makes
 // the number comparable across GPU counts and with the hardware link speed.
+#include <nlohmann/json.hpp>
+
 #include <cuda_runtime.h>
 #include <nccl.h>
-
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -54,8 +54,12 @@ int iterations_for(std::size_t bytes, const Options& options) {
 
 /// The value rank `rank` contributes at element `j`: small integers, so the
 /// float sum is exact for any GPU count and any reduction order.
-float contribution(std::size_t j, int rank) { return static_cast<float>(j % 64 + 1) * static_cast<float>(rank + 1); }
-float expected_sum(std::size_t j, int n) { return static_cast<float>(j % 64 + 1) * static_cast<float>(n * (n + 1) / 2); }
+float contribution(std::size_t j, int rank) {
+  return static_cast<float>(j % 64 + 1) * static_cast<float>(rank + 1);
+}
+float expected_sum(std::size_t j, int n) {
+  return static_cast<float>(j % 64 + 1) * static_cast<float>(n * (n + 1) / 2);
+}
 
 /// The first error wins; everything after it is skipped.
 struct Failure {
@@ -135,10 +139,14 @@ bool parse_args(int argc, char** argv, Options& options, bool& help) {
     }
     const std::string_view value = argv[++i];
     bool ok = false;
-    if (arg == "--min-bytes") ok = parse_size(value, options.min_bytes);
-    else if (arg == "--max-bytes") ok = parse_size(value, options.max_bytes);
-    else if (arg == "--warmup") ok = parse_count(value, options.warmup, 0);
-    else if (arg == "--iters") ok = parse_count(value, options.iters, 1);
+    if (arg == "--min-bytes")
+      ok = parse_size(value, options.min_bytes);
+    else if (arg == "--max-bytes")
+      ok = parse_size(value, options.max_bytes);
+    else if (arg == "--warmup")
+      ok = parse_count(value, options.warmup, 0);
+    else if (arg == "--iters")
+      ok = parse_count(value, options.iters, 1);
     if (!ok) {
       std::fprintf(stderr, "air-nccl-check: bad argument %s %s\n%s", argv[i - 1], argv[i], kUsage);
       return false;
@@ -187,7 +195,8 @@ bool fill_send_buffer(const Gpu& gpu, int rank, std::size_t bytes, Failure& fail
 bool all_reduce(std::vector<Gpu>& gpus, std::size_t count, Failure& failure) {
   if (!nccl_ok(ncclGroupStart(), "ncclGroupStart", failure)) return false;
   for (auto& gpu : gpus) {
-    const ncclResult_t rc = ncclAllReduce(gpu.send, gpu.recv, count, ncclFloat, ncclSum, gpu.comm, gpu.stream);
+    const ncclResult_t rc =
+        ncclAllReduce(gpu.send, gpu.recv, count, ncclFloat, ncclSum, gpu.comm, gpu.stream);
     if (rc != ncclSuccess) {
       nccl_ok(rc, "ncclAllReduce", failure);
       ncclGroupEnd();
@@ -271,9 +280,11 @@ void release(std::vector<Gpu>& gpus) {
 
 std::string version_text(int code) {
   // NCCL_VERSION(X,Y,Z) is X*10000 + Y*100 + Z since 2.9 (X*1000 + Y*100 + Z before).
-  if (code >= 10000) return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." +
-                            std::to_string(code % 100);
-  return std::to_string(code / 1000) + "." + std::to_string(code / 100 % 10) + "." + std::to_string(code % 100);
+  if (code >= 10000)
+    return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." +
+           std::to_string(code % 100);
+  return std::to_string(code / 1000) + "." + std::to_string(code / 100 % 10) + "." +
+         std::to_string(code % 100);
 }
 
 int run(const Options& options) {
@@ -284,7 +295,8 @@ int run(const Options& options) {
   json results = json::array();
 
   int version = 0;
-  if (nccl_ok(ncclGetVersion(&version), "ncclGetVersion", failure)) out["nccl_version"] = version_text(version);
+  if (nccl_ok(ncclGetVersion(&version), "ncclGetVersion", failure))
+    out["nccl_version"] = version_text(version);
 
   int n = 0;
   if (!failure && cuda_ok(cudaGetDeviceCount(&n), "cudaGetDeviceCount", failure) && n < 1) {
@@ -308,13 +320,13 @@ int run(const Options& options) {
   // Contexts, buffers and streams first, so init_s covers what a job pays too.
   for (auto& gpu : gpus) {
     if (failure) break;
-    const bool ok = cuda_ok(cudaSetDevice(gpu.device), "cudaSetDevice", failure) &&
-                    cuda_ok(cudaStreamCreateWithFlags(&gpu.stream, cudaStreamNonBlocking), "cudaStreamCreate",
-                            failure) &&
-                    cuda_ok(cudaMalloc(reinterpret_cast<void**>(&gpu.send), options.max_bytes), "cudaMalloc", failure) &&
-                    cuda_ok(cudaMalloc(reinterpret_cast<void**>(&gpu.recv), options.max_bytes), "cudaMalloc", failure) &&
-                    cuda_ok(cudaEventCreate(&gpu.start), "cudaEventCreate", failure) &&
-                    cuda_ok(cudaEventCreate(&gpu.stop), "cudaEventCreate", failure);
+    const bool ok =
+        cuda_ok(cudaSetDevice(gpu.device), "cudaSetDevice", failure) &&
+        cuda_ok(cudaStreamCreateWithFlags(&gpu.stream, cudaStreamNonBlocking), "cudaStreamCreate", failure) &&
+        cuda_ok(cudaMalloc(reinterpret_cast<void**>(&gpu.send), options.max_bytes), "cudaMalloc", failure) &&
+        cuda_ok(cudaMalloc(reinterpret_cast<void**>(&gpu.recv), options.max_bytes), "cudaMalloc", failure) &&
+        cuda_ok(cudaEventCreate(&gpu.start), "cudaEventCreate", failure) &&
+        cuda_ok(cudaEventCreate(&gpu.stop), "cudaEventCreate", failure);
     if (!ok) break;
     fill_send_buffer(gpu, gpu.device, options.max_bytes, failure);
   }
@@ -322,8 +334,8 @@ int run(const Options& options) {
     std::vector<ncclComm_t> comms(gpus.size());
     std::vector<int> devlist(gpus.size());
     for (std::size_t i = 0; i < gpus.size(); ++i) devlist[i] = gpus[i].device;
-    if (nccl_ok(ncclCommInitAll(comms.data(), static_cast<int>(gpus.size()), devlist.data()), "ncclCommInitAll",
-                failure)) {
+    if (nccl_ok(ncclCommInitAll(comms.data(), static_cast<int>(gpus.size()), devlist.data()),
+                "ncclCommInitAll", failure)) {
       for (std::size_t i = 0; i < gpus.size(); ++i) gpus[i].comm = comms[i];
     }
   }

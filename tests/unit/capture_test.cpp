@@ -12,7 +12,8 @@ air::Environment plain_env() { return {{"PATH", "/usr/bin:/bin"}, {"GREETING", "
 } // namespace
 
 TEST_CASE("run_captured collects stdout, stderr and the exit code", "[capture]") {
-  auto run = air::run_captured({"/bin/sh", "-c", "echo out $GREETING; echo err >&2; exit 3"}, plain_env(), 10s);
+  auto run =
+      air::run_captured({"/bin/sh", "-c", "echo out $GREETING; echo err >&2; exit 3"}, plain_env(), 10s);
   REQUIRE(run.ok());
   CHECK(run->out == "out hi\n");
   CHECK(run->err == "err\n");
@@ -34,7 +35,8 @@ TEST_CASE("run_captured kills a helper at the deadline, with its children", "[ca
 }
 
 TEST_CASE("run_captured caps what it keeps but drains the rest", "[capture]") {
-  auto run = air::run_captured({"/bin/sh", "-c", "head -c 300000 /dev/zero; echo done >&2"}, plain_env(), 10s, 1000);
+  auto run =
+      air::run_captured({"/bin/sh", "-c", "head -c 300000 /dev/zero; echo done >&2"}, plain_env(), 10s, 1000);
   REQUIRE(run.ok());
   CHECK(run->out.size() == 1000);
   CHECK(run->err == "done\n");

@@ -90,9 +90,11 @@ TEST_CASE("environment keys from YAML, env and flags, with precedence", "[spec][
 }
 
 TEST_CASE("environment keys: type errors name the place", "[spec][python_env]") {
-  CHECK(resolve_error("environment:\n  no_index: maybe\n") == "job.yaml:2:13: environment.no_index: expected true or false, got 'maybe'");
+  CHECK(resolve_error("environment:\n  no_index: maybe\n") ==
+        "job.yaml:2:13: environment.no_index: expected true or false, got 'maybe'");
   CHECK(resolve_error("", {{"AIR_RUN_SYSTEM_SITE_PACKAGES", "sometimes"}}) ==
-        "environment variable AIR_RUN_SYSTEM_SITE_PACKAGES: expected true or false (or 1/0, yes/no), got 'sometimes'");
+        "environment variable AIR_RUN_SYSTEM_SITE_PACKAGES: expected true or false (or 1/0, yes/no), got "
+        "'sometimes'");
   CHECK(resolve_error("environment:\n  find_links: {a: b}\n") ==
         "job.yaml:2:15: environment.find_links: expected a list of strings, got a mapping");
   CHECK(resolve_error("environment:\n  find_link: [w]\n") ==

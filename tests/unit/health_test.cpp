@@ -39,7 +39,9 @@ const CheckResult& find(const std::vector<CheckResult>& checks, const std::strin
   return checks.front();
 }
 
-CheckResult only(const GpuHealthReading& r, const std::string& name) { return find(air::evaluate_gpu_health(r), name); }
+CheckResult only(const GpuHealthReading& r, const std::string& name) {
+  return find(air::evaluate_gpu_health(r), name);
+}
 
 } // namespace
 
@@ -92,7 +94,8 @@ TEST_CASE("retired pages: pending fails, DCGM's limits warn and fail", "[health]
   auto r = healthy();
   r.retired_pages.value = air::RetiredPages{2, 1, true};
   CHECK(only(r, "retired_pages").status == CheckStatus::fail);
-  CHECK(only(r, "retired_pages").detail == "3 retired (2 single-bit, 1 double-bit), retirement pending: reset the GPU");
+  CHECK(only(r, "retired_pages").detail ==
+        "3 retired (2 single-bit, 1 double-bit), retirement pending: reset the GPU");
 
   r.retired_pages.value = air::RetiredPages{14, 0, false};
   CHECK(only(r, "retired_pages").status == CheckStatus::pass);
@@ -114,7 +117,8 @@ TEST_CASE("row remapping: a pending remap or a failed one fails", "[health]") {
 
   r.remapped_rows.value = air::RemappedRows{0, 1, true, false};
   CHECK(only(r, "row_remap").status == CheckStatus::fail);
-  CHECK(only(r, "row_remap").detail == "1 rows remapped (0 correctable, 1 uncorrectable), remap pending: reset the GPU");
+  CHECK(only(r, "row_remap").detail ==
+        "1 rows remapped (0 correctable, 1 uncorrectable), remap pending: reset the GPU");
 
   r.remapped_rows.value = air::RemappedRows{0, 0, false, true};
   CHECK(only(r, "row_remap").status == CheckStatus::fail);
@@ -150,8 +154,8 @@ TEST_CASE("clock event reasons: hardware slowdowns fail, power cap warns, idle i
     return only(r, "clocks").status;
   };
   CHECK(status_of(0) == CheckStatus::pass);
-  CHECK(status_of(ce::kGpuIdle | ce::kApplicationsClocksSetting | ce::kSyncBoost | ce::kDisplayClockSetting) ==
-        CheckStatus::pass);
+  CHECK(status_of(ce::kGpuIdle | ce::kApplicationsClocksSetting | ce::kSyncBoost |
+                  ce::kDisplayClockSetting) == CheckStatus::pass);
   CHECK(status_of(ce::kSwPowerCap) == CheckStatus::warn);
   CHECK(status_of(ce::kHwSlowdown) == CheckStatus::fail);
   CHECK(status_of(ce::kHwThermalSlowdown | ce::kHwSlowdown) == CheckStatus::fail);
@@ -166,7 +170,8 @@ TEST_CASE("clock event reasons: hardware slowdowns fail, power cap warns, idle i
   CHECK(only(r, "clocks").detail == "sw_power_cap, hw_slowdown, 0x400");
   CHECK(air::clocks_event_names(0x1FF) ==
         std::vector<std::string>{"idle", "app_clocks", "sw_power_cap", "hw_slowdown", "sync_boost",
-                                 "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake", "display_clocks"});
+                                 "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake",
+                                 "display_clocks"});
 }
 
 TEST_CASE("other processes: more than 1 GiB, or hidden usage, warns", "[health]") {
@@ -183,7 +188,8 @@ TEST_CASE("other processes: more than 1 GiB, or hidden usage, warns", "[health]"
 
   r.other_processes.value = air::OtherProcesses{1, 0, 1};
   CHECK(only(r, "other_processes").status == CheckStatus::warn);
-  CHECK(only(r, "other_processes").detail == "1 process using 0 B (1 not reported); memory used 512 MiB of 150.0 GiB");
+  CHECK(only(r, "other_processes").detail ==
+        "1 process using 0 B (1 not reported); memory used 512 MiB of 150.0 GiB");
 
   r.other_processes = {std::nullopt, "NVML: No permission"};
   r.memory = {std::nullopt, "not supported"};
@@ -211,7 +217,8 @@ TEST_CASE("verdicts combine worst first", "[health]") {
   CHECK(air::worse(CheckStatus::fail, CheckStatus::warn) == CheckStatus::fail);
   CHECK(air::worse(CheckStatus::skip, CheckStatus::pass) == CheckStatus::pass);
   CHECK(air::overall_status({}) == CheckStatus::skip);
-  CHECK(air::overall_status({{"a", CheckStatus::skip, ""}, {"b", CheckStatus::warn, ""}}) == CheckStatus::warn);
+  CHECK(air::overall_status({{"a", CheckStatus::skip, ""}, {"b", CheckStatus::warn, ""}}) ==
+        CheckStatus::warn);
   CHECK(air::check_status_name(CheckStatus::fail) == "fail");
   CHECK(air::format_bytes(17) == "17 B");
   CHECK(air::format_bytes(4096) == "4 KiB");
@@ -254,8 +261,8 @@ TEST_CASE("parse_nccl_check_json reads air-nccl-check's report", "[health]") {
   CHECK(report->samples[1].correct);
 
   // NCCL_DEBUG=INFO writes to stdout ahead of the JSON line.
-  auto noisy = air::parse_nccl_check_json(std::string("host:1:1 [0] NCCL INFO Bootstrap: {x}\n") + kGoodReport +
-                                          "\n");
+  auto noisy =
+      air::parse_nccl_check_json(std::string("host:1:1 [0] NCCL INFO Bootstrap: {x}\n") + kGoodReport + "\n");
   REQUIRE(noisy.ok());
   CHECK(noisy->samples.size() == 2);
 }
@@ -280,11 +287,14 @@ TEST_CASE("parse_nccl_check_json reports a failed run and rejects bad output", "
   CHECK(error_of(R"({"tool":"air-nccl-check","schema":2,"ok":true})") ==
         "air-nccl-check output has an unknown schema (expected 1)");
   CHECK(error_of(R"({"tool":"air-nccl-check","schema":1})") == "air-nccl-check output has no boolean 'ok'");
-  CHECK(error_of(R"({"tool":"air-nccl-check","schema":1,"ok":true})") == "air-nccl-check output has no 'results' list");
+  CHECK(error_of(R"({"tool":"air-nccl-check","schema":1,"ok":true})") ==
+        "air-nccl-check output has no 'results' list");
   CHECK(error_of(R"({"tool":"air-nccl-check","schema":1,"ok":true,"results":[]})") ==
         "air-nccl-check output has an empty 'results' list");
-  CHECK(error_of(R"({"tool":"air-nccl-check","schema":1,"ok":true,"results":[{"bytes":4,"time_us":1,"algbw_gbps":1}]})") ==
-        "air-nccl-check output results[0] has no number 'busbw_gbps'");
+  CHECK(
+      error_of(
+          R"({"tool":"air-nccl-check","schema":1,"ok":true,"results":[{"bytes":4,"time_us":1,"algbw_gbps":1}]})") ==
+      "air-nccl-check output results[0] has no number 'busbw_gbps'");
   CHECK(error_of(R"({"tool":"air-nccl-check","schema":1,"ok":true,)"
                  R"("results":[{"bytes":4,"time_us":1,"algbw_gbps":1,"busbw_gbps":1}]})") ==
         "air-nccl-check output results[0] has no boolean 'correct'");
@@ -374,11 +384,12 @@ TEST_CASE("NVML health readings of a GPU machine", "[.gpu]") {
     CHECK(reading->clocks_event_reasons.value.has_value());
     CHECK(reading->other_processes.value.has_value());
     if (gpu_info->model == "H100" || gpu_info->model == "H200" || gpu_info->model == "A100") {
-      CHECK(reading->remapped_rows.value.has_value()); // Ampere and later remap rows
+      CHECK(reading->remapped_rows.value.has_value());            // Ampere and later remap rows
       CHECK(reading->ecc_uncorrected_volatile.value.has_value()); // ECC is on in data centre parts
     }
     const auto checks = air::evaluate_gpu_health(*reading);
-    for (const auto& check : checks) INFO(check.name << ": " << air::check_status_name(check.status) << " " << check.detail);
+    for (const auto& check : checks)
+      INFO(check.name << ": " << air::check_status_name(check.status) << " " << check.detail);
     CHECK(checks.size() == 6);
     CHECK(air::overall_status(checks) != CheckStatus::fail); // a healthy test machine
   }

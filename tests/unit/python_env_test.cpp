@@ -175,8 +175,8 @@ TEST_CASE("interpreter probe and its output", "[python_env]") {
   for (const char* bad : {"", "/usr\n", "\n3.11\n", "/usr\n3.11\nextra\n", "/usr\n3.11"}) {
     auto r = air::parse_probe_output(bad, "/x/python");
     REQUIRE_FALSE(r.ok());
-    CHECK(r.error().message.rfind("environment.python /x/python: unexpected output when asked for its version", 0) ==
-          0);
+    CHECK(r.error().message.rfind(
+              "environment.python /x/python: unexpected output when asked for its version", 0) == 0);
   }
 }
 
@@ -185,8 +185,8 @@ TEST_CASE("the build plan: venv, then pip from the given sources", "[python_env]
   req.sources.find_links = {"/w1", "/w2"};
   req.sources.index_url = "http://mirror/simple";
   const auto plan = air::plan_env_build(req, "/usr/bin/python3", "/c/.store/k-1");
-  CHECK(plan.create ==
-        std::vector<std::string>{"/usr/bin/python3", "-m", "venv", "--system-site-packages", "/c/.store/k-1"});
+  CHECK(plan.create == std::vector<std::string>{"/usr/bin/python3", "-m", "venv", "--system-site-packages",
+                                                "/c/.store/k-1"});
   CHECK(plan.requirements_file == "/c/.store/k-1/air-run-requirements.txt");
   CHECK(plan.requirements_text == "numpy\ntorch>=2\n");
   CHECK(plan.install == std::vector<std::string>{"/c/.store/k-1/bin/python", "-m", "pip", "install",

@@ -87,7 +87,8 @@ TEST_CASE("summary document shape", "[summary]") {
 
   SECTION("hardware and selection") {
     const Json& hw = doc["hardware"];
-    CHECK(ordered_keys(hw) == std::vector<std::string>{"source", "reason", "cuda_visible_devices", "gpus", "notes"});
+    CHECK(ordered_keys(hw) ==
+          std::vector<std::string>{"source", "reason", "cuda_visible_devices", "gpus", "notes"});
     CHECK(hw["source"] == "AIR_RUN_FAKE_GPUS");
     CHECK(hw["reason"].is_null());
     CHECK(hw["cuda_visible_devices"].is_null());
