@@ -2,14 +2,17 @@
 
 #include <fcntl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <optional>
 #include <string_view>
 
 namespace air {
@@ -28,8 +31,12 @@ struct ChildSetup {
   int stderr_fd = -1;
   int exec_error_fd = -1;
   pid_t parent = -1;
-  long max_fd = 1024; ///< upper bound for the close loop when close_range is missing
+  long max_fd = 1024;                 ///< upper bound for the close loop when close_range is missing
+  const rlimit* open_files = nullptr; ///< soft limit to restore (raise_open_file_limit), or none
 };
+
+/// The RLIMIT_NOFILE air-run inherited, once raise_open_file_limit changed it.
+std::optional<rlimit> g_inherited_open_files;
 
 [[noreturn]] void report_exec_error(int fd, int err) {
   const char* p = reinterpret_cast<const char*>(&err);
@@ -96,6 +103,10 @@ void close_fds(unsigned first, unsigned last, long max_fd) {
   const auto keep = static_cast<unsigned>(err_fd);
   close_fds(3, keep - 1, s.max_fd);
   close_fds(keep + 1, ~0U, s.max_fd);
+
+  // Last, once no new fd is needed: the rank's soft limit may be below the
+  // fds this child inherited. Best effort: a higher limit harms no one.
+  if (s.open_files) ::setrlimit(RLIMIT_NOFILE, s.open_files);
 
   ::execve(s.path, s.argv, s.envp);
   report_exec_error(err_fd, errno);
@@ -184,6 +195,7 @@ Expected<StartedProcess> start_process(const std::vector<std::string>& argv, con
   setup.parent = ::getpid();
   const long open_max = ::sysconf(_SC_OPEN_MAX);
   setup.max_fd = open_max > 0 ? open_max : 1024;
+  if (g_inherited_open_files) setup.open_files = &*g_inherited_open_files;
 
   const pid_t pid = ::fork();
   if (pid < 0) return sys_error("fork", errno);
@@ -226,6 +238,17 @@ Expected<ChildProcess> confirm_exec(StartedProcess started) {
     return exec_error(started.name, started.searched, n == sizeof(child_errno) ? child_errno : EIO);
   }
   return std::move(started.child);
+}
+
+void raise_open_file_limit() {
+  constexpr rlim_t k_most = 65536; // bounds the child's close loop on kernels without close_range
+  rlimit limit{};
+  if (g_inherited_open_files || ::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  const rlim_t wanted = std::min(limit.rlim_max, k_most);
+  if (limit.rlim_cur >= wanted) return;
+  const rlimit inherited = limit;
+  limit.rlim_cur = wanted;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) == 0) g_inherited_open_files = inherited;
 }
 
 Expected<ChildProcess> spawn_process(const std::vector<std::string>& argv, const Environment& env) {

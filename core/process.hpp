@@ -61,6 +61,13 @@ Expected<StartedProcess> start_process(const std::vector<std::string>& argv, con
 /// to, when it is reaped and its exec error returned).
 Expected<ChildProcess> confirm_exec(StartedProcess started);
 
+/// Lifts air-run's soft limit on open files towards the hard limit (at most
+/// 65536). A rank costs air-run two pipe ends while it runs and three while it
+/// starts, so a few hundred ranks pass the common soft limit of 1024.
+/// Processes started afterwards get back, before exec, the soft limit that
+/// air-run inherited: a program that still uses select() breaks on fds above 1023.
+void raise_open_file_limit();
+
 /// The PATH execvp falls back to when the environment has none.
 inline constexpr const char* k_default_path = "/bin:/usr/bin";
 

@@ -242,6 +242,7 @@ RunOutcome Supervisor::run() {
 
   if (open_logs()) {
     if (plan_.timeout) timeout_deadline_ = start_ + *plan_.timeout;
+    raise_open_file_limit();
     spawn_all();
     while (!finished()) iterate();
   }

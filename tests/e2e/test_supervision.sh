@@ -227,4 +227,13 @@ test_no_fd_leaks_into_ranks() {
   expect_eq "$fds" "0 1 2 "
 }
 
+test_more_ranks_than_the_soft_fd_limit_allows() {
+  # 60 ranks need ~180 pipe ends at start, over a soft limit of 64: air-run
+  # lifts its own limit and gives each rank the inherited 64 back.
+  (ulimit -Sn 64 && exec "$AIR_RUN" --cpu-ranks 60 --no-python sh -c 'ulimit -Sn') >stdout 2>stderr
+  rc=$?
+  expect_rc 0
+  expect_eq "$(grep -c '^\[rank[0-9]*\]: 64$' stdout)" 60
+}
+
 run_tests
