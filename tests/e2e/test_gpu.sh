@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU-tagged end-to-end tests: real NVML detection, the product page's example
-# over NCCL on every GPU, FSDP, a rank dying mid-collective, the preflight check
-# and @distributed on GPUs. They need NVIDIA GPUs and a torch with CUDA; on any
+# over NCCL on every GPU, FSDP, a rank dying mid-collective, kill -9, Ctrl-C
+# and a timeout during training (no process left on the GPUs each time), the
+# preflight check, @distributed and TorchDistributor on GPUs. They need NVIDIA GPUs and a torch with CUDA; on any
 # other machine (CI) the whole file exits 77, which ctest reports as skipped
 # (label `gpu`). scripts/gpu-suite.sh runs them on the GPU machine.
 source "$(dirname "$0")/lib.sh"
@@ -168,6 +169,51 @@ test_rank_dying_mid_all_reduce_is_root_cause_and_frees_the_gpus() {
     pid_alive "$pid" && fail "rank pid $pid outlived air-run"
   done
   return 0
+}
+
+# start_long_training [AIR-RUN OPTIONS]: the DDP example with endless epochs
+# in the background; sets $air (air-run's pid) and $rank_pids once every rank
+# has trained an epoch on its GPU.
+start_long_training() {
+  "$AIR_RUN" --python "$TORCH_PYTHON" --summary summary.json "$@" \
+    "$AIR_SOURCE_DIR/configs/examples/simple_mlp_ddp.py" --epochs 1000000 >stdout 2>stderr &
+  air=$!
+  wait_for "[[ \$(grep -c 'epoch 1:' stdout) -ge $ngpu ]]" 120 || fail "training did not start: $(tail -5 stderr)"
+  rank_pids=$(pgrep -P "$air" | tr '\n' ' ')
+  [[ -n $(gpu_processes) ]] || fail "nvidia-smi does not see the ranks on the GPUs"
+}
+
+# expect_gpus_freed: no rank process is left, and no process holds GPU memory.
+expect_gpus_freed() {
+  wait_for '[[ -z $(gpu_processes) ]]' 10 || fail "processes still on the GPUs: $(gpu_processes)"
+  local pid
+  for pid in $rank_pids; do pid_alive "$pid" && fail "rank pid $pid outlived air-run"; done
+  return 0
+}
+
+test_kill_9_of_air_run_frees_the_gpus() {
+  start_long_training
+  kill -KILL "$air"
+  wait "$air"
+  expect_gpus_freed
+}
+
+test_ctrl_c_stops_training_with_130_and_frees_the_gpus() {
+  start_long_training
+  kill -INT "$air"
+  wait "$air"
+  rc=$?
+  expect_rc 130
+  expect_eq "$(json summary.json 'd["outcome"]["interrupt_signal_name"], all(r["stopped_by_air_run"] for r in d["ranks"])')" "SIGINT True"
+  expect_gpus_freed
+}
+
+test_timeout_stops_training_with_124_and_frees_the_gpus() {
+  start_long_training --timeout 30s
+  wait "$air"
+  rc=$?
+  expect_rc 124
+  expect_gpus_freed
 }
 
 test_preflight_check_passes() {
