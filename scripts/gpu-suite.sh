@@ -50,7 +50,7 @@ if want tests; then
   say "== GPU end-to-end tests (tests/e2e/test_gpu.sh)"
   start=$SECONDS
   AIR_RUN="$AIR" AIR_FIXTURE_DIR=$PWD/$BUILD/fixtures TORCH_PYTHON=$PY TMPDIR=$OUT_DIR/e2e \
-    bash -c 'mkdir -p "$TMPDIR" && exec bash tests/e2e/test_gpu.sh' >"$OUT_DIR/e2e-gpu.log" 2>&1
+    timeout -k 5 480 bash -c 'mkdir -p "$TMPDIR" && exec bash tests/e2e/test_gpu.sh' >"$OUT_DIR/e2e-gpu.log" 2>&1
   rc=$?
   tee -a "$LOG" <"$OUT_DIR/e2e-gpu.log"
   check e2e-gpu "exit $rc in $((SECONDS - start)) s" "$rc"

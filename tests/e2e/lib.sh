@@ -62,6 +62,46 @@ wait_for() {
   return 1
 }
 
+# start_training RANKS [AIR-RUN OPTIONS...]: the product page's DDP example
+# with endless epochs, under air-run in the background (SIGINT restored, as a
+# terminal would: a non-interactive shell starts background jobs with it
+# ignored). Returns once RANKS ranks have trained an epoch; sets $air (air-run's
+# pid) and $rank_pids.
+start_training() {
+  local ranks=$1
+  shift
+  env --default-signal=INT "$AIR_RUN" --python "$TORCH_PYTHON" --summary summary.json "$@" \
+    "$AIR_SOURCE_DIR/configs/examples/simple_mlp_ddp.py" --epochs 1000000 >stdout 2>stderr &
+  air=$!
+  if ! wait_for "[[ \$(grep -c 'epoch 1:' stdout) -ge $ranks ]]" 120; then
+    kill -KILL "$air"
+    fail "training did not start: $(tail -5 stderr)"
+    return 1
+  fi
+  rank_pids=$(pgrep -P "$air" | tr '\n' ' ')
+}
+
+# finish_air SECONDS: waits for the background air-run ($air), at most SECONDS
+# (then kills it and fails); sets $rc.
+finish_air() {
+  if ! wait_for "! pid_alive $air" "$1"; then
+    kill -KILL "$air"
+    fail "air-run still running after $1 s: killed"
+  fi
+  wait "$air" 2>/dev/null # no "Killed" job notice in the test output
+  rc=$?
+}
+
+# expect_ranks_gone: no rank of $rank_pids outlived air-run (5 s to die).
+expect_ranks_gone() {
+  local pid
+  [[ -n $rank_pids ]] || fail "no rank pid recorded"
+  for pid in $rank_pids; do
+    wait_for "! pid_alive $pid" 5 || fail "rank pid $pid outlived air-run"
+  done
+  return 0
+}
+
 run_tests() {
   local fn
   for fn in $(declare -F | awk '{print $3}' | grep '^test_'); do

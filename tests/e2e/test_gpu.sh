@@ -171,47 +171,38 @@ test_rank_dying_mid_all_reduce_is_root_cause_and_frees_the_gpus() {
   return 0
 }
 
-# start_long_training [AIR-RUN OPTIONS]: the DDP example with endless epochs
-# in the background; sets $air (air-run's pid) and $rank_pids once every rank
-# has trained an epoch on its GPU.
-start_long_training() {
-  "$AIR_RUN" --python "$TORCH_PYTHON" --summary summary.json "$@" \
-    "$AIR_SOURCE_DIR/configs/examples/simple_mlp_ddp.py" --epochs 1000000 >stdout 2>stderr &
-  air=$!
-  wait_for "[[ \$(grep -c 'epoch 1:' stdout) -ge $ngpu ]]" 120 || fail "training did not start: $(tail -5 stderr)"
-  rank_pids=$(pgrep -P "$air" | tr '\n' ' ')
+# expect_gpus_freed: no rank process is left, and no process holds GPU memory.
+expect_gpus_freed() {
+  expect_ranks_gone
+  wait_for '[[ -z $(gpu_processes) ]]' 10 || fail "processes still on the GPUs: $(gpu_processes)"
+}
+
+# start_gpu_training [AIR-RUN OPTIONS]: start_training on every GPU, and make
+# sure nvidia-smi sees the ranks (else "freed" below would prove nothing).
+start_gpu_training() {
+  start_training "$ngpu" "$@" || return
   [[ -n $(gpu_processes) ]] || fail "nvidia-smi does not see the ranks on the GPUs"
 }
 
-# expect_gpus_freed: no rank process is left, and no process holds GPU memory.
-expect_gpus_freed() {
-  wait_for '[[ -z $(gpu_processes) ]]' 10 || fail "processes still on the GPUs: $(gpu_processes)"
-  local pid
-  for pid in $rank_pids; do pid_alive "$pid" && fail "rank pid $pid outlived air-run"; done
-  return 0
-}
-
 test_kill_9_of_air_run_frees_the_gpus() {
-  start_long_training
+  start_gpu_training || return
   kill -KILL "$air"
-  wait "$air"
+  finish_air 10
   expect_gpus_freed
 }
 
 test_ctrl_c_stops_training_with_130_and_frees_the_gpus() {
-  start_long_training
+  start_gpu_training || return
   kill -INT "$air"
-  wait "$air"
-  rc=$?
+  finish_air 60
   expect_rc 130
   expect_eq "$(json summary.json 'd["outcome"]["interrupt_signal_name"], all(r["stopped_by_air_run"] for r in d["ranks"])')" "SIGINT True"
   expect_gpus_freed
 }
 
 test_timeout_stops_training_with_124_and_frees_the_gpus() {
-  start_long_training --timeout 30s
-  wait "$air"
-  rc=$?
+  start_gpu_training --timeout 30s || return
+  finish_air 90
   expect_rc 124
   expect_gpus_freed
 }

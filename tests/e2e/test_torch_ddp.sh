@@ -37,4 +37,27 @@ PY
   ((SECONDS - start < 30)) || fail "took $((SECONDS - start))s"
 }
 
+test_kill_9_mid_training_leaves_no_rank() {
+  start_training 2 --cpu-ranks 2 || return
+  kill -KILL "$air"
+  finish_air 10
+  expect_ranks_gone
+}
+
+test_ctrl_c_mid_training_is_130() {
+  start_training 2 --cpu-ranks 2 || return
+  kill -INT "$air"
+  finish_air 60
+  expect_rc 130
+  expect_eq "$(python3 -c 'import json; d = json.load(open("summary.json")); print(d["outcome"]["interrupt_signal_name"], all(r["stopped_by_air_run"] for r in d["ranks"]))')" "SIGINT True"
+  expect_ranks_gone
+}
+
+test_timeout_mid_training_is_124() {
+  start_training 2 --cpu-ranks 2 --timeout 10s || return
+  finish_air 60
+  expect_rc 124
+  expect_ranks_gone
+}
+
 run_tests
