@@ -2,6 +2,7 @@
 
 #include "core/line_splitter.hpp"
 #include "core/log_sink.hpp"
+#include "core/lost_peer.hpp"
 #include "core/oom.hpp"
 #include "core/process.hpp"
 #include "core/signals.hpp"
@@ -60,6 +61,13 @@ constexpr auto k_drain_timeout = std::chrono::seconds(2);
 /// descendants are not our children, so no event says when they are gone.
 constexpr auto k_group_check_interval = std::chrono::milliseconds(50);
 constexpr int k_max_poll_wait_ms = 1000;
+/// When the first rank to fail reports a lost peer (core/lost_peer.hpp), how
+/// long to wait for the rank that caused it before the teardown: the cause
+/// closes its connections when it starts to exit, and a Python rank with torch
+/// loaded takes some hundreds of milliseconds from there to its end.
+constexpr auto k_settle_time = std::chrono::seconds(1);
+/// How much of a reaped rank's pipes to read before judging how it failed.
+constexpr int k_max_drain_reads = 16;
 constexpr std::size_t k_read_size = 64 * 1024;
 /// One tail entry keeps at most this much of a line: the tail is for the
 /// human summary, and 50 lines of 1 MiB would be 50 MiB.
@@ -175,7 +183,8 @@ private:
   void iterate();
   std::optional<Clock::time_point> next_deadline(Clock::time_point now) const;
   void handle_signals();
-  void read_stream(RankState& r, Stream& s);
+  bool read_stream(RankState& r, Stream& s);
+  void drain_ready(RankState& r);
   void close_stream(RankState& r, Stream& s);
   void deliver(RankState& r, Stream& s, std::string_view data, bool eof);
   void reap();
@@ -183,7 +192,7 @@ private:
   bool reap_one(RankState& r, std::vector<RankState*>& ended);
   void on_rank_ended(RankState& r);
   void check_deadlines();
-  void fail(RankState& r, std::string reason);
+  void fail(RankState& r, std::string reason, bool lost_peer);
   void stop_for_remote(RemoteFailure failure);
   void tell_hooks();
   void begin_teardown(int sig);
@@ -208,6 +217,9 @@ private:
   Clock::time_point start_{};
   std::optional<Clock::time_point> timeout_deadline_;
   bool tearing_down_ = false;
+  /// Set while the provisional root cause is a rank that only reported a lost
+  /// peer: the teardown waits until then for the rank that caused it.
+  std::optional<Clock::time_point> settle_deadline_;
   std::unordered_map<pid_t, RankState*> by_pid_; ///< live ranks, for reaping by the exited pid
   Clock::time_point grace_deadline_{};
   bool kill_sent_ = false;
@@ -310,7 +322,7 @@ void Supervisor::spawn_failed(RankState& r, const Error& e) {
     o.spawn_error = e.message;
     o.end_order = ++end_counter_;
     o.ended_at = r.reaped_at;
-    fail(r, "rank " + std::to_string(r.plan->rank) + " could not be started: " + e.message);
+    fail(r, "rank " + std::to_string(r.plan->rank) + " could not be started: " + e.message, false);
   } else {
     out_.status = RunOutcome::Status::launch_failed;
     out_.reason = "rank " + std::to_string(r.plan->rank) + ": " + e.message;
@@ -319,6 +331,7 @@ void Supervisor::spawn_failed(RankState& r, const Error& e) {
 }
 
 bool Supervisor::finished() const {
+  if (settle_deadline_) return false; // the teardown has yet to signal the groups
   for (const auto& r : ranks_) {
     if (r.spawned && !r.reaped) return false;
     if (r.streams[0].fd || r.streams[1].fd) return false;
@@ -338,6 +351,7 @@ std::optional<Clock::time_point> Supervisor::next_deadline(Clock::time_point now
     if (!next || t < *next) next = t;
   };
   if (!tearing_down_ && timeout_deadline_) consider(*timeout_deadline_);
+  if (settle_deadline_) consider(*settle_deadline_);
   if (tearing_down_ && !kill_sent_) consider(grace_deadline_);
   bool all_quiet = true;
   for (const auto& r : ranks_) {
@@ -411,8 +425,9 @@ void Supervisor::iterate() {
 }
 
 void Supervisor::tell_hooks() {
-  if (hooks_ == nullptr || hooks_told_ || out_.status == RunOutcome::Status::succeeded || out_.remote_failure)
-    return;
+  if (hooks_ == nullptr || hooks_told_ || out_.status == RunOutcome::Status::succeeded ||
+      out_.remote_failure || settle_deadline_)
+    return; // nothing to tell yet, or the root cause is still provisional
   hooks_told_ = true;
   hooks_->local_failure(out_);
 }
@@ -441,6 +456,8 @@ void Supervisor::handle_signals() {
       if (tearing_down_) {
         // A second interrupt means "now": skip the rest of the grace period.
         if (!kill_sent_) kill_all();
+      } else if (settle_deadline_) {
+        begin_teardown(sig); // a rank already failed: that stays the outcome
       } else {
         out_.status = RunOutcome::Status::interrupted;
         out_.interrupt_signal = sig;
@@ -452,14 +469,23 @@ void Supervisor::handle_signals() {
   }
 }
 
-void Supervisor::read_stream(RankState& r, Stream& s) {
+bool Supervisor::read_stream(RankState& r, Stream& s) {
   const ssize_t n = ::read(s.fd.get(), read_buf_.data(), read_buf_.size());
-  if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) return;
+  if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) return false;
   if (n <= 0) {
     close_stream(r, s); // EOF, or an error that ends the stream all the same
-    return;
+    return false;
   }
   deliver(r, s, std::string_view(read_buf_.data(), static_cast<std::size_t>(n)), false);
+  return true;
+}
+
+void Supervisor::drain_ready(RankState& r) {
+  for (auto& s : r.streams) {
+    for (int i = 0; i < k_max_drain_reads && s.fd; ++i) {
+      if (!read_stream(r, s)) break;
+    }
+  }
 }
 
 void Supervisor::close_stream(RankState& r, Stream& s) {
@@ -562,7 +588,9 @@ bool Supervisor::reap_one(RankState& r, std::vector<RankState*>& ended) {
 void Supervisor::on_rank_ended(RankState& r) {
   RankOutcome& o = out_.ranks[r.index];
   if (o.status.success() || o.stopped_by_air_run) return;
-  if (tearing_down_ || out_.status != RunOutcome::Status::succeeded) return;
+  if (tearing_down_ || (out_.status != RunOutcome::Status::succeeded && !settle_deadline_)) return;
+  // Its last lines may still be in its pipes: they tell a lost peer apart.
+  drain_ready(r);
   std::string reason = "rank " + std::to_string(o.rank);
   if (o.status.kind == ExitStatus::Kind::signaled && o.status.signal == SIGKILL && oom_baseline_) {
     const auto now_count = read_oom_kill_count();
@@ -576,20 +604,36 @@ void Supervisor::on_rank_ended(RankState& r) {
     reason += " exited with " + o.status.describe();
   else
     reason += " ended with an unknown status (reaped elsewhere)";
-  fail(r, std::move(reason));
+  fail(r, std::move(reason), reports_lost_peer(o.tail));
 }
 
-void Supervisor::fail(RankState& r, std::string reason) {
-  if (out_.status != RunOutcome::Status::succeeded) return; // not the first failure
-  out_.status = RunOutcome::Status::failed;
+void Supervisor::fail(RankState& r, std::string reason, bool lost_peer) {
+  if (out_.status == RunOutcome::Status::succeeded) {
+    out_.status = RunOutcome::Status::failed;
+  } else if (!settle_deadline_ || lost_peer) {
+    return; // not the first failure, and not the cause the first one was waiting for
+  }
   out_.root_cause_rank = r.plan->rank;
   out_.reason = std::move(reason);
+  if (lost_peer) {
+    // A symptom (its peer went away): the rank that caused it is probably
+    // exiting right now. Tear down after it, so that it is found as the cause
+    // and not stopped by our SIGTERM first.
+    settle_deadline_ = Clock::now() + k_settle_time;
+    return;
+  }
   begin_teardown(SIGTERM);
 }
 
 void Supervisor::check_deadlines() {
   const auto now = Clock::now();
-  if (!tearing_down_ && timeout_deadline_ && now >= *timeout_deadline_) {
+  if (settle_deadline_) {
+    const bool all_ended =
+        std::all_of(ranks_.begin(), ranks_.end(), [](const RankState& r) { return !r.spawned || r.reaped; });
+    if (now >= *settle_deadline_ || all_ended) begin_teardown(SIGTERM);
+  }
+  if (!tearing_down_ && out_.status == RunOutcome::Status::succeeded && timeout_deadline_ &&
+      now >= *timeout_deadline_) {
     out_.status = RunOutcome::Status::timed_out;
     out_.reason = "timed out after " + describe_duration(*plan_.timeout);
     begin_teardown(SIGTERM);
@@ -619,6 +663,7 @@ void Supervisor::check_deadlines() {
 void Supervisor::begin_teardown(int sig) {
   if (tearing_down_) return;
   tearing_down_ = true;
+  settle_deadline_.reset();
   grace_deadline_ = Clock::now() + plan_.grace_period;
   for (auto& r : ranks_) {
     if (!r.spawned) continue;

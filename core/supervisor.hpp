@@ -49,8 +49,9 @@ std::string remote_failure_reason(const RemoteFailure& failure);
 struct RunOutcome {
   enum class Status { succeeded, failed, timed_out, interrupted, launch_failed };
   Status status = Status::succeeded;
-  int interrupt_signal = 0;       ///< for interrupted
-  int root_cause_rank = -1;       ///< first rank that failed by air-run's clock, -1 if none
+  int interrupt_signal = 0; ///< for interrupted
+  int root_cause_rank =
+      -1; ///< first rank that failed by air-run's clock (a lost peer yields, see lost_peer.hpp), -1 if none
   std::string reason;             ///< one line: "rank 1 exited with exit code 3"
   std::vector<RankOutcome> ranks; ///< in rank order
   std::chrono::system_clock::time_point started_at{};

@@ -189,6 +189,48 @@ TEST_CASE("supervise: the first failing rank is the root cause, the others are s
   }
 }
 
+namespace {
+/// A rank that fails the way gloo's ranks do when a peer process exits.
+std::vector<std::string> lost_peer_rank() {
+  return {"/bin/sh", "-c",
+          "echo 'RuntimeError: [../gloo/transport/tcp/pair.cc:598] Connection closed by peer "
+          "[127.0.0.1]:4242' >&2; exit 1"};
+}
+} // namespace
+
+TEST_CASE("supervise: a rank that only lost its peer is not the root cause of the peer's exit",
+          "[supervisor]") {
+  // Rank 0 fails first, with a symptom; rank 1, the cause, is still exiting.
+  TempDir dir;
+  auto plan =
+      make_plan({lost_peer_rank(), {"/bin/sh", "-c", "sleep 0.3; exit 7"}, {fixture("sleep_forever")}});
+  const auto c = run_plan(plan, dir);
+  const auto& o = c.outcome;
+  CHECK(o.status == Status::failed);
+  CHECK(o.root_cause_rank == 1);
+  CHECK(o.exit_code() == 7);
+  CHECK(o.reason == "rank 1 exited with exit code 7");
+  CHECK(o.ranks[0].status.code == 1);
+  CHECK(o.ranks[0].end_order == 1);
+  CHECK_FALSE(o.ranks[0].stopped_by_air_run);
+  CHECK_FALSE(o.ranks[1].stopped_by_air_run);
+  CHECK(o.ranks[2].stopped_by_air_run);
+  CHECK(o.ranks[2].status.signal == SIGTERM);
+}
+
+TEST_CASE("supervise: a lost peer with no other failure is still the root cause", "[supervisor]") {
+  TempDir dir;
+  auto plan = make_plan({{fixture("sleep_forever")}, lost_peer_rank()});
+  const auto c = run_plan(plan, dir);
+  const auto& o = c.outcome;
+  CHECK(o.status == Status::failed);
+  CHECK(o.root_cause_rank == 1);
+  CHECK(o.exit_code() == 1);
+  CHECK(o.ranks[0].stopped_by_air_run);
+  CHECK(o.ranks[0].status.signal == SIGTERM);
+  CHECK(o.duration_s < 10); // the settle time (1 s), then the usual teardown
+}
+
 TEST_CASE("supervise: a rank killed by a signal is reported as that signal", "[supervisor]") {
   disable_core_dumps();
   TempDir dir;
