@@ -433,7 +433,9 @@ void Supervisor::tell_hooks() {
 }
 
 void Supervisor::stop_for_remote(RemoteFailure failure) {
-  if (out_.status != RunOutcome::Status::succeeded) return; // this node already failed on its own
+  // This node already failed on its own, unless all it has is a rank that lost
+  // its peer: then the other node's failure is the likelier cause.
+  if (out_.status != RunOutcome::Status::succeeded && !settle_deadline_) return;
   out_.status = RunOutcome::Status::failed;
   out_.root_cause_rank = -1;
   out_.reason = remote_failure_reason(failure);

@@ -161,6 +161,24 @@ TEST_CASE("a remote failure after a local one changes nothing", "[supervisor][ho
   CHECK(hooks.local_failures == 1);
 }
 
+TEST_CASE("a remote failure outranks a local rank that only lost its peer", "[supervisor][hooks]") {
+  // Rank 0 fails at once saying its peer went away; while air-run waits for
+  // the cause (1 s), node 1 reports the failure that caused it.
+  auto plan = plan_of({{"/bin/sh", "-c", "echo 'RuntimeError: Connection reset by peer' >&2; exit 1"},
+                       {fixture("sleep_forever")}});
+  plan.tail_lines = 10;
+  PipeHooks hooks;
+  hooks.wake_at = Clock::now() + 600ms; // after rank 0's failure, within the 1 s wait
+  const air::RunOutcome out = air::supervise(plan, quiet(), &hooks);
+  REQUIRE(out.remote_failure.has_value());
+  CHECK(out.root_cause_rank == -1);
+  CHECK(out.exit_code() == 5);
+  CHECK(out.reason == "stopped because node 1 (beta) failed: rank 3 exited with exit code 5");
+  CHECK(out.ranks[0].status.code == 1);
+  CHECK(out.ranks[1].stopped_by_air_run);
+  CHECK(hooks.local_failures == 0); // a symptom of node 1's failure is not news to node 1
+}
+
 TEST_CASE("without a failure the hooks are only polled", "[supervisor][hooks]") {
   auto plan = plan_of({{fixture("exit_with"), "0"}, {fixture("exit_with"), "0"}});
   PipeHooks hooks;
