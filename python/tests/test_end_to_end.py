@@ -307,9 +307,12 @@ def test_ctrl_c_stops_the_ranks(air_run, tmp_path):
     script.write_text(INTERRUPT_SCRIPT)
     piddir = tmp_path / "pids"
     piddir.mkdir()
+    # SIGINT as a terminal gives it: the test suite itself may run with SIGINT
+    # ignored (a background job of a script), which exec would pass on.
     proc = subprocess.Popen([sys.executable, str(script), str(piddir)],
                             env=subprocess_env(AIR_RUN_BINARY=air_run), stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, universal_newlines=True)
+                            stderr=subprocess.DEVNULL, universal_newlines=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         started = 0
         for line in proc.stdout:
