@@ -2,9 +2,10 @@
 # GPU-tagged end-to-end tests: real NVML detection, the product page's example
 # over NCCL on every GPU, FSDP, a rank dying mid-collective, kill -9, Ctrl-C
 # and a timeout during training (no process left on the GPUs each time), the
-# preflight check, @distributed and TorchDistributor on GPUs. They need NVIDIA GPUs and a torch with CUDA; on any
-# other machine (CI) the whole file exits 77, which ctest reports as skipped
-# (label `gpu`). scripts/gpu-suite.sh runs them on the GPU machine.
+# preflight check, @distributed and TorchDistributor on GPUs. They need NVIDIA
+# GPUs and a torch with CUDA; on any other machine (CI) the whole file exits
+# 77, which ctest reports as skipped (label `gpu`). scripts/gpu-suite.sh runs
+# them on the GPU machine.
 source "$(dirname "$0")/lib.sh"
 
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
