@@ -9,22 +9,6 @@
 namespace air {
 namespace {
 
-std::string status_words(RunOutcome::Status status) {
-  switch (status) {
-  case RunOutcome::Status::succeeded:
-    return "succeeded";
-  case RunOutcome::Status::failed:
-    return "failed";
-  case RunOutcome::Status::timed_out:
-    return "timed out";
-  case RunOutcome::Status::interrupted:
-    return "was interrupted";
-  case RunOutcome::Status::launch_failed:
-    return "could not be launched";
-  }
-  return "failed";
-}
-
 std::string rank_label(const RankOutcome& r) {
   std::string out = "rank " + std::to_string(r.rank) + " (local_rank " + std::to_string(r.local_rank);
   if (r.pid > 0) out += ", pid " + std::to_string(r.pid);
@@ -105,8 +89,8 @@ std::string format_report(const RunReport& report) {
     return run + "succeeded after " + format_seconds(o.duration_s) + ": " + std::to_string(n) +
            (n == 1 ? " rank" : " ranks") + " exited 0\n";
   }
-  std::string out = run + status_words(o.status) + " after " + format_seconds(o.duration_s) + " (exit code " +
-                    std::to_string(report.exit_code) + ")";
+  std::string out = run + std::string(status_words(o.status)) + " after " + format_seconds(o.duration_s) +
+                    " (exit code " + std::to_string(report.exit_code) + ")";
   if (!o.reason.empty()) out += ": " + o.reason;
   out += "\n";
 

@@ -116,22 +116,6 @@ bool looks_secret(std::string_view name) {
   return false;
 }
 
-std::string_view to_string(RunOutcome::Status status) {
-  switch (status) {
-  case RunOutcome::Status::succeeded:
-    return "succeeded";
-  case RunOutcome::Status::failed:
-    return "failed";
-  case RunOutcome::Status::timed_out:
-    return "timed_out";
-  case RunOutcome::Status::interrupted:
-    return "interrupted";
-  case RunOutcome::Status::launch_failed:
-    return "launch_failed";
-  }
-  return "failed";
-}
-
 Json spec_settings_json(const LaunchSpec& s) {
   Json env = Json::object();
   for (const auto& [name, value] : s.env.value) env[name] = looks_secret(name) ? "<redacted>" : value;

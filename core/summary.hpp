@@ -24,9 +24,6 @@ nlohmann::ordered_json spec_settings_json(const LaunchSpec& spec);
 /// Whether an environment variable's value is redacted in the summary.
 bool looks_secret(std::string_view name);
 
-/// "succeeded", "failed", "timed_out", "interrupted", "launch_failed".
-std::string_view to_string(RunOutcome::Status status);
-
 /// The JSON summary document (DESIGN section 6, docs/summary-schema.md).
 /// Pure: everything comes from the report.
 nlohmann::ordered_json summary_json(const RunReport& report);

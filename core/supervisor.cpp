@@ -25,6 +25,34 @@
 
 namespace air {
 
+namespace {
+
+/// The run statuses' two spellings, one row each.
+struct StatusSpelling {
+  RunOutcome::Status status;
+  std::string_view name;  ///< machine-readable
+  std::string_view words; ///< for the human report
+};
+constexpr StatusSpelling k_status_spellings[] = {
+    {RunOutcome::Status::succeeded, "succeeded", "succeeded"},
+    {RunOutcome::Status::failed, "failed", "failed"},
+    {RunOutcome::Status::timed_out, "timed_out", "timed out"},
+    {RunOutcome::Status::interrupted, "interrupted", "was interrupted"},
+    {RunOutcome::Status::launch_failed, "launch_failed", "could not be launched"},
+};
+
+const StatusSpelling& spelling_of(RunOutcome::Status status) {
+  for (const auto& row : k_status_spellings)
+    if (row.status == status) return row;
+  return k_status_spellings[1];
+}
+
+} // namespace
+
+std::string_view to_string(RunOutcome::Status status) { return spelling_of(status).name; }
+
+std::string_view status_words(RunOutcome::Status status) { return spelling_of(status).words; }
+
 int RunOutcome::exit_code() const {
   switch (status) {
   case Status::succeeded:

@@ -10,6 +10,7 @@
 #include <deque>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace air {
@@ -48,10 +49,12 @@ std::string remote_failure_reason(const RemoteFailure& failure);
 /// How the whole run ended.
 struct RunOutcome {
   enum class Status { succeeded, failed, timed_out, interrupted, launch_failed };
+
   Status status = Status::succeeded;
   int interrupt_signal = 0; ///< for interrupted
-  int root_cause_rank =
-      -1; ///< first rank that failed by air-run's clock (a lost peer yields, see lost_peer.hpp), -1 if none
+  /// First rank that failed by air-run's clock (a rank that only lost its peer
+  /// yields, see lost_peer.hpp), -1 if none.
+  int root_cause_rank = -1;
   std::string reason;             ///< one line: "rank 1 exited with exit code 3"
   std::vector<RankOutcome> ranks; ///< in rank order
   std::chrono::system_clock::time_point started_at{};
@@ -66,6 +69,12 @@ struct RunOutcome {
   /// after a remote failure, the failing node's code.
   int exit_code() const;
 };
+
+/// The status's name in the JSON summary, JUnit and annotations: "timed_out".
+std::string_view to_string(RunOutcome::Status status);
+
+/// The status as the human report's sentence says it: "timed out", "could not be launched".
+std::string_view status_words(RunOutcome::Status status);
 
 /// Where console output goes. `--json` sends rank stdout to fd 2 so fd 1 stays parseable.
 struct ConsoleOptions {
