@@ -62,6 +62,20 @@ wait_for() {
   return 1
 }
 
+# expect_two_nodes_of_two_ranks_env RANK ENV: the rank variables of global
+# rank RANK in a 2-node job with 2 ranks per node, as printed by `env` (ENV).
+expect_two_nodes_of_two_ranks_env() {
+  local r=$1 e=$2
+  expect_contains "$e" "RANK=$r"
+  expect_contains "$e" "LOCAL_RANK=$((r % 2))"
+  expect_contains "$e" "WORLD_SIZE=4"
+  expect_contains "$e" "LOCAL_WORLD_SIZE=2"
+  expect_contains "$e" "GROUP_RANK=$((r / 2))"
+  expect_contains "$e" "NODE_RANK=$((r / 2))"
+  expect_contains "$e" "GROUP_WORLD_SIZE=2"
+  expect_contains "$e" "NUM_NODES=2"
+}
+
 # start_training RANKS [AIR-RUN OPTIONS...]: the product page's DDP example
 # with endless epochs, under air-run in the background (SIGINT restored, as a
 # terminal would: a non-interactive shell starts background jobs with it

@@ -160,14 +160,7 @@ SH
   for r in 0 1 2 3; do
     [[ -f env.$r ]] || { fail "rank $r did not run"; continue; }
     e=$(cat "env.$r")
-    expect_contains "$e" "RANK=$r"
-    expect_contains "$e" "LOCAL_RANK=$((r % 2))"
-    expect_contains "$e" "WORLD_SIZE=4"
-    expect_contains "$e" "LOCAL_WORLD_SIZE=2"
-    expect_contains "$e" "GROUP_RANK=$((r / 2))"
-    expect_contains "$e" "NODE_RANK=$((r / 2))"
-    expect_contains "$e" "GROUP_WORLD_SIZE=2"
-    expect_contains "$e" "NUM_NODES=2"
+    expect_two_nodes_of_two_ranks_env "$r" "$e"
     expect_contains "$e" "SLURMD_NODENAME=node$((r / 2 + 1))"
     # node1's NodeAddr, asked of scontrol: the name node1 is not in DNS here
     expect_contains "$e" "MASTER_ADDR=127.0.0.1"
