@@ -95,12 +95,17 @@ start_training() {
   rank_pids=$(pgrep -P "$air" | tr '\n' ' ')
 }
 
-# finish_air SECONDS: waits for the background air-run ($air), at most SECONDS
-# (then kills it and fails); sets $rc.
+# finish_air SECONDS: waits for the background air-run ($air), at most SECONDS;
+# then saves its process tree and each thread's signal masks to hang.txt (what
+# a missed SIGCHLD looks like), kills it and fails. Sets $rc.
 finish_air() {
   if ! wait_for "! pid_alive $air" "$1"; then
+    {
+      ps -eo pid,ppid,pgid,stat,wchan:24,etime,args --forest
+      grep -H -E '^(Name|State|SigPnd|ShdPnd|SigBlk|SigIgn)' /proc/"$air"/task/*/status
+    } >hang.txt 2>&1
     kill -KILL "$air"
-    fail "air-run still running after $1 s: killed"
+    fail "air-run still running after $1 s: killed; see hang.txt"
   fi
   wait "$air" 2>/dev/null # no "Killed" job notice in the test output
   rc=$?

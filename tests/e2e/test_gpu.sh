@@ -20,22 +20,11 @@ fi
 export NCCL_NVLS_ENABLE=0 # never NVLink multicast: it can take a shared host's GPUs down
 
 # run_air, with a deadline: GPU time is scarce, so an air-run that does not end
-# within GPU_TEST_LIMIT seconds is killed, after its process tree and each
-# thread's signal masks are saved to hang.txt (what a missed SIGCHLD looks like).
+# within GPU_TEST_LIMIT seconds is killed (finish_air keeps hang.txt).
 run_air() {
   "$AIR_RUN" "$@" >"$TESTDIR/stdout" 2>"$TESTDIR/stderr" &
-  local pid=$! deadline=$((SECONDS + ${GPU_TEST_LIMIT:-150}))
-  while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
-  if kill -0 "$pid" 2>/dev/null && [[ $(ps -o stat= -p "$pid") != Z* ]]; then
-    {
-      ps -eo pid,ppid,pgid,stat,wchan:24,etime,args --forest
-      grep -H -E '^(Name|State|SigPnd|ShdPnd|SigBlk|SigIgn)' /proc/"$pid"/task/*/status
-    } >"$TESTDIR/hang.txt" 2>&1
-    kill -KILL -- "$pid" 2>/dev/null
-    echo "air-run (pid $pid) still running after ${GPU_TEST_LIMIT:-150}s: killed; see hang.txt" >>"$TESTDIR/stderr"
-  fi
-  wait "$pid"
-  rc=$?
+  air=$!
+  finish_air "${GPU_TEST_LIMIT:-150}"
   out=$(cat "$TESTDIR/stdout")
   err=$(cat "$TESTDIR/stderr")
 }
