@@ -2,10 +2,10 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
-#include "core/error.hpp"
-#include "core/signals.hpp"
-#include "core/spec.hpp"
-#include "core/suggest.hpp"
+#include "core/base/error.hpp"
+#include "core/os/signals.hpp"
+#include "core/spec/spec.hpp"
+#include "core/base/suggest.hpp"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>

@@ -1,13 +1,13 @@
 // `air-run --check`: the preflight. Selects GPUs like a run, reads their
 // health from NVML, runs air-nccl-check across them, judges everything
-// (core/health.cpp, core/nccl_check.cpp) and prints a table or JSON.
+// (core/preflight/health.cpp, core/preflight/nccl_check.cpp) and prints a table or JSON.
 #include "cli/commands.hpp"
-#include "core/capture.hpp"
-#include "core/hardware.hpp"
-#include "core/host.hpp"
-#include "core/nccl_check.hpp"
-#include "core/nvml.hpp"
-#include "core/spec.hpp"
+#include "core/os/capture.hpp"
+#include "core/hw/hardware.hpp"
+#include "core/os/host.hpp"
+#include "core/preflight/nccl_check.hpp"
+#include "core/hw/nvml.hpp"
+#include "core/spec/spec.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

@@ -1,8 +1,8 @@
 // --list-envs and --prune-envs: the cached Python environments of environment.dependencies.
 #include "cli/commands.hpp"
-#include "core/env_cache.hpp"
-#include "core/host.hpp"
-#include "core/spec.hpp"
+#include "core/pyenv/cache.hpp"
+#include "core/os/host.hpp"
+#include "core/spec/spec.hpp"
 
 #include <fmt/format.h>
 

@@ -1,6 +1,6 @@
 #include "cli/commands.hpp"
-#include "core/hardware.hpp"
-#include "core/host.hpp"
+#include "core/hw/hardware.hpp"
+#include "core/os/host.hpp"
 
 #include <fmt/format.h>
 

@@ -1,12 +1,12 @@
-#include "cli/cluster.hpp"
+#include "cli/nodes.hpp"
 #include "cli/commands.hpp"
-#include "cli/run_report.hpp"
-#include "core/env_cache.hpp"
-#include "core/hardware.hpp"
-#include "core/host.hpp"
-#include "core/plan.hpp"
-#include "core/spec.hpp"
-#include "core/supervisor.hpp"
+#include "cli/write_reports.hpp"
+#include "core/pyenv/cache.hpp"
+#include "core/hw/hardware.hpp"
+#include "core/os/host.hpp"
+#include "core/run/plan.hpp"
+#include "core/spec/spec.hpp"
+#include "core/run/supervisor.hpp"
 
 #include <fmt/format.h>
 
@@ -110,7 +110,7 @@ Expected<int> run_command(const CliOptions& options) {
     for (const auto& [name, value] : python_env->vars) spec.env.value[name] = value;
   }
 
-  // Nodes (cli/cluster.cpp): Slurm or --nnodes/--node-rank; decides the master port.
+  // Nodes (cli/nodes.cpp): Slurm or --nnodes/--node-rank; decides the master port.
   auto cluster = resolve_cluster(spec, env, options.dry_run);
   if (!cluster) return cluster.error();
   PlanContext ctx;

@@ -1,7 +1,7 @@
 #pragma once
 
 #include "cli/options.hpp"
-#include "core/error.hpp"
+#include "core/base/error.hpp"
 
 namespace air::cli {
 

@@ -1,6 +1,6 @@
 #include "cli/options.hpp"
 
-#include "core/host.hpp"
+#include "core/os/host.hpp"
 
 #include <fmt/format.h>
 

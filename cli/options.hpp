@@ -1,6 +1,6 @@
 #pragma once
 
-#include "core/spec.hpp"
+#include "core/spec/spec.hpp"
 
 #include <CLI/CLI.hpp>
 

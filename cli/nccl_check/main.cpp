@@ -5,7 +5,7 @@
 // --min-bytes to --max-bytes (powers of two) a few warmup all-reduces and a
 // timed loop of out-of-place float sums, timed with CUDA events on every
 // GPU's stream. The result is one JSON object on stdout (schema 1, parsed by
-// core/nccl_check.cpp); exit 0 when the sweep ran and every sampled sum was
+// core/preflight/nccl_check.cpp); exit 0 when the sweep ran and every sampled sum was
 // right, 1 on any CUDA/NCCL error or wrong sum (the JSON says which), 2 on
 // bad arguments. Plain C++ against the CUDA runtime and NCCL: no kernels of
 // its own, so no nvcc.

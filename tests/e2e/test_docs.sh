@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's spec key table is generated from the key table in core/spec_keys.cpp:
+# The README's spec key table is generated from the key table in core/spec/keys.cpp:
 # this fails when a key is added or changed without regenerating it
 # (scripts/update-readme-table.sh does that).
 source "$(dirname "$0")/lib.sh"

@@ -1,5 +1,5 @@
 // GitHub Actions workflow commands for failed ranks.
-#include "core/annotations.hpp"
+#include "core/report/annotations.hpp"
 #include "tests/unit/catch.hpp"
 #include "tests/unit/results_fixture.hpp"
 

@@ -1,5 +1,5 @@
 // run_captured: the helper runner the preflight uses for air-nccl-check.
-#include "core/capture.hpp"
+#include "core/os/capture.hpp"
 #include "tests/unit/catch.hpp"
 
 #include <chrono>

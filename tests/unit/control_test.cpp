@@ -1,7 +1,7 @@
 // The multi-node control protocol: its lines, and real agents joined over loopback.
-#include "core/control.hpp"
-#include "core/control_message.hpp"
-#include "core/host.hpp"
+#include "core/cluster/control.hpp"
+#include "core/cluster/control_message.hpp"
+#include "core/os/host.hpp"
 #include "tests/unit/catch.hpp"
 
 #include <netinet/in.h>

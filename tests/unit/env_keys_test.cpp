@@ -1,6 +1,6 @@
 // Spec keys of the Python environment (issue 5): YAML, AIR_RUN_* and flags.
-#include "core/env_cache.hpp"
-#include "core/spec.hpp"
+#include "core/pyenv/cache.hpp"
+#include "core/spec/spec.hpp"
 #include "tests/unit/catch.hpp"
 
 namespace {

@@ -1,4 +1,4 @@
-#include "core/exit_status.hpp"
+#include "core/base/exit_status.hpp"
 #include "tests/unit/catch.hpp"
 
 #include <csignal>

@@ -1,5 +1,5 @@
-#include "core/hardware.hpp"
-#include "core/nvml.hpp"
+#include "core/hw/hardware.hpp"
+#include "core/hw/nvml.hpp"
 #include "tests/unit/catch.hpp"
 
 #include <nlohmann/json.hpp>

@@ -1,7 +1,7 @@
 // JUnit XML: exact text, XML escaping, and validation by xmllint against
 // tests/data/junit.xsd (skipped with a warning where xmllint is missing).
-#include "core/atomic_file.hpp"
-#include "core/junit.hpp"
+#include "core/os/atomic_file.hpp"
+#include "core/report/junit.hpp"
 #include "tests/unit/catch.hpp"
 #include "tests/unit/results_fixture.hpp"
 

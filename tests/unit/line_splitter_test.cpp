@@ -1,4 +1,4 @@
-#include "core/line_splitter.hpp"
+#include "core/base/line_splitter.hpp"
 #include "tests/unit/catch.hpp"
 
 #include <string>

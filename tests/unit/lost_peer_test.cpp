@@ -1,5 +1,5 @@
 // Telling a rank that failed because its peer went away from the cause.
-#include "core/lost_peer.hpp"
+#include "core/run/lost_peer.hpp"
 #include "tests/unit/catch.hpp"
 
 using air::reports_lost_peer;

@@ -1,4 +1,4 @@
-#include "core/process.hpp"
+#include "core/os/process.hpp"
 #include "tests/unit/catch.hpp"
 
 #include <poll.h>

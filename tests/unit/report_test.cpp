@@ -1,5 +1,5 @@
 // The human end-of-run report: exact text.
-#include "core/report.hpp"
+#include "core/report/text.hpp"
 #include "tests/unit/catch.hpp"
 #include "tests/unit/results_fixture.hpp"
 

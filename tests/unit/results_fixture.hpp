@@ -2,7 +2,7 @@
 // Shared by the results/summary/report/junit/annotations tests: a private
 // temp directory and a hand-built four-rank run that failed.
 
-#include "core/run_report.hpp"
+#include "core/report/collect.hpp"
 
 #include <sys/types.h>
 

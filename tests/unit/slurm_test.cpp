@@ -1,6 +1,6 @@
 // Slurm's environment and host lists, and the cluster context built from them.
-#include "core/cluster.hpp"
-#include "core/slurm.hpp"
+#include "core/cluster/placement.hpp"
+#include "core/cluster/slurm.hpp"
 #include "tests/unit/catch.hpp"
 
 using Hosts = std::vector<std::string>;

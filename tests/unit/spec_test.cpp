@@ -1,4 +1,4 @@
-#include "core/spec.hpp"
+#include "core/spec/spec.hpp"
 #include "tests/unit/catch.hpp"
 
 #include <algorithm>

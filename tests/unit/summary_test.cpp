@@ -1,6 +1,6 @@
 // The JSON summary: exact shape for a hand-built run, and its JSON Schema.
-#include "core/atomic_file.hpp"
-#include "core/summary.hpp"
+#include "core/os/atomic_file.hpp"
+#include "core/report/summary.hpp"
 #include "tests/unit/catch.hpp"
 #include "tests/unit/results_fixture.hpp"
 

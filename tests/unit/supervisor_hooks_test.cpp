@@ -1,6 +1,6 @@
 // The supervisor's hooks for events from other nodes, driven with real
 // fixture processes and a pipe standing in for the control connection.
-#include "core/supervisor.hpp"
+#include "core/run/supervisor.hpp"
 #include "tests/unit/catch.hpp"
 
 #include <fcntl.h>

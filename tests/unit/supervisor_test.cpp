@@ -1,7 +1,7 @@
 // The supervisor driven for real: fixture processes, real pipes and signals.
 // Console output is captured in temp files through ConsoleOptions.
-#include "core/oom.hpp"
-#include "core/supervisor.hpp"
+#include "core/os/oom.hpp"
+#include "core/run/supervisor.hpp"
 #include "tests/unit/catch.hpp"
 
 #include <dirent.h>

@@ -1,0 +1,158 @@
+#include "cli/nodes.hpp"
+
+#include "core/os/host.hpp"
+#include "core/os/process.hpp"
+#include "core/cluster/slurm.hpp"
+
+#include <fmt/format.h>
+
+#include <poll.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+
+namespace air::cli {
+
+namespace {
+
+/// How long a helper like scontrol may take: it talks to slurmctld, which
+/// answers in milliseconds when healthy; a hung controller must not hang us.
+constexpr std::chrono::seconds k_helper_timeout{10};
+
+/// Runs a helper program and returns its stdout; nullopt when it cannot be
+/// started, fails, or outlives k_helper_timeout (then it is killed).
+std::optional<std::string> capture(const std::vector<std::string>& argv, const Environment& env) {
+  auto child = spawn_process(argv, env);
+  if (!child) return std::nullopt;
+  std::string out;
+  const auto deadline = std::chrono::steady_clock::now() + k_helper_timeout;
+  UniqueFd* fds[2] = {&child->stdout_fd, &child->stderr_fd};
+  bool timed_out = false;
+  while (child->stdout_fd || child->stderr_fd) {
+    std::vector<pollfd> p;
+    std::vector<UniqueFd*> owners;
+    for (UniqueFd* fd : fds) {
+      if (!*fd) continue;
+      p.push_back({fd->get(), POLLIN, 0});
+      owners.push_back(fd);
+    }
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    if (::poll(p.data(), p.size(), static_cast<int>(left.count())) < 0 && errno != EINTR) break;
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      if (p[i].revents == 0) continue;
+      char buf[4096];
+      const ssize_t n = ::read(owners[i]->get(), buf, sizeof(buf));
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (n <= 0) {
+        owners[i]->reset();
+      } else if (owners[i] == &child->stdout_fd) {
+        out.append(buf, static_cast<std::size_t>(n));
+      }
+    }
+  }
+  if (timed_out) ::kill(-child->pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(child->pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
+  return out;
+}
+
+/// Node 0's address as Slurm knows it (NodeAddr), which ranks can reach even
+/// when node names are not in DNS; the name itself otherwise.
+std::string slurm_node_address(const std::string& node, const Environment& env) {
+  const auto text = capture({"scontrol", "show", "node", "-o", node}, env);
+  if (!text) return node;
+  return parse_scontrol_node_addr(*text).value_or(node);
+}
+
+} // namespace
+
+Expected<ClusterContext> resolve_cluster(LaunchSpec& spec, const Environment& env, bool dry_run) {
+  auto cluster = apply_cluster(spec, env, host_name());
+  if (!cluster) return cluster.error();
+  ClusterContext& c = *cluster;
+
+  if (c.master_is_slurm_node && c.multi_node()) {
+    spec.master_addr.value = slurm_node_address(c.master_host, env);
+    c.master_host = spec.master_addr.value; // the control connection goes there too
+  }
+  if (c.source == "slurm" && spec.grace_period.is_default()) {
+    // Slurm ends a step with SIGTERM to every process, then SIGKILL after
+    // KillWait: stop the ranks ourselves well before, so the summary is written.
+    if (const auto text = capture({"scontrol", "show", "config"}, env)) {
+      if (const auto kill_wait = parse_scontrol_kill_wait(*text)) {
+        const Millis fitted(std::max<long long>(1000, *kill_wait * 1000LL * 2 / 3));
+        if (fitted < spec.grace_period.value) {
+          spec.grace_period.value = fitted;
+          spec.grace_period.origin = Origin{Origin::Kind::env, "Slurm KillWait (2/3 of it)"};
+        }
+      }
+    }
+  }
+
+  if (spec.master_port.value == 0) {
+    auto port = choose_free_port(spec.master_addr.value);
+    if (!port) return port.error();
+    c.master_port = *port;
+  } else {
+    // Only node 0 hosts rank 0's store: on other nodes the port may well be
+    // busy (another node's agent on the same host, as in tests).
+    if (!dry_run && c.node_rank == 0)
+      AIR_TRY(check_port_free(spec.master_addr.value, spec.master_port.value));
+    c.master_port = spec.master_port.value;
+  }
+  if (c.multi_node()) {
+    for (auto* path : {&spec.summary_file.value, &spec.junit_file.value, &spec.log_dir.value})
+      *path = expand_node_placeholders(*path, c);
+  }
+  return cluster;
+}
+
+std::string describe_cluster(const ClusterContext& c, int ranks_per_node) {
+  const int first = c.node_rank * ranks_per_node;
+  const std::string ranks = ranks_per_node == 1
+                                ? fmt::format("rank {}", first)
+                                : fmt::format("ranks {}-{}", first, first + ranks_per_node - 1);
+  return fmt::format("node {}/{} ({}), {} of {}, master {}:{}, control port {}, via {}{}", c.node_rank,
+                     c.num_nodes, c.node_name, ranks, ranks_per_node * c.num_nodes, c.master_host,
+                     c.master_port, c.control_port, c.source, c.job_id.empty() ? "" : " job " + c.job_id) +
+         (c.gpus.empty() ? "" : ", GPUs " + c.gpus + " from Slurm");
+}
+
+void report_setup_failure(ControlChannel* control, const Error& error) {
+  if (control == nullptr) return;
+  int code = 125;
+  if (error.kind == ErrorKind::usage || error.kind == ErrorKind::hardware) code = 2;
+  if (error.kind == ErrorKind::not_executable) code = 126;
+  if (error.kind == ErrorKind::not_found) code = 127;
+  control->report_failure(code, -1, error.message);
+  RunOutcome outcome;
+  outcome.status = RunOutcome::Status::launch_failed;
+  control->finish(outcome); // already reported: this only closes the connection politely
+}
+
+Expected<std::unique_ptr<ControlChannel>> join_cluster(const ClusterContext& c, int ranks_per_node,
+                                                       const std::string& run_id) {
+  if (!c.multi_node()) return std::unique_ptr<ControlChannel>();
+  ControlOptions options;
+  options.node_rank = c.node_rank;
+  options.num_nodes = c.num_nodes;
+  options.ranks_per_node = ranks_per_node;
+  options.node_name = c.node_name;
+  options.node_names = c.nodes;
+  options.master_host = c.master_host;
+  options.port = c.control_port;
+  options.run_id = run_id;
+  options.join_timeout = c.join_timeout;
+  return ControlChannel::join(options);
+}
+
+} // namespace air::cli

@@ -1,0 +1,17 @@
+#pragma once
+
+#include "core/base/environment.hpp"
+#include "core/hw/hardware.hpp"
+#include "core/run/plan.hpp"
+#include "core/spec/spec.hpp"
+#include "core/run/supervisor.hpp"
+
+namespace air::cli {
+
+/// After the ranks are gone: collects results and error files, writes the
+/// summary / JUnit files the spec asks for, prints the human report (stderr)
+/// and the JSON summary (stdout with --json). Returns air-run's exit code.
+int report_run(const LaunchSpec& spec, const Hardware& hardware, const Selection& selection,
+               const LaunchPlan& plan, const RunOutcome& outcome, const Environment& env);
+
+} // namespace air::cli

@@ -1,0 +1,624 @@
+// The multi-node control connection: join barrier, failure fan-out,
+// heartbeats and the final agreement, over one TCP socket per node.
+#include "core/cluster/control.hpp"
+
+#include "core/cluster/control_message.hpp"
+
+#include <fmt/format.h>
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+
+namespace air {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+struct ControlChannel::Peer {
+  UniqueFd fd;
+  std::string in;     ///< received bytes not yet split into lines
+  int node_rank = -1; ///< -1 until its hello (node 0's side)
+  std::string name;
+  bool done = false;   ///< node 0's side: it said `done`
+  bool closed = false; ///< EOF or a socket error: nothing more will come
+  Clock::time_point last_heard{};
+};
+
+namespace {
+
+/// A line longer than this is not our protocol: drop the connection.
+constexpr std::size_t k_max_line = 8192;
+/// How long closing waits for the peer's own close, so no unread byte turns
+/// our close into a reset that could eat the last message.
+constexpr milliseconds k_linger{2'000};
+/// Pause between connection attempts while node 0's agent is not up yet.
+constexpr milliseconds k_retry_interval{200};
+
+std::string describe_duration(milliseconds d) {
+  const auto ms = d.count();
+  if (ms % 60'000 == 0 && ms != 0) return std::to_string(ms / 60'000) + "m";
+  if (ms % 1000 == 0) return std::to_string(ms / 1000) + "s";
+  return std::to_string(ms) + "ms";
+}
+
+int poll_timeout(Clock::time_point now, Clock::time_point deadline) {
+  const auto wait = std::chrono::ceil<milliseconds>(deadline - now).count();
+  return static_cast<int>(std::clamp<long long>(wait, 0, 60'000));
+}
+
+int poll_retry(pollfd* fds, std::size_t n, int timeout_ms) {
+  int r;
+  do {
+    r = ::poll(fds, n, timeout_ms);
+  } while (r < 0 && errno == EINTR);
+  return r;
+}
+
+/// Sends a whole (short) message without SIGPIPE, waiting briefly when the
+/// socket buffer is full. false: the peer is gone or stuck.
+bool send_all(int fd, const std::string& data) {
+  std::size_t sent = 0;
+  int stalls = 0;
+  while (sent < data.size()) {
+    const ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      sent += static_cast<std::size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && stalls++ < 5) {
+      pollfd p{fd, POLLOUT, 0};
+      poll_retry(&p, 1, 100);
+      continue;
+    }
+    return false;
+  }
+  return true;
+}
+
+bool send_message(ControlChannel::Peer& peer, const ControlMessage& m);
+
+/// Reads whatever is ready; returns the complete lines. Marks the peer closed
+/// on EOF, on an error, and on a line too long to be ours.
+std::vector<std::string> read_lines(ControlChannel::Peer& peer) {
+  std::vector<std::string> lines;
+  if (peer.closed) return lines;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::recv(peer.fd.get(), buf, sizeof(buf), MSG_DONTWAIT);
+    if (n > 0) {
+      peer.in.append(buf, static_cast<std::size_t>(n));
+      peer.last_heard = Clock::now();
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    peer.closed = true; // 0: EOF; <0: reset or another error
+    break;
+  }
+  std::size_t start = 0;
+  for (std::size_t nl; (nl = peer.in.find('\n', start)) != std::string::npos; start = nl + 1)
+    lines.push_back(peer.in.substr(start, nl - start));
+  peer.in.erase(0, start);
+  if (peer.in.size() > k_max_line) peer.closed = true;
+  return lines;
+}
+
+bool send_message(ControlChannel::Peer& peer, const ControlMessage& m) {
+  if (peer.closed) return false;
+  return send_all(peer.fd.get(), format_control_message(m));
+}
+
+void set_nodelay(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+/// Listens on `port` on every interface (IPv6 dual stack, else IPv4).
+Expected<UniqueFd> listen_on(int port) {
+  int family = AF_INET6;
+  UniqueFd fd(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd) {
+    family = AF_INET;
+    fd.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  }
+  if (!fd) return sys_error("socket (control port)", errno);
+  int one = 1;
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  int rc;
+  if (family == AF_INET6) {
+    int zero = 0;
+    ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+    sockaddr_in6 sa{};
+    sa.sin6_family = AF_INET6;
+    sa.sin6_addr = in6addr_any;
+    sa.sin6_port = htons(static_cast<uint16_t>(port));
+    rc = ::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)); // NOLINT
+  } else {
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    sa.sin_port = htons(static_cast<uint16_t>(port));
+    rc = ::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)); // NOLINT
+  }
+  if (rc != 0) {
+    if (errno == EADDRINUSE) {
+      return usage_error(fmt::format("control port {} is already in use on this node; choose another with "
+                                     "--control-port (default: master port + 1) on every node",
+                                     port));
+    }
+    return sys_error(fmt::format("bind (control port {})", port), errno);
+  }
+  if (::listen(fd.get(), 128) != 0) return sys_error("listen (control port)", errno);
+  return fd;
+}
+
+/// One connection attempt to host:port within `timeout`; "" in `error` on success.
+UniqueFd connect_once(const std::string& host, int port, milliseconds timeout, std::string& error) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const std::string service = std::to_string(port);
+  if (const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &res); rc != 0) {
+    error = fmt::format("cannot resolve '{}': {}", host, ::gai_strerror(rc));
+    return UniqueFd();
+  }
+  UniqueFd result;
+  for (addrinfo* ai = res; ai != nullptr && !result; ai = ai->ai_next) {
+    UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol));
+    if (!fd) {
+      error = std::string("socket: ") + std::strerror(errno);
+      continue;
+    }
+    if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
+      if (errno != EINPROGRESS) {
+        error = std::strerror(errno);
+        continue;
+      }
+      pollfd p{fd.get(), POLLOUT, 0};
+      if (poll_retry(&p, 1, static_cast<int>(timeout.count())) <= 0) {
+        error = "connection timed out";
+        continue;
+      }
+      int err = 0;
+      socklen_t len = sizeof(err);
+      ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+      if (err != 0) {
+        error = std::strerror(err);
+        continue;
+      }
+    }
+    set_nodelay(fd.get());
+    result = std::move(fd);
+    error.clear();
+  }
+  ::freeaddrinfo(res);
+  return result;
+}
+
+/// Writes a failure elsewhere into this node's outcome, so it exits with that node's code.
+void adopt(RunOutcome& outcome, const RemoteFailure& failure) {
+  outcome.status = RunOutcome::Status::failed;
+  outcome.root_cause_rank = -1;
+  outcome.reason = remote_failure_reason(failure);
+  outcome.remote_failure = failure;
+}
+
+Error join_error(int code, std::string message) {
+  return Error{code == 2 ? ErrorKind::usage : ErrorKind::system, std::move(message)};
+}
+
+} // namespace
+
+ControlChannel::ControlChannel(ControlOptions options)
+    : options_(std::move(options)), run_id_(options_.run_id) {}
+
+ControlChannel::~ControlChannel() = default;
+
+std::string ControlChannel::plain_name(int node_rank, const std::string& said) const {
+  std::string name = said == "?" ? "" : said;
+  if (node_rank >= 0 && static_cast<std::size_t>(node_rank) < options_.node_names.size())
+    name = options_.node_names[static_cast<std::size_t>(node_rank)];
+  if (node_rank == options_.node_rank) name = options_.node_name;
+  return name;
+}
+
+std::string ControlChannel::name_of(int node_rank, const std::string& said) const {
+  const std::string name = plain_name(node_rank, said);
+  return name.empty() ? fmt::format("node {}", node_rank) : fmt::format("node {} ({})", node_rank, name);
+}
+
+Expected<std::unique_ptr<ControlChannel>> ControlChannel::join(const ControlOptions& options) {
+  std::unique_ptr<ControlChannel> channel(new ControlChannel(options));
+  AIR_TRY(options.node_rank == 0 ? channel->serve_join() : channel->client_join());
+  const auto now = Clock::now();
+  for (auto& peer : channel->peers_) peer->last_heard = now;
+  channel->next_heartbeat_ = now + options.heartbeat_interval;
+  return channel;
+}
+
+Status ControlChannel::serve_join() {
+  auto listener = listen_on(options_.port);
+  if (!listener) return listener.error();
+  const auto deadline = Clock::now() + options_.join_timeout;
+  std::vector<std::unique_ptr<Peer>> pending;  // connected, no hello yet
+  std::map<int, std::unique_ptr<Peer>> joined; // by node rank
+  std::string refused;                         // last stray connection we dropped, for the timeout message
+
+  // Refuses everyone connected so far, so no agent waits for a start that will never come.
+  const auto refuse_all = [&](int code, const std::string& message, Peer* also) {
+    ControlMessage m;
+    m.kind = ControlMessage::Kind::refuse;
+    m.exit_code = code;
+    m.text = message;
+    for (auto& [rank, peer] : joined) send_message(*peer, m);
+    if (also) send_message(*also, m);
+    return join_error(code, message);
+  };
+
+  while (static_cast<int>(joined.size()) < options_.num_nodes - 1) {
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      std::string missing;
+      int count = 0;
+      for (int r = 1; r < options_.num_nodes; ++r) {
+        if (joined.count(r) != 0) continue;
+        if (count++ < 8) missing += (missing.empty() ? "" : ", ") + name_of(r, "");
+      }
+      if (count > 8) missing += fmt::format(" and {} more", count - 8);
+      return refuse_all(125,
+                        fmt::format("{} did not join within {} (node 0's agent waited on control port {}){}",
+                                    missing, describe_duration(options_.join_timeout), options_.port,
+                                    refused.empty() ? "" : "; refused a connection: " + refused),
+                        nullptr);
+    }
+    std::vector<pollfd> fds{{listener->get(), POLLIN, 0}};
+    for (auto& p : pending) fds.push_back({p->fd.get(), POLLIN, 0});
+    for (auto& [rank, p] : joined) fds.push_back({p->fd.get(), POLLIN, 0});
+    if (poll_retry(fds.data(), fds.size(), poll_timeout(now, deadline)) < 0)
+      return refuse_all(125, std::string("poll (control join): ") + std::strerror(errno), nullptr);
+
+    if (fds[0].revents != 0) {
+      for (;;) {
+        const int fd = ::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) break;
+        set_nodelay(fd);
+        auto peer = std::make_unique<Peer>();
+        peer->fd.reset(fd);
+        pending.push_back(std::move(peer));
+      }
+    }
+    // A joined agent that goes away before the start is a node lost before it began.
+    for (auto& [rank, p] : joined) {
+      read_lines(*p);
+      if (p->closed) {
+        return refuse_all(125,
+                          fmt::format("{} left before the start (its agent closed the control connection)",
+                                      name_of(rank, p->name)),
+                          nullptr);
+      }
+    }
+    for (auto& p : pending) {
+      const auto lines = read_lines(*p);
+      if (lines.empty()) continue;
+      auto hello = parse_control_message(lines.front());
+      if (!hello || hello->kind != ControlMessage::Kind::hello) {
+        refused = hello ? fmt::format("expected hello, got '{}'", lines.front()) : hello.error().message;
+        ControlMessage m;
+        m.kind = ControlMessage::Kind::refuse;
+        m.exit_code = 2;
+        m.text = "node 0's agent refused the connection: " + refused;
+        send_message(*p, m);
+        p->closed = true;
+        continue;
+      }
+      const int r = hello->node_rank;
+      p->node_rank = r;
+      p->name = hello->name;
+      const std::string who = name_of(r, hello->name);
+      if (r < 1 || r >= options_.num_nodes) {
+        return refuse_all(2,
+                          fmt::format("an agent on {} says it is node {}, outside 1..{} ({} nodes)",
+                                      hello->name, r, options_.num_nodes - 1, options_.num_nodes),
+                          p.get());
+      }
+      if (hello->num_nodes != options_.num_nodes) {
+        return refuse_all(2,
+                          fmt::format("{} was started for {} nodes but {} for {}: give every node the "
+                                      "same --nnodes",
+                                      who, hello->num_nodes, name_of(0, ""), options_.num_nodes),
+                          p.get());
+      }
+      if (auto other = joined.find(r); other != joined.end()) {
+        return refuse_all(2,
+                          fmt::format("two agents say they are node {}: {} and {}; give each node its own "
+                                      "--node-rank",
+                                      r, other->second->name, hello->name),
+                          p.get());
+      }
+      if (hello->ranks_per_node != options_.ranks_per_node) {
+        return refuse_all(
+            2,
+            fmt::format("{} runs {} rank(s) but {} runs {}: every node must run the same number "
+                        "of ranks (--num-accelerators / --cpu-ranks)",
+                        who, hello->ranks_per_node, name_of(0, ""), options_.ranks_per_node),
+            p.get());
+      }
+      joined.emplace(r, std::move(p));
+    }
+    pending.erase(
+        std::remove_if(pending.begin(), pending.end(), [](const auto& p) { return !p || p->closed; }),
+        pending.end());
+  }
+
+  ControlMessage start;
+  start.kind = ControlMessage::Kind::start;
+  start.text = run_id_;
+  for (auto& [rank, peer] : joined) {
+    if (!send_message(*peer, start))
+      return refuse_all(125, fmt::format("{} left before the start", name_of(rank, peer->name)), nullptr);
+    peers_.push_back(std::move(peer));
+  }
+  return ok_status(); // the listener closes here: a late agent finds no one
+}
+
+Status ControlChannel::client_join() {
+  const auto started = Clock::now();
+  const auto deadline = started + options_.join_timeout;
+  const std::string where = fmt::format("{}:{}", options_.master_host, options_.port);
+  auto peer = std::make_unique<Peer>();
+  peer->node_rank = 0;
+  std::string error;
+  for (;;) {
+    const auto now = Clock::now();
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - now);
+    peer->fd = connect_once(options_.master_host, options_.port,
+                            std::clamp(left, milliseconds(1), milliseconds(2000)), error);
+    if (peer->fd) break;
+    if (Clock::now() + k_retry_interval >= deadline) {
+      return Error{ErrorKind::system, fmt::format("could not reach node 0's agent at {} within {}: {}", where,
+                                                  describe_duration(options_.join_timeout), error)};
+    }
+    poll_retry(nullptr, 0, static_cast<int>(k_retry_interval.count()));
+  }
+  ControlMessage hello;
+  hello.kind = ControlMessage::Kind::hello;
+  hello.node_rank = options_.node_rank;
+  hello.num_nodes = options_.num_nodes;
+  hello.ranks_per_node = options_.ranks_per_node;
+  hello.name = options_.node_name;
+  if (!send_message(*peer, hello))
+    return Error{ErrorKind::system, fmt::format("node 0's agent at {} closed the connection", where)};
+
+  // Node 0 may itself wait up to join_timeout for slower nodes.
+  const auto start_deadline = deadline + options_.join_timeout;
+  for (;;) {
+    for (const auto& line : read_lines(*peer)) {
+      auto m = parse_control_message(line);
+      if (!m) continue;
+      if (m->kind == ControlMessage::Kind::start) {
+        run_id_ = m->text;
+        peers_.push_back(std::move(peer));
+        return ok_status();
+      }
+      if (m->kind == ControlMessage::Kind::refuse) return join_error(m->exit_code, m->text);
+    }
+    if (peer->closed) {
+      return Error{ErrorKind::system,
+                   fmt::format("node 0's agent at {} closed the control connection before the start", where)};
+    }
+    const auto now = Clock::now();
+    if (now >= start_deadline) {
+      return Error{ErrorKind::system, fmt::format("node 0's agent at {} did not start the job within {}",
+                                                  where, describe_duration(options_.join_timeout * 2))};
+    }
+    pollfd p{peer->fd.get(), POLLIN, 0};
+    poll_retry(&p, 1, poll_timeout(now, start_deadline));
+  }
+}
+
+std::vector<int> ControlChannel::poll_fds() const {
+  std::vector<int> fds;
+  for (const auto& peer : peers_)
+    if (!peer->closed) fds.push_back(peer->fd.get());
+  return fds;
+}
+
+std::optional<Clock::time_point> ControlChannel::next_deadline() const {
+  std::optional<Clock::time_point> next = next_heartbeat_;
+  for (const auto& peer : peers_) {
+    if (peer->closed) continue;
+    const auto silent = peer->last_heard + options_.heartbeat_timeout;
+    if (silent < *next) next = silent;
+  }
+  return next;
+}
+
+std::optional<RemoteFailure> ControlChannel::check(Clock::time_point now) { return pump(now); }
+
+std::optional<RemoteFailure> ControlChannel::pump(Clock::time_point now) {
+  std::optional<RemoteFailure> failure;
+  const bool server = options_.node_rank == 0;
+  for (auto& peer : peers_) {
+    const bool was_closed = peer->closed;
+    for (const auto& line : read_lines(*peer)) {
+      auto f = on_line(*peer, line);
+      if (f && !failure) failure = std::move(f);
+    }
+    if (was_closed) continue;
+    // A peer that is gone before the end: its agent exited or was killed.
+    const bool expected_end = server ? peer->done : finished_;
+    std::string lost;
+    if (peer->closed && !expected_end) {
+      lost = "its agent closed the control connection (it exited or was killed)";
+    } else if (!peer->closed && now - peer->last_heard > options_.heartbeat_timeout) {
+      lost = fmt::format("no word from its agent for {}", describe_duration(options_.heartbeat_timeout));
+      peer->closed = true;
+    }
+    if (!lost.empty() && !failure) {
+      RemoteFailure f;
+      f.node_rank = peer->node_rank;
+      f.node_name = plain_name(peer->node_rank, peer->name);
+      f.exit_code = 1;
+      f.reason = lost;
+      failure = std::move(f);
+    }
+  }
+  if (now >= next_heartbeat_) {
+    ControlMessage hb;
+    for (auto& peer : peers_)
+      if (!peer->closed) send_message(*peer, hb);
+    next_heartbeat_ = now + options_.heartbeat_interval;
+  }
+  // Only the first failure anywhere counts, and not after this node's own.
+  if (!failure || remote_ || failure_reported_) return std::nullopt;
+  remote_ = failure;
+  if (server) {
+    const Peer* origin = nullptr;
+    for (const auto& peer : peers_)
+      if (peer->node_rank == failure->node_rank) origin = peer.get();
+    broadcast_abort(*failure, origin);
+  }
+  return failure;
+}
+
+std::optional<RemoteFailure> ControlChannel::on_line(Peer& peer, const std::string& line) {
+  auto m = parse_control_message(line);
+  if (!m) return std::nullopt; // a newer agent's message this one does not know: ignore it
+  const bool server = options_.node_rank == 0;
+  switch (m->kind) {
+  case ControlMessage::Kind::done:
+    if (server) peer.done = true;
+    return std::nullopt;
+  case ControlMessage::Kind::finish:
+    if (!server) finished_ = true;
+    return std::nullopt;
+  case ControlMessage::Kind::fail:
+  case ControlMessage::Kind::abort: {
+    if (m->node_rank == options_.node_rank) return std::nullopt; // our own failure, echoed
+    RemoteFailure f;
+    f.node_rank = m->node_rank;
+    f.node_name = plain_name(m->node_rank, m->name);
+    f.rank = m->rank;
+    f.exit_code = m->exit_code;
+    f.reason = m->text;
+    return f;
+  }
+  default:
+    return std::nullopt;
+  }
+}
+
+namespace {
+
+/// A failure as the line that carries it: `fail` towards node 0, `abort` from it.
+ControlMessage failure_message(ControlMessage::Kind kind, const RemoteFailure& failure) {
+  ControlMessage m;
+  m.kind = kind;
+  m.node_rank = failure.node_rank;
+  m.rank = failure.rank;
+  m.exit_code = failure.exit_code;
+  m.name = failure.node_name;
+  m.text = failure.reason;
+  return m;
+}
+
+} // namespace
+
+void ControlChannel::broadcast_abort(const RemoteFailure& failure, const Peer* except) {
+  const ControlMessage m = failure_message(ControlMessage::Kind::abort, failure);
+  for (auto& peer : peers_)
+    if (peer.get() != except) send_message(*peer, m);
+}
+
+void ControlChannel::report_failure(int exit_code, int rank, const std::string& reason) {
+  if (failure_reported_ || remote_) return;
+  failure_reported_ = true;
+  RemoteFailure mine;
+  mine.node_rank = options_.node_rank;
+  mine.node_name = options_.node_name;
+  mine.rank = rank;
+  mine.exit_code = exit_code == 0 ? 1 : exit_code;
+  mine.reason = reason;
+  if (options_.node_rank == 0) {
+    broadcast_abort(mine, nullptr);
+    return;
+  }
+  const ControlMessage m = failure_message(ControlMessage::Kind::fail, mine);
+  for (auto& peer : peers_) send_message(*peer, m);
+}
+
+void ControlChannel::local_failure(const RunOutcome& outcome) {
+  report_failure(outcome.exit_code(), outcome.root_cause_rank, outcome.reason);
+}
+
+void ControlChannel::finish(RunOutcome& outcome) {
+  const bool local_ok = outcome.status == RunOutcome::Status::succeeded;
+  if (!local_ok && !outcome.remote_failure)
+    report_failure(outcome.exit_code(), outcome.root_cause_rank, outcome.reason);
+  if (local_ok && remote_ && !outcome.remote_failure)
+    adopt(outcome, *remote_); // taken by check() after the end
+  if (local_ok && !remote_) {
+    const bool server = options_.node_rank == 0;
+    if (!server) {
+      ControlMessage done;
+      done.kind = ControlMessage::Kind::done;
+      done.node_rank = options_.node_rank;
+      for (auto& peer : peers_) send_message(*peer, done);
+    }
+    // Wait for the others (node 0) or for node 0's finish (the rest), with
+    // heartbeats still going so a dead peer is noticed.
+    for (;;) {
+      const bool all_done =
+          server ? std::all_of(peers_.begin(), peers_.end(), [](const auto& p) { return p->done; })
+                 : finished_;
+      if (all_done) break;
+      std::vector<pollfd> fds;
+      for (const int fd : poll_fds()) fds.push_back({fd, POLLIN, 0});
+      const auto now = Clock::now();
+      poll_retry(fds.data(), fds.size(),
+                 poll_timeout(now, next_deadline().value_or(now + milliseconds(1000))));
+      if (auto f = pump(Clock::now())) {
+        adopt(outcome, *f);
+        break;
+      }
+    }
+    if (server && !remote_) {
+      ControlMessage fin;
+      fin.kind = ControlMessage::Kind::finish;
+      for (auto& peer : peers_) send_message(*peer, fin);
+    }
+  }
+  close_gracefully();
+}
+
+void ControlChannel::close_gracefully() {
+  const auto deadline = Clock::now() + k_linger;
+  for (auto& peer : peers_)
+    if (!peer->closed) ::shutdown(peer->fd.get(), SHUT_WR);
+  for (;;) {
+    std::vector<pollfd> fds;
+    std::vector<Peer*> open;
+    for (auto& peer : peers_) {
+      if (peer->closed) continue;
+      fds.push_back({peer->fd.get(), POLLIN, 0});
+      open.push_back(peer.get());
+    }
+    const auto now = Clock::now();
+    if (fds.empty() || now >= deadline) break;
+    poll_retry(fds.data(), fds.size(), poll_timeout(now, deadline));
+    for (Peer* peer : open) read_lines(*peer); // read and discard until the peer's EOF
+  }
+  peers_.clear();
+}
+
+} // namespace air

@@ -1,0 +1,150 @@
+// The control protocol's lines, formatted and parsed without the OS.
+#include "core/cluster/control_message.hpp"
+
+#include <fmt/format.h>
+
+#include <vector>
+
+namespace air {
+
+namespace {
+
+std::string one_line(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return out;
+}
+
+std::string one_word(std::string_view text) {
+  std::string out = one_line(text);
+  for (char& c : out) {
+    if (c == ' ' || c == '\t') c = '_';
+  }
+  return out.empty() ? "?" : out;
+}
+
+/// Splits off `count` space-separated words; the rest of the line (possibly
+/// empty) is the last element.
+std::vector<std::string_view> split_words(std::string_view line, std::size_t count) {
+  std::vector<std::string_view> words;
+  while (words.size() < count) {
+    const std::size_t space = line.find(' ');
+    if (space == std::string_view::npos) {
+      words.push_back(line);
+      line = {};
+      break;
+    }
+    words.push_back(line.substr(0, space));
+    line.remove_prefix(space + 1);
+  }
+  words.push_back(line);
+  return words;
+}
+
+} // namespace
+
+std::string format_control_message(const ControlMessage& m) {
+  switch (m.kind) {
+  case ControlMessage::Kind::hello:
+    return fmt::format("hello {} {} {} {} {}\n", k_control_protocol_version, m.node_rank, m.num_nodes,
+                       m.ranks_per_node, one_word(m.name));
+  case ControlMessage::Kind::start:
+    return fmt::format("start {}\n", one_word(m.text));
+  case ControlMessage::Kind::refuse:
+    return fmt::format("refuse {} {}\n", m.exit_code, one_line(m.text));
+  case ControlMessage::Kind::heartbeat:
+    return "hb\n";
+  case ControlMessage::Kind::fail:
+  case ControlMessage::Kind::abort:
+    return fmt::format("{} {} {} {} {} {}\n", m.kind == ControlMessage::Kind::fail ? "fail" : "abort",
+                       m.node_rank, m.rank, m.exit_code, one_word(m.name), one_line(m.text));
+  case ControlMessage::Kind::done:
+    return fmt::format("done {}\n", m.node_rank);
+  case ControlMessage::Kind::finish:
+    return "finish\n";
+  }
+  return "hb\n";
+}
+
+Expected<ControlMessage> parse_control_message(std::string_view line) {
+  const auto bad = [line](const std::string& why) {
+    return usage_error(fmt::format("control message '{}': {}", line, why));
+  };
+  const std::size_t space = line.find(' ');
+  const std::string_view verb = line.substr(0, space);
+  const std::string_view rest = space == std::string_view::npos ? std::string_view() : line.substr(space + 1);
+  // Numbers are small and may be -1 (no rank).
+  const auto number = [&](std::string_view word, int& out) -> bool {
+    bool negative = !word.empty() && word.front() == '-';
+    if (negative) word.remove_prefix(1);
+    if (word.empty() || word.size() > 9) return false;
+    int n = 0;
+    for (char c : word) {
+      if (c < '0' || c > '9') return false;
+      n = n * 10 + (c - '0');
+    }
+    out = negative ? -n : n;
+    return true;
+  };
+
+  ControlMessage m;
+  if (verb == "hb" && rest.empty()) {
+    m.kind = ControlMessage::Kind::heartbeat;
+    return m;
+  }
+  if (verb == "finish" && rest.empty()) {
+    m.kind = ControlMessage::Kind::finish;
+    return m;
+  }
+  if (verb == "start") {
+    m.kind = ControlMessage::Kind::start;
+    if (rest.empty() || rest.find(' ') != std::string_view::npos) return bad("expected 'start RUN_ID'");
+    m.text = std::string(rest);
+    return m;
+  }
+  if (verb == "refuse") {
+    m.kind = ControlMessage::Kind::refuse;
+    const auto w = split_words(rest, 1);
+    if (!number(w[0], m.exit_code)) return bad(fmt::format("bad number '{}'", w[0]));
+    m.text = w.size() > 1 ? std::string(w[1]) : std::string();
+    return m;
+  }
+  if (verb == "done") {
+    m.kind = ControlMessage::Kind::done;
+    if (!number(rest, m.node_rank)) return bad(fmt::format("bad number '{}'", rest));
+    return m;
+  }
+  if (verb == "hello") {
+    m.kind = ControlMessage::Kind::hello;
+    const auto w = split_words(rest, 4);
+    if (w.size() != 5 || w[4].empty() || w[4].find(' ') != std::string_view::npos)
+      return bad("expected 'hello VERSION NODE NODES RANKS NAME'");
+    int version = 0;
+    if (!number(w[0], version)) return bad(fmt::format("bad number '{}'", w[0]));
+    if (version != k_control_protocol_version)
+      return bad(
+          fmt::format("protocol version {}, this air-run speaks {}", version, k_control_protocol_version));
+    if (!number(w[1], m.node_rank)) return bad(fmt::format("bad number '{}'", w[1]));
+    if (!number(w[2], m.num_nodes)) return bad(fmt::format("bad number '{}'", w[2]));
+    if (!number(w[3], m.ranks_per_node)) return bad(fmt::format("bad number '{}'", w[3]));
+    m.name = std::string(w[4]);
+    return m;
+  }
+  if (verb == "fail" || verb == "abort") {
+    m.kind = verb == "fail" ? ControlMessage::Kind::fail : ControlMessage::Kind::abort;
+    const auto w = split_words(rest, 4);
+    if (w.size() != 5 || w[3].empty())
+      return bad(fmt::format("expected '{} NODE RANK CODE NAME TEXT'", verb));
+    if (!number(w[0], m.node_rank)) return bad(fmt::format("bad number '{}'", w[0]));
+    if (!number(w[1], m.rank)) return bad(fmt::format("bad number '{}'", w[1]));
+    if (!number(w[2], m.exit_code)) return bad(fmt::format("bad number '{}'", w[2]));
+    m.name = std::string(w[3]);
+    m.text = std::string(w[4]);
+    return m;
+  }
+  return bad("unknown message");
+}
+
+} // namespace air

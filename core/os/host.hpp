@@ -1,0 +1,56 @@
+#pragma once
+
+#include "core/base/environment.hpp"
+#include "core/base/error.hpp"
+
+#include <string>
+
+namespace air {
+
+/// Asks the kernel for a free TCP port on `addr` (bind to port 0). Like
+/// torchrun, the port is free now and could be taken before rank 0 binds it.
+Expected<int> choose_free_port(const std::string& addr);
+
+/// Checks that a user-given master port is free, so a taken port is reported
+/// as such before launch instead of as a crash of rank 0 (usage error, exit 2).
+Status check_port_free(const std::string& addr, int port);
+
+/// A fresh run id: 12 lowercase hex characters from /dev/urandom.
+std::string make_run_id();
+
+/// Creates `dir` and its parents (mode 0700 for the last component). Errors name the path.
+Status make_directories(const std::string& dir);
+
+/// Creates a private run directory under $TMPDIR (or /tmp): "air-run-<run_id>-XXXXXX".
+Expected<std::string> make_private_run_dir(const Environment& env, const std::string& run_id);
+
+/// Removes a directory tree air-run created (best effort, no symlink following).
+void remove_tree(const std::string& dir);
+
+/// Checks before launch that a program can be started: a bare name is looked
+/// up along env's PATH (as the ranks will), a path must be an executable file.
+/// Errors: not_found (exit 127) or not_executable (exit 126), naming the program.
+Expected<std::string> check_executable(const std::string& name, const Environment& env);
+
+/// Checks that a script or file target exists and is readable (exit 127 when not).
+Status check_readable_file(const std::string& path, const std::string& what);
+
+/// This host's name for reports.
+std::string host_name();
+
+} // namespace air
+
+namespace air {
+
+/// Reads a whole text file (the spec). Errors are usage errors naming the path.
+Expected<std::string> read_text_file(const std::string& path, const std::string& what);
+
+/// The directory holding air-run's own executable (from /proc/self/exe).
+std::string self_exe_dir();
+
+/// Finds the `air` Python package's parent directory: $AIR_PYTHON_PACKAGE_DIR,
+/// the source tree air-run was built from, or <prefix>/share/air-run/python
+/// next to an installed binary. "" when none exists.
+std::string find_python_package_dir(const Environment& env);
+
+} // namespace air

@@ -1,0 +1,260 @@
+#include "core/os/process.hpp"
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <optional>
+#include <string_view>
+
+namespace air {
+
+namespace {
+
+/// Everything the child needs between fork and exec, prepared by the parent
+/// so the child allocates nothing (after fork only async-signal-safe calls
+/// are allowed: another thread may have held the malloc lock).
+struct ChildSetup {
+  const char* path = nullptr;
+  char* const* argv = nullptr;
+  char* const* envp = nullptr;
+  int stdin_fd = -1;
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+  int exec_error_fd = -1;
+  pid_t parent = -1;
+  long max_fd = 1024;                 ///< upper bound for the close loop when close_range is missing
+  const rlimit* open_files = nullptr; ///< soft limit to restore (raise_open_file_limit), or none
+};
+
+/// The RLIMIT_NOFILE air-run inherited, once raise_open_file_limit changed it.
+std::optional<rlimit> g_inherited_open_files;
+
+[[noreturn]] void report_exec_error(int fd, int err) {
+  const char* p = reinterpret_cast<const char*>(&err);
+  std::size_t left = sizeof(err);
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  _exit(127);
+}
+
+/// Closes [first, last] (inclusive); close_range when the kernel has it
+/// (Linux 5.9), else a plain loop up to the fd limit.
+void close_fds(unsigned first, unsigned last, long max_fd) {
+  if (first > last) return;
+#ifdef SYS_close_range
+  if (::syscall(SYS_close_range, first, last, 0U) == 0) return;
+#endif
+  const long stop = last < static_cast<unsigned>(max_fd) ? static_cast<long>(last) : max_fd - 1;
+  for (long fd = first; fd <= stop; ++fd) ::close(static_cast<int>(fd));
+}
+
+/// Runs in the child. Async-signal-safe calls only.
+[[noreturn]] void exec_child(const ChildSetup& s) {
+  // Move the error pipe above 0-2 first, in case air-run was started with a
+  // standard fd closed and pipe2 handed out 0, 1 or 2.
+  int err_fd = ::fcntl(s.exec_error_fd, F_DUPFD_CLOEXEC, 3);
+  if (err_fd < 0) _exit(127);
+
+  // Die with air-run, even on `kill -9`. The parent may already be gone
+  // before prctl took effect; then nobody would signal us, so leave now.
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) report_exec_error(err_fd, errno);
+  if (::getppid() != s.parent) _exit(127);
+
+  // Own process group, so teardown can signal the rank and its descendants
+  // (DataLoader workers) as one, and the terminal's Ctrl-C does not reach it
+  // directly (air-run forwards it). The parent makes the same call.
+  if (::setpgid(0, 0) != 0) report_exec_error(err_fd, errno);
+
+  // Ignored dispositions and the blocked mask survive exec; air-run blocks
+  // its supervised signals and ignores SIGPIPE, the rank must not inherit that.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD, SIGUSR1, SIGUSR2, SIGQUIT})
+    ::sigaction(sig, &dfl, nullptr);
+  sigset_t empty;
+  sigemptyset(&empty);
+  ::sigprocmask(SIG_SETMASK, &empty, nullptr);
+
+  // Lift the sources above 2 before dup2 so no dup2 overwrites a source.
+  const int in = ::fcntl(s.stdin_fd, F_DUPFD_CLOEXEC, 3);
+  const int out = ::fcntl(s.stdout_fd, F_DUPFD_CLOEXEC, 3);
+  const int err = ::fcntl(s.stderr_fd, F_DUPFD_CLOEXEC, 3);
+  if (in < 0 || out < 0 || err < 0) report_exec_error(err_fd, errno);
+  // dup2 clears FD_CLOEXEC on the target, so 0-2 survive exec.
+  if (::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0) report_exec_error(err_fd, errno);
+
+  // Defence in depth: everything is O_CLOEXEC already, but a library may
+  // have opened an fd without it. Keep only 0-2 and the error pipe.
+  const auto keep = static_cast<unsigned>(err_fd);
+  close_fds(3, keep - 1, s.max_fd);
+  close_fds(keep + 1, ~0U, s.max_fd);
+
+  // Last, once no new fd is needed: the rank's soft limit may be below the
+  // fds this child inherited. Best effort: a higher limit harms no one.
+  if (s.open_files) ::setrlimit(RLIMIT_NOFILE, s.open_files);
+
+  ::execve(s.path, s.argv, s.envp);
+  report_exec_error(err_fd, errno);
+}
+
+Error exec_error(const std::string& name, bool searched, int err) {
+  switch (err) {
+  case ENOENT:
+  case ENOTDIR:
+    return {ErrorKind::not_found, name + (searched ? ": command not found" : ": No such file or directory")};
+  case EACCES:
+  case EPERM:
+    return {ErrorKind::not_executable, name + ": permission denied"};
+  default:
+    return {ErrorKind::not_executable, name + ": cannot execute: " + std::strerror(err)};
+  }
+}
+
+Expected<UniqueFd> make_pipe(UniqueFd& write_end) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return sys_error("pipe2", errno);
+  write_end.reset(fds[1]);
+  return UniqueFd(fds[0]);
+}
+
+} // namespace
+
+Expected<std::string> resolve_executable(const std::string& name, const std::string& path_var) {
+  if (name.find('/') != std::string::npos) return name;
+  if (name.empty()) return Error{ErrorKind::not_found, "'': command not found"};
+  bool saw_non_executable = false;
+  std::string_view rest = path_var;
+  for (;;) {
+    const auto colon = rest.find(':');
+    const std::string_view dir = rest.substr(0, colon);
+    std::string candidate = dir.empty() ? name : std::string(dir) + "/" + name;
+    struct stat st {};
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+      saw_non_executable = true;
+    }
+    if (colon == std::string_view::npos) break;
+    rest.remove_prefix(colon + 1);
+  }
+  return exec_error(name, true, saw_non_executable ? EACCES : ENOENT);
+}
+
+Expected<StartedProcess> start_process(const std::vector<std::string>& argv, const Environment& env) {
+  if (argv.empty() || argv[0].empty()) return usage_error("empty command");
+  const bool searched = argv[0].find('/') == std::string::npos;
+  const auto path_it = env.find("PATH");
+  auto resolved = resolve_executable(argv[0], path_it != env.end() ? path_it->second : k_default_path);
+  if (!resolved) return resolved.error();
+
+  // argv/envp arrays: built here because the child must not allocate.
+  const std::vector<std::string> env_strings = to_envp_strings(env);
+  std::vector<char*> c_argv;
+  c_argv.reserve(argv.size() + 1);
+  for (const auto& a : argv) c_argv.push_back(const_cast<char*>(a.c_str()));
+  c_argv.push_back(nullptr);
+  std::vector<char*> c_envp;
+  c_envp.reserve(env_strings.size() + 1);
+  for (const auto& e : env_strings) c_envp.push_back(const_cast<char*>(e.c_str()));
+  c_envp.push_back(nullptr);
+
+  // Every fd is close-on-exec from birth (pipe2/open flags, not a later
+  // fcntl), so no other rank, spawned concurrently or later, inherits it.
+  UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!dev_null) return sys_error("open /dev/null", errno);
+  UniqueFd out_write, err_write, exec_write;
+  auto out_read = make_pipe(out_write);
+  if (!out_read) return out_read.error();
+  auto err_read = make_pipe(err_write);
+  if (!err_read) return err_read.error();
+  auto exec_read = make_pipe(exec_write);
+  if (!exec_read) return exec_read.error();
+
+  ChildSetup setup;
+  setup.path = resolved->c_str();
+  setup.argv = c_argv.data();
+  setup.envp = c_envp.data();
+  setup.stdin_fd = dev_null.get();
+  setup.stdout_fd = out_write.get();
+  setup.stderr_fd = err_write.get();
+  setup.exec_error_fd = exec_write.get();
+  setup.parent = ::getpid();
+  const long open_max = ::sysconf(_SC_OPEN_MAX);
+  setup.max_fd = open_max > 0 ? open_max : 1024;
+  if (g_inherited_open_files) setup.open_files = &*g_inherited_open_files;
+
+  const pid_t pid = ::fork();
+  if (pid < 0) return sys_error("fork", errno);
+  if (pid == 0) exec_child(setup);
+
+  // Same call as the child: whichever runs first wins, so the group exists
+  // before anyone signals it. EACCES (child already exec'd) is fine.
+  ::setpgid(pid, pid);
+  // Drop our copies of the child's ends now, or the pipes never reach EOF.
+  out_write.reset();
+  err_write.reset();
+  exec_write.reset();
+  dev_null.reset();
+
+  for (int fd : {out_read->get(), err_read->get()}) {
+    const int flags = ::fcntl(fd, F_GETFL);
+    ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+  }
+  StartedProcess started;
+  started.child.pid = pid;
+  started.child.stdout_fd = std::move(*out_read);
+  started.child.stderr_fd = std::move(*err_read);
+  started.exec_status = std::move(*exec_read);
+  started.name = argv[0];
+  started.searched = searched;
+  return started;
+}
+
+Expected<ChildProcess> confirm_exec(StartedProcess started) {
+  // EOF means exec succeeded (the close-on-exec write end vanished with it).
+  int child_errno = 0;
+  ssize_t n;
+  do {
+    n = ::read(started.exec_status.get(), &child_errno, sizeof(child_errno));
+  } while (n < 0 && errno == EINTR);
+  if (n > 0) {
+    int status = 0;
+    while (::waitpid(started.child.pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return exec_error(started.name, started.searched, n == sizeof(child_errno) ? child_errno : EIO);
+  }
+  return std::move(started.child);
+}
+
+void raise_open_file_limit() {
+  constexpr rlim_t k_most = 65536; // bounds the child's close loop on kernels without close_range
+  rlimit limit{};
+  if (g_inherited_open_files || ::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  const rlim_t wanted = std::min(limit.rlim_max, k_most);
+  if (limit.rlim_cur >= wanted) return;
+  const rlimit inherited = limit;
+  limit.rlim_cur = wanted;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) == 0) g_inherited_open_files = inherited;
+}
+
+Expected<ChildProcess> spawn_process(const std::vector<std::string>& argv, const Environment& env) {
+  auto started = start_process(argv, env);
+  if (!started) return started.error();
+  return confirm_exec(std::move(*started));
+}
+
+} // namespace air

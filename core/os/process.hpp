@@ -1,0 +1,74 @@
+#pragma once
+
+#include "core/base/environment.hpp"
+#include "core/base/error.hpp"
+#include "core/base/unique_fd.hpp"
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace air {
+
+/// One started process: its pid, which is also its process-group id, and the
+/// nonblocking close-on-exec read ends of its stdout and stderr pipes. The
+/// caller reaps it (wait4) and owns its teardown.
+struct ChildProcess {
+  pid_t pid = -1;
+  UniqueFd stdout_fd;
+  UniqueFd stderr_fd;
+};
+
+/// Finds `name` along `path_var` (colon-separated; an empty entry is the
+/// current directory) the way execvp does, but against the rank's own PATH
+/// rather than air-run's, as Python's subprocess does with env=. A name that
+/// contains '/' is returned unchanged. Errors: not_found "<name>: command not
+/// found", or not_executable "<name>: permission denied" when only files
+/// without execute permission match.
+Expected<std::string> resolve_executable(const std::string& name, const std::string& path_var);
+
+/// Starts `argv` with exactly `env` as its environment, isolated the way every
+/// rank is (aesthetics habit 8, decided for fork+exec so PDEATHSIG can be set):
+/// its own process group, PR_SET_PDEATHSIG(SIGKILL) so `kill -9` of air-run
+/// leaves no rank behind, default dispositions and an empty mask, stdin from
+/// /dev/null, stdout/stderr to two fresh pipes, every other fd closed.
+///
+/// The child runs only async-signal-safe calls between fork and exec; the
+/// PATH lookup and the argv/envp arrays are prepared before the fork. An exec
+/// failure travels back through a close-on-exec pipe, so it is an error here,
+/// not a mysterious exit 127: not_found (exit 127) for ENOENT/ENOTDIR,
+/// not_executable (126) for EACCES, ENOEXEC and other exec errors, system
+/// (125) when pipe2/open/fork fail. The failed child is already reaped then.
+Expected<ChildProcess> spawn_process(const std::vector<std::string>& argv, const Environment& env);
+
+/// A forked child whose exec is not yet confirmed: start_process's result.
+/// Launching many ranks, a caller starts them all and then confirms each, so
+/// the children exec in parallel rather than one after another.
+struct StartedProcess {
+  ChildProcess child;
+  UniqueFd exec_status;  ///< close-on-exec pipe: EOF once exec succeeded, the errno if it failed
+  std::string name;      ///< argv[0], for the error message
+  bool searched = false; ///< argv[0] was looked up along PATH
+};
+
+/// spawn_process's first half: the PATH lookup (its not_found and
+/// not_executable errors come from here) and the fork. The child runs from
+/// here on; a signal sent to its group reaches it even before it has exec'd.
+Expected<StartedProcess> start_process(const std::vector<std::string>& argv, const Environment& env);
+
+/// spawn_process's second half: waits until the child has exec'd (or failed
+/// to, when it is reaped and its exec error returned).
+Expected<ChildProcess> confirm_exec(StartedProcess started);
+
+/// Lifts air-run's soft limit on open files towards the hard limit (at most
+/// 65536). A rank costs air-run two pipe ends while it runs and three while it
+/// starts, so a few hundred ranks pass the common soft limit of 1024.
+/// Processes started afterwards get back, before exec, the soft limit that
+/// air-run inherited: a program that still uses select() breaks on fds above 1023.
+void raise_open_file_limit();
+
+/// The PATH execvp falls back to when the environment has none.
+inline constexpr const char* k_default_path = "/bin:/usr/bin";
+
+} // namespace air

@@ -1,0 +1,77 @@
+#include "core/os/signals.hpp"
+
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace air {
+
+sigset_t supervised_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGCHLD);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2}) {
+    struct sigaction current {};
+    if (sigaction(sig, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) continue;
+    sigaddset(&set, sig);
+  }
+  return set;
+}
+
+Expected<std::unique_ptr<SignalGuard>> SignalGuard::install() {
+  std::unique_ptr<SignalGuard> guard(new SignalGuard());
+  const sigset_t set = supervised_signals();
+  // Block before anything else: a signal that arrives from here on waits in
+  // the kernel until the loop reads it from the signalfd.
+  if (sigprocmask(SIG_BLOCK, &set, &guard->old_mask_) != 0) return sys_error("sigprocmask", errno);
+  const int fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    sigprocmask(SIG_SETMASK, &guard->old_mask_, nullptr);
+    return sys_error("signalfd", err);
+  }
+  guard->fd_.reset(fd);
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  if (sigaction(SIGCHLD, &dfl, &guard->old_chld_action_) != 0) {
+    const int err = errno;
+    sigprocmask(SIG_SETMASK, &guard->old_mask_, nullptr);
+    return sys_error("sigaction(SIGCHLD)", err);
+  }
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  if (sigaction(SIGPIPE, &ignore, &guard->old_pipe_action_) != 0) {
+    const int err = errno;
+    sigaction(SIGCHLD, &guard->old_chld_action_, nullptr);
+    sigprocmask(SIG_SETMASK, &guard->old_mask_, nullptr);
+    return sys_error("sigaction(SIGPIPE)", err);
+  }
+  return guard;
+}
+
+SignalGuard::~SignalGuard() {
+  // Consume what is still queued: the run is over, and unblocking a pending
+  // SIGINT now would kill air-run before it can report the outcome.
+  read_pending();
+  sigaction(SIGPIPE, &old_pipe_action_, nullptr);
+  sigaction(SIGCHLD, &old_chld_action_, nullptr);
+  sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+}
+
+std::vector<int> SignalGuard::read_pending() {
+  std::vector<int> signals;
+  signalfd_siginfo info[16];
+  for (;;) {
+    const ssize_t n = ::read(fd_.get(), info, sizeof(info));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break; // EAGAIN: queue empty
+    const auto count = static_cast<std::size_t>(n) / sizeof(signalfd_siginfo);
+    for (std::size_t i = 0; i < count; ++i) signals.push_back(static_cast<int>(info[i].ssi_signo));
+  }
+  return signals;
+}
+
+} // namespace air

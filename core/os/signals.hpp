@@ -1,0 +1,55 @@
+#pragma once
+
+#include "core/base/error.hpp"
+#include "core/base/unique_fd.hpp"
+
+#include <csignal>
+#include <memory>
+#include <vector>
+
+namespace air {
+
+/// The signals the supervisor consumes through its signalfd: INT/TERM/HUP
+/// (forward, then tear down), CHLD (reap), USR1/USR2 (forward only). A
+/// signal other than CHLD whose disposition is SIG_IGN when air-run starts
+/// (`nohup` ignores HUP, a background job in a script ignores INT) is left
+/// out, so it stays ignored as whoever started air-run asked.
+sigset_t supervised_signals();
+
+/// Scoped signal setup for the supervisor loop (aesthetics habit 7, 12.1,
+/// 12.2): blocks the supervised signals so none is lost between a check and
+/// a wait, exposes them as a nonblocking close-on-exec signalfd that sits in
+/// the poll set, and ignores SIGPIPE so a closed console cannot kill air-run
+/// and orphan the ranks. The destructor drains the signalfd, restores the
+/// previous mask and SIGPIPE disposition, and closes the fd.
+///
+/// SIGCHLD is set to SIG_DFL for the duration: an inherited SIG_IGN (or
+/// SA_NOCLDWAIT) would make the kernel reap the ranks itself, and their exit
+/// statuses would be lost. The mask is per thread, so the process must be
+/// single-threaded (air-run is) or have these signals blocked everywhere.
+class SignalGuard {
+public:
+  /// Installs the guard. Fails (system error naming the call) only if the
+  /// kernel refuses sigprocmask, signalfd or sigaction.
+  static Expected<std::unique_ptr<SignalGuard>> install();
+
+  ~SignalGuard();
+  SignalGuard(const SignalGuard&) = delete;
+  SignalGuard& operator=(const SignalGuard&) = delete;
+
+  /// The signalfd to poll for POLLIN.
+  int fd() const { return fd_.get(); }
+
+  /// Reads every queued signal, in arrival order. Never blocks.
+  std::vector<int> read_pending();
+
+private:
+  SignalGuard() = default;
+
+  UniqueFd fd_;
+  sigset_t old_mask_{};
+  struct sigaction old_pipe_action_ {};
+  struct sigaction old_chld_action_ {};
+};
+
+} // namespace air

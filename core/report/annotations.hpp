@@ -1,0 +1,31 @@
+#pragma once
+
+#include "core/base/environment.hpp"
+#include "core/report/collect.hpp"
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace air {
+
+/// Whether to print GitHub Actions workflow commands: GITHUB_ACTIONS=true,
+/// which the runner sets for every step.
+bool github_actions_enabled(const Environment& env);
+
+/// Escapes the message part of a workflow command: % -> %25, CR -> %0D,
+/// LF -> %0A (GitHub's escapeData), so a multi-line traceback stays one command.
+std::string escape_workflow_data(std::string_view text);
+
+/// Escapes a property value (title=...): escape_workflow_data plus
+/// : -> %3A and , -> %2C (GitHub's escapeProperty).
+std::string escape_workflow_property(std::string_view text);
+
+/// `::error title=air-run rank N::<message>` lines, one per rank that failed
+/// on its own; the message is the rank's end ("exit code 3"), its error
+/// ("RuntimeError: boom") and its traceback or output tail. A run that timed
+/// out, was interrupted or could not be launched without a failed rank gets
+/// one `::error title=air-run::<reason>` line. A success gets none. Pure.
+std::vector<std::string> github_annotations(const RunReport& report);
+
+} // namespace air

@@ -1,0 +1,78 @@
+#pragma once
+
+#include "core/report/error_file.hpp"
+#include "core/hw/hardware.hpp"
+#include "core/run/plan.hpp"
+#include "core/report/rank_result.hpp"
+#include "core/spec/spec.hpp"
+#include "core/run/supervisor.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace air {
+
+/// The error shown for one rank: from its TORCHELASTIC_ERROR_FILE when it
+/// wrote one, else (for a rank that failed on its own) its last output lines,
+/// else the reason it could not be started.
+struct RankError {
+  enum class Source {
+    error_file,  ///< torchelastic error file (torch's @record)
+    output_tail, ///< no error file: the rank's last output lines stand in
+    spawn,       ///< the rank could not be started (exec failed)
+  };
+  Source source = Source::output_tail;
+  std::string type;      ///< exception type, "" when unknown
+  std::string message;   ///< "boom", or the exit description for output_tail
+  std::string traceback; ///< py_callstack, the joined output tail, or raw text of a malformed file
+  std::optional<std::int64_t> timestamp; ///< from the error file
+};
+
+/// "error_file", "output_tail", "spawn": the spellings used in the summary.
+std::string_view to_string(RankError::Source source);
+
+/// Everything the end-of-run outputs (summary, human report, JUnit, GitHub
+/// annotations) are rendered from. It only refers to the run's inputs, which
+/// must outlive it. `results` and `errors` are parallel to `outcome.ranks`.
+struct RunReport {
+  const LaunchSpec& spec;
+  const Hardware& hardware;
+  const Selection& selection;
+  const LaunchPlan& plan;
+  const RunOutcome& outcome;
+  std::string host;  ///< gethostname() of this node
+  int exit_code = 0; ///< outcome.exit_code(), air-run's exit status
+  std::vector<RankResult> results;
+  std::vector<std::optional<RankError>> errors;
+};
+
+/// Whether a rank failed on its own: it could not be started, or it ended
+/// unsuccessfully before air-run signalled it. Ranks air-run stopped during
+/// teardown are not failures (they are "stopped").
+bool rank_failed(const RankOutcome& rank);
+
+/// "exit code 3", "signal 9 (SIGKILL), killed by the OOM killer",
+/// "could not be started: <spawn error>".
+std::string describe_rank_end(const RankOutcome& rank);
+
+/// The plan of rank `rank`, or nullptr when the plan has no such rank.
+const RankPlan* find_rank_plan(const LaunchPlan& plan, int rank);
+
+/// Chooses the error shown for a rank (see RankError). Pure. A rank that
+/// succeeded or was stopped and left no error file has none.
+std::optional<RankError> rank_error(const RankOutcome& rank,
+                                    const std::optional<ErrorFileRecord>& error_file);
+
+/// Reads every rank's result and error files (paths from the plan) and builds
+/// the report. Never fails: unreadable files become states in the report.
+/// `exit_code` is `outcome.exit_code()`; `host` is this node's name.
+RunReport collect_report(const LaunchSpec& spec, const Hardware& hardware, const Selection& selection,
+                         const LaunchPlan& plan, const RunOutcome& outcome, int exit_code, std::string host);
+
+/// Formats a time point as ISO 8601 UTC with milliseconds: "2026-04-07T10:13:24.123Z".
+std::string format_utc(std::chrono::system_clock::time_point t);
+
+} // namespace air

@@ -1,0 +1,133 @@
+#include "core/report/error_file.hpp"
+
+#include "core/os/file_read.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cctype>
+#include <charconv>
+
+namespace air {
+namespace {
+
+using nlohmann::json;
+
+ErrorFileRecord malformed(std::string why, std::string_view text) {
+  ErrorFileRecord r;
+  r.malformed = true;
+  r.message = std::move(why);
+  r.raw = std::string(text.substr(0, k_error_raw_bytes));
+  return r;
+}
+
+// torch writes timestamps as strings of epoch seconds; accept numbers too.
+std::optional<std::int64_t> read_timestamp(const json& v) {
+  if (v.is_number_integer()) return v.get<std::int64_t>();
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    // Casting an out-of-range double is undefined behaviour: check first.
+    if (d >= -9.2e18 && d <= 9.2e18) return static_cast<std::int64_t>(d);
+    return std::nullopt;
+  }
+  if (v.is_string()) {
+    const auto& s = v.get_ref<const std::string&>();
+    std::int64_t out = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    if (ec == std::errc() && end == s.data() + s.size()) return out;
+  }
+  return std::nullopt;
+}
+
+std::string string_at(const json& obj, const char* key) {
+  if (!obj.is_object()) return "";
+  const auto it = obj.find(key);
+  if (it == obj.end() || !it->is_string()) return "";
+  return it->get<std::string>();
+}
+
+bool is_identifier_part(char c, bool first) {
+  const auto u = static_cast<unsigned char>(c);
+  return c == '_' || std::isalpha(u) || (!first && std::isdigit(u));
+}
+
+} // namespace
+
+std::pair<std::string, std::string> split_exception_message(std::string_view message) {
+  const auto colon = message.find(':');
+  if (colon == std::string_view::npos || colon == 0) return {"", std::string(message)};
+  const std::string_view type = message.substr(0, colon);
+  bool first = true;
+  for (char c : type) {
+    if (c == '.') {
+      if (first) return {"", std::string(message)};
+      first = true;
+      continue;
+    }
+    if (!is_identifier_part(c, first)) return {"", std::string(message)};
+    first = false;
+  }
+  if (first) return {"", std::string(message)}; // ends with '.'
+  std::string_view rest = message.substr(colon + 1);
+  if (!rest.empty() && rest.front() == ' ')
+    rest.remove_prefix(1);
+  else if (!rest.empty())
+    return {"", std::string(message)}; // "http://..." is not "Type: msg"
+  return {std::string(type), std::string(rest)};
+}
+
+ErrorFileRecord parse_error_file(std::string_view text) {
+  json data;
+  try {
+    data = json::parse(text.begin(), text.end());
+  } catch (const json::exception& e) {
+    return malformed("not JSON: " + json_error_message(e), text);
+  }
+  if (!data.is_object() || !data.contains("message")) {
+    return malformed("no \"message\" string or object", text);
+  }
+  const json& message = data["message"];
+  ErrorFileRecord r;
+  std::string full_message;
+  if (message.is_string()) {
+    // torchelastic's "new format": timestamp at the top level.
+    full_message = message.get<std::string>();
+    if (data.contains("timestamp")) r.timestamp = read_timestamp(data["timestamp"]);
+    if (data.contains("extraInfo")) r.traceback = string_at(data["extraInfo"], "py_callstack");
+  } else if (message.is_object()) {
+    full_message = string_at(message, "message");
+    if (message.contains("extraInfo")) {
+      const json& extra = message["extraInfo"];
+      r.traceback = string_at(extra, "py_callstack");
+      if (extra.is_object() && extra.contains("timestamp")) r.timestamp = read_timestamp(extra["timestamp"]);
+    }
+    if (message.contains("errorCode") && message["errorCode"].is_number_integer()) {
+      r.error_code = message["errorCode"].get<int>();
+    }
+  } else {
+    return malformed("no \"message\" string or object", text);
+  }
+  auto [type, rest] = split_exception_message(full_message);
+  r.type = std::move(type);
+  r.message = std::move(rest);
+  return r;
+}
+
+std::optional<ErrorFileRecord> read_error_file(const std::string& path) {
+  if (path.empty()) return std::nullopt;
+  FileRead file = read_small_file(path, k_max_error_file_bytes);
+  switch (file.state) {
+  case FileRead::State::missing:
+    return std::nullopt;
+  case FileRead::State::too_large:
+    return malformed("error file is " + std::to_string(file.size) + " bytes, over the limit of " +
+                         std::to_string(k_max_error_file_bytes) + " bytes",
+                     "");
+  case FileRead::State::unreadable:
+    return malformed(file.error, "");
+  case FileRead::State::ok:
+    break;
+  }
+  return parse_error_file(file.text);
+}
+
+} // namespace air

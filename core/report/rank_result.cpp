@@ -1,0 +1,69 @@
+#include "core/report/rank_result.hpp"
+
+#include "core/os/file_read.hpp"
+
+#include <string>
+
+namespace air {
+
+std::string_view to_string(RankResult::State state) {
+  switch (state) {
+  case RankResult::State::missing:
+    return "missing";
+  case RankResult::State::ok:
+    return "ok";
+  case RankResult::State::invalid:
+    return "invalid";
+  case RankResult::State::too_large:
+    return "too_large";
+  }
+  return "invalid";
+}
+
+RankResult parse_rank_result(std::string_view text) {
+  RankResult result;
+  result.size_bytes = text.size();
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+    // Said in our words: nlohmann's wording for empty input differs between releases.
+    result.state = RankResult::State::invalid;
+    result.error = "the file is empty (expected one JSON value)";
+    result.excerpt = std::string(text.substr(0, k_result_excerpt_bytes));
+    return result;
+  }
+  try {
+    result.value = nlohmann::ordered_json::parse(text.begin(), text.end());
+    result.state = RankResult::State::ok;
+  } catch (const nlohmann::json::exception& e) {
+    result.state = RankResult::State::invalid;
+    result.error = json_error_message(e);
+    result.excerpt = std::string(text.substr(0, k_result_excerpt_bytes));
+    result.value = nullptr;
+  }
+  return result;
+}
+
+RankResult read_rank_result(const std::string& path, std::uint64_t max_bytes) {
+  RankResult result;
+  if (path.empty()) return result;
+  FileRead file = read_small_file(path, max_bytes);
+  result.size_bytes = file.size;
+  switch (file.state) {
+  case FileRead::State::missing:
+    return result;
+  case FileRead::State::too_large:
+    result.state = RankResult::State::too_large;
+    result.error = "result file is " + std::to_string(file.size) + " bytes, over the limit of " +
+                   std::to_string(max_bytes) + " bytes";
+    return result;
+  case FileRead::State::unreadable:
+    result.state = RankResult::State::invalid;
+    result.error = file.error;
+    return result;
+  case FileRead::State::ok:
+    break;
+  }
+  result = parse_rank_result(file.text);
+  return result;
+}
+
+} // namespace air

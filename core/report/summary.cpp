@@ -1,0 +1,231 @@
+#include "core/report/summary.hpp"
+
+#include <cctype>
+#include <cmath>
+
+namespace air {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string_view origin_kind(Origin::Kind kind) {
+  switch (kind) {
+  case Origin::Kind::default_value:
+    return "default";
+  case Origin::Kind::file:
+    return "file";
+  case Origin::Kind::env:
+    return "env";
+  case Origin::Kind::flag:
+    return "flag";
+  }
+  return "default";
+}
+
+template <typename T> Json setting(const Setting<T>& s, Json value) {
+  Json out;
+  out["value"] = std::move(value);
+  out["origin"] = origin_kind(s.origin.kind);
+  out["where"] = s.origin.where.empty() ? Json(nullptr) : Json(s.origin.where);
+  return out;
+}
+
+// Seconds rounded to milliseconds, so 12.41 prints as 12.41 and not 12.410000000000002.
+double seconds(double s) { return std::round(s * 1000.0) / 1000.0; }
+double seconds(Millis ms) { return static_cast<double>(ms.count()) / 1000.0; }
+
+Json string_or_null(const std::string& s) { return s.empty() ? Json(nullptr) : Json(s); }
+
+Json exit_json(const ExitStatus& status) {
+  Json out;
+  const bool exited = status.kind == ExitStatus::Kind::exited;
+  const bool signaled = status.kind == ExitStatus::Kind::signaled;
+  out["code"] = exited ? Json(status.code) : Json(nullptr);
+  out["signal"] = signaled ? Json(status.signal) : Json(nullptr);
+  out["signal_name"] = signaled ? Json(signal_name(status.signal)) : Json(nullptr);
+  out["core_dumped"] = status.core_dumped;
+  // Every rank is reaped before the summary, so "not exited" means never started.
+  out["description"] = status.kind == ExitStatus::Kind::not_exited ? "not started" : status.describe();
+  return out;
+}
+
+Json result_json(const RankResult& r) {
+  Json out;
+  out["state"] = to_string(r.state);
+  switch (r.state) {
+  case RankResult::State::missing:
+    break;
+  case RankResult::State::ok:
+    out["value"] = r.value;
+    break;
+  case RankResult::State::invalid:
+    out["error"] = r.error;
+    out["excerpt"] = r.excerpt;
+    break;
+  case RankResult::State::too_large:
+    out["error"] = r.error;
+    out["size_bytes"] = r.size_bytes;
+    break;
+  }
+  return out;
+}
+
+Json error_json(const std::optional<RankError>& e) {
+  if (!e) return nullptr;
+  Json out;
+  out["type"] = string_or_null(e->type);
+  out["message"] = e->message;
+  out["traceback"] = string_or_null(e->traceback);
+  out["source"] = to_string(e->source);
+  out["timestamp"] = e->timestamp ? Json(*e->timestamp) : Json(nullptr);
+  return out;
+}
+
+Json rank_json(const RunReport& report, std::size_t i) {
+  const RankOutcome& r = report.outcome.ranks[i];
+  const RankPlan* plan = find_rank_plan(report.plan, r.rank);
+  Json out;
+  out["rank"] = r.rank;
+  out["local_rank"] = r.local_rank;
+  out["pid"] = r.pid > 0 ? Json(r.pid) : Json(nullptr);
+  out["gpu"] = plan != nullptr ? string_or_null(plan->gpu_uuid) : Json(nullptr);
+  out["exit"] = exit_json(r.status);
+  out["stopped_by_air_run"] = r.stopped_by_air_run;
+  out["oom_killed"] = r.oom_killed;
+  out["spawn_error"] = string_or_null(r.spawn_error);
+  out["end_order"] = r.end_order > 0 ? Json(r.end_order) : Json(nullptr);
+  out["duration_s"] = seconds(r.duration_s);
+  out["user_s"] = seconds(r.user_s);
+  out["sys_s"] = seconds(r.sys_s);
+  out["max_rss_kb"] = r.max_rss_kb;
+  out["result"] = i < report.results.size() ? result_json(report.results[i]) : result_json(RankResult{});
+  out["error"] = i < report.errors.size() ? error_json(report.errors[i]) : Json(nullptr);
+  out["log"] = plan != nullptr ? string_or_null(plan->log_file) : Json(nullptr);
+  out["log_error"] = string_or_null(r.log_error);
+  return out;
+}
+
+} // namespace
+
+bool looks_secret(std::string_view name) {
+  std::string upper;
+  for (char c : name) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (const char* word : {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL", "AUTH"}) {
+    if (upper.find(word) != std::string::npos) return true;
+  }
+  return false;
+}
+
+Json spec_settings_json(const LaunchSpec& s) {
+  Json env = Json::object();
+  for (const auto& [name, value] : s.env.value) env[name] = looks_secret(name) ? "<redacted>" : value;
+  Json out;
+  out["accelerator_type"] = setting(s.accelerator_type, s.accelerator_type.value);
+  out["num_accelerators"] =
+      setting(s.num_accelerators, s.num_accelerators.value ? Json(*s.num_accelerators.value) : Json(nullptr));
+  out["cpu_ranks"] = setting(s.cpu_ranks, s.cpu_ranks.value);
+  out["timeout"] = setting(s.timeout, s.timeout.value ? Json(seconds(*s.timeout.value)) : Json(nullptr));
+  out["grace_period"] = setting(s.grace_period, seconds(s.grace_period.value));
+  out["environment.python"] = setting(s.python, s.python.value);
+  out["environment.dependencies"] = setting(s.dependencies, s.dependencies.value);
+  out["environment.requirements_file"] = setting(s.requirements_file, s.requirements_file.value);
+  out["env"] = setting(s.env, std::move(env));
+  out["command"] = setting(s.command, s.command.value);
+  out["module"] = setting(s.module, s.module.value);
+  out["no_python"] = setting(s.no_python, s.no_python.value);
+  out["master_addr"] = setting(s.master_addr, s.master_addr.value);
+  out["master_port"] = setting(s.master_port, s.master_port.value);
+  out["log_dir"] = setting(s.log_dir, s.log_dir.value);
+  out["console_ranks"] = setting(s.console_ranks, s.console_ranks.value);
+  out["isolate_gpus"] = setting(s.isolate_gpus, s.isolate_gpus.value);
+  out["run_id"] = setting(s.run_id, s.run_id.value);
+  out["summary_file"] = setting(s.summary_file, s.summary_file.value);
+  out["json"] = setting(s.json, s.json.value);
+  out["junit_file"] = setting(s.junit_file, s.junit_file.value);
+  out["tail_lines"] = setting(s.tail_lines, s.tail_lines.value);
+  return out;
+}
+
+Json summary_json(const RunReport& report) {
+  const RunOutcome& o = report.outcome;
+  const LaunchPlan& plan = report.plan;
+  Json doc;
+  doc["schema_version"] = k_summary_schema_version;
+  doc["air_run_version"] = AIR_VERSION;
+  doc["run_id"] = plan.run_id;
+  doc["host"] = report.host;
+  doc["started_at"] = format_utc(o.started_at);
+  doc["ended_at"] = format_utc(o.ended_at);
+  doc["duration_s"] = seconds(o.duration_s);
+
+  Json spec;
+  spec["path"] = string_or_null(report.spec.spec_path);
+  spec["settings"] = spec_settings_json(report.spec);
+  doc["spec"] = std::move(spec);
+
+  Json hw;
+  hw["source"] = report.hardware.source;
+  hw["reason"] = string_or_null(report.hardware.reason);
+  hw["cuda_visible_devices"] = string_or_null(report.hardware.cuda_visible_devices);
+  hw["gpus"] = Json::array();
+  for (const GpuInfo& g : report.hardware.gpus) hw["gpus"].push_back(gpu_info_json(g));
+  hw["notes"] = report.hardware.notes;
+  doc["hardware"] = std::move(hw);
+
+  Json sel;
+  sel["accelerator_type"] = report.selection.accelerator_type;
+  sel["cpu"] = report.selection.cpu;
+  sel["ranks"] = report.selection.ranks;
+  // NVML's index order is not CUDA's: ranks are bound to GPUs by UUID.
+  sel["gpu_binding"] = report.selection.cpu ? "none" : "uuid";
+  sel["gpus"] = Json::array();
+  for (const GpuInfo& g : report.selection.gpus) sel["gpus"].push_back(g.uuid);
+  sel["notices"] = report.selection.notices;
+  doc["selection"] = std::move(sel);
+
+  Json launch;
+  launch["world_size"] = plan.world_size;
+  launch["node_rank"] = plan.node_rank;
+  launch["num_nodes"] = plan.num_nodes;
+  launch["node_name"] = string_or_null(plan.node_name);
+  launch["cluster_source"] = plan.cluster_source;
+  launch["master_addr"] = plan.master_addr;
+  launch["master_port"] = plan.master_port;
+  launch["run_dir"] = plan.run_dir;
+  launch["timeout_s"] = plan.timeout ? Json(seconds(*plan.timeout)) : Json(nullptr);
+  launch["grace_period_s"] = seconds(plan.grace_period);
+  doc["launch"] = std::move(launch);
+
+  Json outcome;
+  outcome["status"] = to_string(o.status);
+  outcome["exit_code"] = report.exit_code;
+  outcome["root_cause_rank"] = o.root_cause_rank >= 0 ? Json(o.root_cause_rank) : Json(nullptr);
+  outcome["reason"] = o.reason;
+  outcome["interrupt_signal"] = o.interrupt_signal > 0 ? Json(o.interrupt_signal) : Json(nullptr);
+  outcome["interrupt_signal_name"] =
+      o.interrupt_signal > 0 ? Json(signal_name(o.interrupt_signal)) : Json(nullptr);
+  outcome["console_lines_dropped"] = o.console_lines_dropped;
+  if (o.remote_failure) {
+    const RemoteFailure& remote = *o.remote_failure;
+    outcome["remote_failure"] = {{"node_rank", remote.node_rank},
+                                 {"node_name", string_or_null(remote.node_name)},
+                                 {"rank", remote.rank >= 0 ? Json(remote.rank) : Json(nullptr)},
+                                 {"exit_code", remote.exit_code},
+                                 {"reason", remote.reason}};
+  } else {
+    outcome["remote_failure"] = nullptr;
+  }
+  doc["outcome"] = std::move(outcome);
+
+  doc["ranks"] = Json::array();
+  for (std::size_t i = 0; i < o.ranks.size(); ++i) doc["ranks"].push_back(rank_json(report, i));
+  return doc;
+}
+
+std::string summary_text(const RunReport& report) {
+  // replace: rank output and excerpts may hold invalid UTF-8, which dump()
+  // would otherwise throw on.
+  return summary_json(report).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
+
+} // namespace air

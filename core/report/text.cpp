@@ -1,0 +1,139 @@
+#include "core/report/text.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace air {
+namespace {
+
+std::string rank_label(const RankOutcome& r) {
+  std::string out = "rank " + std::to_string(r.rank) + " (local_rank " + std::to_string(r.local_rank);
+  if (r.pid > 0) out += ", pid " + std::to_string(r.pid);
+  return out + ")";
+}
+
+std::string error_headline(const RankError& e) {
+  if (e.type.empty()) return e.message;
+  if (e.message.empty()) return e.type;
+  return e.type + ": " + e.message;
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
+// The end of a traceback or tail is where the exception is: keep the last lines.
+void append_indented_tail(std::string& out, const std::string& text, int max_lines) {
+  std::vector<std::string> lines = split_lines(text);
+  const std::size_t keep = max_lines > 0 ? static_cast<std::size_t>(max_lines) : 50;
+  std::size_t first = 0;
+  if (lines.size() > keep) {
+    first = lines.size() - keep;
+    out += "      ... (" + std::to_string(first) + (first == 1 ? " earlier line)\n" : " earlier lines)\n");
+  }
+  for (std::size_t i = first; i < lines.size(); ++i) out += "      " + lines[i] + "\n";
+}
+
+// The root cause is the supervisor's choice; without one (e.g. launch failed)
+// the first failed rank by observed end order stands in.
+const RankOutcome* find_root_cause(const RunOutcome& o) {
+  const RankOutcome* best = nullptr;
+  for (const RankOutcome& r : o.ranks) {
+    if (r.rank == o.root_cause_rank) return &r;
+  }
+  for (const RankOutcome& r : o.ranks) {
+    if (!rank_failed(r)) continue;
+    if (best == nullptr || (r.end_order != 0 && (best->end_order == 0 || r.end_order < best->end_order))) {
+      best = &r;
+    }
+  }
+  return best;
+}
+
+// "0, 2-5, 7": sorted and de-duplicated, then spec's range folding with
+// spaces for reading (the flag syntax is "0,2-5,7").
+std::string join_ranks(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  return format_rank_list(ranks, ", ");
+}
+
+} // namespace
+
+std::string format_seconds(double seconds) {
+  if (!(seconds >= 0)) seconds = 0;
+  if (seconds > 1e12) seconds = 1e12; // keeps llround in range for absurd inputs
+  if (seconds < 59.95) return fmt::format("{:.1f}s", seconds);
+  const long long total = std::llround(seconds);
+  const long long h = total / 3600;
+  const long long m = (total % 3600) / 60;
+  const long long s = total % 60;
+  if (h > 0) return fmt::format("{}h{:02d}m{:02d}s", h, m, s);
+  return fmt::format("{}m{:02d}s", m, s);
+}
+
+std::string format_report(const RunReport& report) {
+  const RunOutcome& o = report.outcome;
+  const std::string run = "air-run: run " + report.plan.run_id + " ";
+  if (o.status == RunOutcome::Status::succeeded) {
+    const std::size_t n = o.ranks.size();
+    return run + "succeeded after " + format_seconds(o.duration_s) + ": " + std::to_string(n) +
+           (n == 1 ? " rank" : " ranks") + " exited 0\n";
+  }
+  std::string out = run + std::string(status_words(o.status)) + " after " + format_seconds(o.duration_s) +
+                    " (exit code " + std::to_string(report.exit_code) + ")";
+  if (!o.reason.empty()) out += ": " + o.reason;
+  out += "\n";
+
+  const RankOutcome* root = find_root_cause(o);
+  if (root != nullptr) {
+    const std::size_t i = static_cast<std::size_t>(root - o.ranks.data());
+    out += "  root cause: " + rank_label(*root) + ": " + describe_rank_end(*root) + "\n";
+    const std::optional<RankError>* err = i < report.errors.size() ? &report.errors[i] : nullptr;
+    if (err != nullptr && err->has_value()) {
+      const RankError& e = **err;
+      if (e.source == RankError::Source::error_file) {
+        out += "    " + error_headline(e) + "\n";
+        append_indented_tail(out, e.traceback, report.plan.tail_lines);
+      } else if (e.source == RankError::Source::output_tail) {
+        if (e.traceback.empty())
+          out += "    (no output)\n";
+        else {
+          out += "    last output lines:\n";
+          append_indented_tail(out, e.traceback, report.plan.tail_lines);
+        }
+      }
+    }
+    const RankPlan* rp = find_rank_plan(report.plan, root->rank);
+    if (rp != nullptr && !rp->log_file.empty()) out += "    log: " + rp->log_file + "\n";
+  }
+
+  std::vector<int> stopped;
+  for (std::size_t i = 0; i < o.ranks.size(); ++i) {
+    const RankOutcome& r = o.ranks[i];
+    if (r.stopped_by_air_run && r.spawn_error.empty()) stopped.push_back(r.rank);
+    if (&r == root || !rank_failed(r)) continue;
+    out += "  also failed: " + rank_label(r) + ": " + describe_rank_end(r);
+    if (i < report.errors.size() && report.errors[i] &&
+        report.errors[i]->source == RankError::Source::error_file) {
+      out += ": " + error_headline(*report.errors[i]);
+    }
+    out += "\n";
+  }
+  if (!stopped.empty()) {
+    out += std::string("  stopped by air-run: ") + (stopped.size() == 1 ? "rank " : "ranks ") +
+           join_ranks(stopped) + "\n";
+  }
+  return out;
+}
+
+} // namespace air

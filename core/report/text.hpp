@@ -1,0 +1,30 @@
+#pragma once
+
+#include "core/report/collect.hpp"
+
+#include <string>
+
+namespace air {
+
+/// The human summary printed to stderr at the end of a run: shorter than
+/// torchrun's "Root Cause (first observed failure)" block. A success is one
+/// line. A failure gives the outcome line, the root-cause rank with its
+/// error-file traceback or its last output lines (indented), one line per
+/// other failed rank, and the ranks air-run stopped folded into one line:
+///
+///   air-run: run r1 failed after 12.4s (exit code 3): rank 1 exited with exit code 3
+///     root cause: rank 1 (local_rank 1, pid 4243): exit code 3
+///       RuntimeError: boom
+///         Traceback (most recent call last):
+///         ...
+///       log: runs/r1/rank1.log
+///     also failed: rank 2 (local_rank 2, pid 4244): signal 11 (SIGSEGV, core dumped)
+///     stopped by air-run: ranks 0, 3
+///
+/// Tracebacks and tails are cut to the last `plan.tail_lines` lines. Pure.
+std::string format_report(const RunReport& report);
+
+/// "0.4s", "12.4s", "2m05s", "1h02m05s".
+std::string format_seconds(double seconds);
+
+} // namespace air

@@ -1,0 +1,178 @@
+#include "core/run/plan.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace air {
+
+namespace {
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+/// How the target is run: `-m module`, a `.py` script under the interpreter
+/// (`-u` for unbuffered output, as torchrun does), or an executable as is.
+std::vector<std::string> rank_argv(const LaunchSpec& spec) {
+  const auto& command = spec.command.value;
+  std::vector<std::string> argv;
+  if (spec.no_python.value) return command;
+  if (spec.module.value) {
+    argv = {spec.python.value, "-u", "-m"};
+  } else if (ends_with(command.front(), ".py")) {
+    argv = {spec.python.value, "-u"};
+  }
+  argv.insert(argv.end(), command.begin(), command.end());
+  return argv;
+}
+
+std::string join_uuids(const std::vector<GpuInfo>& gpus) {
+  std::string out;
+  for (const auto& gpu : gpus) out += (out.empty() ? "" : ",") + gpu.uuid;
+  return out;
+}
+
+void set_unless_present(Environment& env, const std::string& name, const std::string& value) {
+  env.emplace(name, value); // emplace keeps an existing value
+}
+
+} // namespace
+
+Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selection,
+                               const Environment& parent_env, const PlanContext& ctx) {
+  if (spec.command.value.empty()) {
+    return usage_error("no target given: use `air-run [options] TARGET [ARGS...]` or `command:` in the spec");
+  }
+  if (selection.ranks < 1) return usage_error("nothing to run: 0 ranks selected");
+  if (!selection.cpu && static_cast<int>(selection.gpus.size()) < selection.ranks) {
+    return usage_error(fmt::format("{} ranks need {} GPUs, {} selected", selection.ranks, selection.ranks,
+                                   selection.gpus.size()));
+  }
+  if (ctx.num_nodes < 1 || ctx.node_rank < 0 || ctx.node_rank >= ctx.num_nodes) {
+    return usage_error(fmt::format("node rank {} is outside 0..{}", ctx.node_rank, ctx.num_nodes - 1));
+  }
+
+  LaunchPlan plan;
+  plan.run_id = ctx.run_id;
+  plan.run_dir = ctx.run_dir;
+  plan.node_rank = ctx.node_rank;
+  plan.num_nodes = ctx.num_nodes;
+  plan.node_name = ctx.node_name;
+  plan.cluster_source = ctx.cluster_source;
+  plan.ranks_per_node = selection.ranks;
+  plan.world_size = selection.ranks * ctx.num_nodes;
+  plan.master_addr = spec.master_addr.value;
+  plan.master_port = ctx.master_port;
+  plan.timeout = spec.timeout.value;
+  plan.grace_period = spec.grace_period.value;
+  plan.tail_lines = spec.tail_lines.value;
+
+  // Variables common to every rank. The parent's environment comes first, the
+  // spec's `env` overrides it, and the launcher's own variables win over both:
+  // a stale RANK in the parent must never reach a rank.
+  Environment common = parent_env;
+  for (const auto& [name, value] : spec.env.value) common[name] = value;
+
+  const bool omp_defaulted = plan.ranks_per_node > 1 && common.count("OMP_NUM_THREADS") == 0;
+  if (omp_defaulted) {
+    common["OMP_NUM_THREADS"] = "1";
+    plan.notices.push_back(
+        "setting OMP_NUM_THREADS=1 for each rank to avoid oversubscribing the CPU; set it to tune");
+  }
+  set_unless_present(common, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+  common["PYTHONUNBUFFERED"] = "1";
+  common["WORLD_SIZE"] = std::to_string(plan.world_size);
+  common["LOCAL_WORLD_SIZE"] = std::to_string(plan.ranks_per_node);
+  common["GROUP_RANK"] = std::to_string(plan.node_rank);
+  common["GROUP_WORLD_SIZE"] = std::to_string(plan.num_nodes);
+  common["NODE_RANK"] = std::to_string(plan.node_rank);
+  common["NUM_NODES"] = std::to_string(plan.num_nodes);
+  common["ROLE_NAME"] = "default";
+  common["ROLE_WORLD_SIZE"] = std::to_string(plan.world_size);
+  common["MASTER_ADDR"] = plan.master_addr;
+  common["MASTER_PORT"] = std::to_string(plan.master_port);
+  common["TORCHELASTIC_RUN_ID"] = plan.run_id;
+  common["TORCHELASTIC_RESTART_COUNT"] = "0";
+  common["TORCHELASTIC_MAX_RESTARTS"] = "0";
+  common["TORCHELASTIC_USE_AGENT_STORE"] = "False"; // rank 0 hosts the TCPStore
+  common["AIR_RUN_ID"] = plan.run_id;
+  common["AIR_ACCELERATOR_TYPE"] = selection.accelerator_type;
+  common["AIR_NUM_ACCELERATORS"] = std::to_string(selection.ranks);
+  if (!selection.cpu) {
+    // Bind by UUID: NVML's order is not CUDA's, and an inherited
+    // CUDA_VISIBLE_DEVICES may already be a subset. PCI order makes indices
+    // inside the ranks match the order air-run reports.
+    common["CUDA_VISIBLE_DEVICES"] = join_uuids(selection.gpus);
+    common["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
+  }
+
+  const auto argv = rank_argv(spec);
+  const auto& console = spec.console_ranks.value;
+  const std::string log_dir = spec.log_dir.value;
+  for (int local = 0; local < selection.ranks; ++local) {
+    RankPlan rank;
+    rank.local_rank = local;
+    rank.rank = plan.node_rank * plan.ranks_per_node + local;
+    rank.argv = argv;
+    rank.env = common;
+    rank.result_file = fmt::format("{}/rank{}.result.json", plan.run_dir, rank.rank);
+    rank.error_file = fmt::format("{}/rank{}.error.json", plan.run_dir, rank.rank);
+    if (!log_dir.empty()) rank.log_file = fmt::format("{}/rank{}.log", log_dir, rank.rank);
+    rank.console = console.empty() || std::find(console.begin(), console.end(), rank.rank) != console.end();
+
+    auto& env = rank.env;
+    env["RANK"] = std::to_string(rank.rank);
+    env["ROLE_RANK"] = std::to_string(rank.rank);
+    env["LOCAL_RANK"] = std::to_string(local);
+    env["AIR_RESULT_FILE"] = rank.result_file;
+    env["TORCHELASTIC_ERROR_FILE"] = rank.error_file;
+    if (!selection.cpu) {
+      rank.gpu_uuid = selection.gpus[static_cast<size_t>(local)].uuid;
+      if (spec.isolate_gpus.value) {
+        // Opt-in isolation: the rank sees only its GPU, which is device 0 to it.
+        env["CUDA_VISIBLE_DEVICES"] = rank.gpu_uuid;
+        env["LOCAL_RANK"] = "0";
+      }
+    }
+    plan.ranks.push_back(std::move(rank));
+  }
+  return plan;
+}
+
+std::vector<std::string> describe_plan(const LaunchPlan& plan) {
+  std::vector<std::string> lines;
+  lines.push_back(fmt::format("run {}: {} rank(s) on node {}/{}{}, world size {}, master {}:{}", plan.run_id,
+                              plan.ranks_per_node, plan.node_rank, plan.num_nodes,
+                              plan.node_name.empty() ? "" : " (" + plan.node_name + ")", plan.world_size,
+                              plan.master_addr, plan.master_port));
+  lines.push_back(fmt::format("timeout {}, grace period {}",
+                              plan.timeout ? format_duration(*plan.timeout) : "none",
+                              format_duration(plan.grace_period)));
+  static constexpr std::string_view k_shown[] = {"RANK",
+                                                 "LOCAL_RANK",
+                                                 "WORLD_SIZE",
+                                                 "LOCAL_WORLD_SIZE",
+                                                 "MASTER_ADDR",
+                                                 "MASTER_PORT",
+                                                 "CUDA_VISIBLE_DEVICES",
+                                                 "OMP_NUM_THREADS",
+                                                 "AIR_RESULT_FILE",
+                                                 "TORCHELASTIC_ERROR_FILE"};
+  for (const auto& rank : plan.ranks) {
+    std::string argv;
+    for (const auto& arg : rank.argv) argv += (argv.empty() ? "" : " ") + arg;
+    lines.push_back(fmt::format("rank {} (local {}): {}", rank.rank, rank.local_rank, argv));
+    std::string vars;
+    for (auto name : k_shown) {
+      const auto it = rank.env.find(std::string(name));
+      if (it != rank.env.end()) vars += fmt::format(" {}={}", name, it->second);
+    }
+    lines.push_back("  " + vars.substr(vars.empty() ? 0 : 1));
+    if (!rank.log_file.empty()) lines.push_back("  log: " + rank.log_file);
+    if (!rank.console) lines.push_back("  console: hidden (--ranks)");
+  }
+  return lines;
+}
+
+} // namespace air

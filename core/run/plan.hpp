@@ -1,0 +1,66 @@
+#pragma once
+
+#include "core/base/environment.hpp"
+#include "core/base/error.hpp"
+#include "core/hw/hardware.hpp"
+#include "core/spec/spec.hpp"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace air {
+
+/// Exactly what one rank will execute. Pure data: printable by --dry-run and
+/// executed only by the supervisor.
+struct RankPlan {
+  int rank = 0;                  ///< global rank
+  int local_rank = 0;            ///< rank on this node
+  std::vector<std::string> argv; ///< argv[0] is resolved through PATH at spawn time
+  Environment env;               ///< the rank's complete environment
+  std::string result_file;       ///< AIR_RESULT_FILE
+  std::string error_file;        ///< TORCHELASTIC_ERROR_FILE
+  std::string log_file;          ///< per-rank log ("" without --log-dir)
+  bool console = true;           ///< whether its lines reach the console
+  std::string gpu_uuid;          ///< the GPU it binds to ("" on CPU)
+};
+
+/// The whole run: ranks plus the policy the supervisor enforces.
+struct LaunchPlan {
+  std::string run_id;
+  std::string run_dir; ///< private directory for result and error files
+  int node_rank = 0;
+  int num_nodes = 1;
+  std::string node_name; ///< this node (SLURMD_NODENAME or the host name), for per-node reports
+  std::string cluster_source = "single"; ///< "single", "static" or "slurm" (core/cluster/placement.hpp)
+  int ranks_per_node = 0;
+  int world_size = 0;
+  std::string master_addr;
+  int master_port = 0;
+  std::optional<Millis> timeout; ///< nullopt = none
+  Millis grace_period{30'000};
+  int tail_lines = 50;
+  std::vector<RankPlan> ranks;
+  std::vector<std::string> notices; ///< printed once before launch (e.g. OMP_NUM_THREADS)
+};
+
+/// Values decided outside the pure planner (they need the OS or the clock).
+struct PlanContext {
+  std::string run_id;
+  std::string run_dir;
+  int master_port = 0; ///< a free port already chosen when the spec gave none
+  int node_rank = 0;
+  int num_nodes = 1;
+  std::string node_name;
+  std::string cluster_source = "single";
+};
+
+/// Builds the per-rank plan from a resolved spec, the accelerator selection and
+/// the parent's environment. Pure: no system calls. Errors are usage errors.
+Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selection,
+                               const Environment& parent_env, const PlanContext& ctx);
+
+/// Human rendering of the plan for --dry-run (argv and the variables air-run sets).
+std::vector<std::string> describe_plan(const LaunchPlan& plan);
+
+} // namespace air

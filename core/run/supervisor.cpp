@@ -1,0 +1,732 @@
+#include "core/run/supervisor.hpp"
+
+#include "core/base/line_splitter.hpp"
+#include "core/os/log_sink.hpp"
+#include "core/run/lost_peer.hpp"
+#include "core/os/oom.hpp"
+#include "core/os/process.hpp"
+#include "core/os/signals.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+namespace air {
+
+namespace {
+
+/// The run statuses' two spellings, one row each.
+struct StatusSpelling {
+  RunOutcome::Status status;
+  std::string_view name;  ///< machine-readable
+  std::string_view words; ///< for the human report
+};
+constexpr StatusSpelling k_status_spellings[] = {
+    {RunOutcome::Status::succeeded, "succeeded", "succeeded"},
+    {RunOutcome::Status::failed, "failed", "failed"},
+    {RunOutcome::Status::timed_out, "timed_out", "timed out"},
+    {RunOutcome::Status::interrupted, "interrupted", "was interrupted"},
+    {RunOutcome::Status::launch_failed, "launch_failed", "could not be launched"},
+};
+
+const StatusSpelling& spelling_of(RunOutcome::Status status) {
+  for (const auto& row : k_status_spellings)
+    if (row.status == status) return row;
+  return k_status_spellings[1];
+}
+
+} // namespace
+
+std::string_view to_string(RunOutcome::Status status) { return spelling_of(status).name; }
+
+std::string_view status_words(RunOutcome::Status status) { return spelling_of(status).words; }
+
+int RunOutcome::exit_code() const {
+  switch (status) {
+  case Status::succeeded:
+    return 0;
+  case Status::failed:
+    if (remote_failure) return remote_failure->exit_code;
+    for (const auto& r : ranks)
+      if (r.rank == root_cause_rank) return r.status.shell_code();
+    return 1;
+  case Status::timed_out:
+    return 124;
+  case Status::interrupted:
+    return 128 + interrupt_signal;
+  case Status::launch_failed:
+    return 125;
+  }
+  return 1;
+}
+
+std::string remote_failure_reason(const RemoteFailure& f) {
+  std::string node = "node " + std::to_string(f.node_rank);
+  if (!f.node_name.empty()) node += " (" + f.node_name + ")";
+  return "stopped because " + node + " failed: " + f.reason;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// How long a reaped rank's pipes may stay open (held by descendants) before
+/// air-run kills its group and stops reading.
+constexpr auto k_drain_timeout = std::chrono::seconds(2);
+/// While tearing down, how often to check that the groups have emptied:
+/// descendants are not our children, so no event says when they are gone.
+constexpr auto k_group_check_interval = std::chrono::milliseconds(50);
+constexpr int k_max_poll_wait_ms = 1000;
+/// When the first rank to fail reports a lost peer (core/run/lost_peer.hpp), how
+/// long to wait for the rank that caused it before the teardown: the cause
+/// closes its connections when it starts to exit, and a Python rank with torch
+/// loaded takes some hundreds of milliseconds from there to its end.
+constexpr auto k_settle_time = std::chrono::seconds(1);
+/// How much of a reaped rank's pipes to read before judging how it failed.
+constexpr int k_max_drain_reads = 16;
+constexpr std::size_t k_read_size = 64 * 1024;
+/// One tail entry keeps at most this much of a line: the tail is for the
+/// human summary, and 50 lines of 1 MiB would be 50 MiB.
+constexpr std::size_t k_tail_line_max = 4096;
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+double seconds_of(const timeval& tv) {
+  return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
+}
+
+/// "3h", "90m", "30s", "1.5s", "300ms". (spec's format_duration renders the
+/// same way; kept local so the supervisor does not depend on the spec module.)
+std::string describe_duration(std::chrono::milliseconds d) {
+  const auto ms = d.count();
+  if (ms != 0 && ms % 3'600'000 == 0) return std::to_string(ms / 3'600'000) + "h";
+  if (ms != 0 && ms % 60'000 == 0) return std::to_string(ms / 60'000) + "m";
+  if (ms % 1000 == 0) return std::to_string(ms / 1000) + "s";
+  if (ms < 1000) return std::to_string(ms) + "ms";
+  std::string frac = std::to_string(ms % 1000);
+  frac.insert(0, 3 - frac.size(), '0');
+  while (frac.back() == '0') frac.pop_back();
+  return std::to_string(ms / 1000) + "." + frac + "s";
+}
+
+/// Sends `sig` to a rank's process group. The group id is the leader's pid;
+/// once the leader is reaped and the group has emptied, the kernel may reuse
+/// that id, so a late kill could in theory hit an unrelated group. We accept
+/// that small window (it needs the pid space to wrap within the teardown)
+/// because the alternative, not signalling reaped leaders' groups, would
+/// leave their DataLoader workers running. ESRCH (group empty) is expected.
+void signal_group(pid_t pgid, int sig) {
+  if (pgid > 0) ::kill(-pgid, sig);
+}
+
+/// Whether `pid`'s /proc/<pid>/stat says it is a live (not zombie) member
+/// of process group `pgid`.
+bool live_member_of(const char* pid, pid_t pgid) {
+  const std::string path = std::string("/proc/") + pid + "/stat";
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return false;
+  char buf[512];
+  ssize_t n;
+  do {
+    n = ::read(fd.get(), buf, sizeof(buf) - 1);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  // "pid (comm) S ppid pgrp ...": comm may contain spaces and ')'.
+  const char* close_paren = std::strrchr(buf, ')');
+  if (close_paren == nullptr) return false;
+  char state = 0;
+  long ppid = 0;
+  long pgrp = 0;
+  if (std::sscanf(close_paren + 1, " %c %ld %ld", &state, &ppid, &pgrp) != 3) return false;
+  return pgrp == pgid && state != 'Z' && state != 'X';
+}
+
+/// Whether a live process is left in the group. kill(-pgid, 0) answers
+/// "no" cheaply; when it says "yes" the members may all be zombies waiting
+/// for their new parent to reap them (a container's PID 1 may never do so),
+/// and those are dead for our purpose, so /proc decides.
+bool group_alive(pid_t pgid) {
+  if (pgid <= 0) return false;
+  if (::kill(-pgid, 0) != 0 && errno == ESRCH) return false;
+  DIR* dir = ::opendir("/proc");
+  if (dir == nullptr) return true;
+  bool alive = false;
+  while (const dirent* e = ::readdir(dir)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    if (live_member_of(e->d_name, pgid)) {
+      alive = true;
+      break;
+    }
+  }
+  ::closedir(dir);
+  return alive;
+}
+
+struct Stream {
+  UniqueFd fd;
+  LineSplitter splitter;
+  bool is_stderr = false;
+};
+
+struct RankState {
+  const RankPlan* plan = nullptr;
+  std::size_t index = 0;
+  pid_t pid = -1;
+  bool spawned = false;
+  bool reaped = false;
+  Stream streams[2];
+  Clock::time_point started{};
+  Clock::time_point reaped_at{};
+  std::string prefix; ///< "[rank3]: "
+  std::optional<LineSink> log;
+};
+
+class Supervisor {
+public:
+  Supervisor(const LaunchPlan& plan, const ConsoleOptions& console, SupervisorHooks* hooks)
+      : plan_(plan), console_(console), hooks_(hooks), stdout_sink_(console.stdout_fd),
+        stderr_sink_(console.stderr_fd), read_buf_(k_read_size) {}
+
+  RunOutcome run();
+
+private:
+  bool open_logs();
+  void spawn_all();
+  void spawn_failed(RankState& r, const Error& e);
+  void iterate();
+  std::optional<Clock::time_point> next_deadline(Clock::time_point now) const;
+  void handle_signals();
+  bool read_stream(RankState& r, Stream& s);
+  void drain_ready(RankState& r);
+  void close_stream(RankState& r, Stream& s);
+  void deliver(RankState& r, Stream& s, std::string_view data, bool eof);
+  void reap();
+  void scan_all(std::vector<RankState*>& ended);
+  bool reap_one(RankState& r, std::vector<RankState*>& ended);
+  void on_rank_ended(RankState& r);
+  void check_deadlines();
+  void fail(RankState& r, std::string reason, bool lost_peer);
+  void stop_for_remote(RemoteFailure failure);
+  void tell_hooks();
+  void begin_teardown(int sig);
+  void kill_all();
+  bool finished() const;
+  void finalize();
+
+  const LaunchPlan& plan_;
+  ConsoleOptions console_;
+  SupervisorHooks* hooks_ = nullptr;
+  bool hooks_told_ = false;
+  LineSink stdout_sink_;
+  LineSink stderr_sink_;
+  std::vector<char> read_buf_;
+  std::string console_batch_;
+  std::string log_batch_;
+
+  RunOutcome out_;
+  std::vector<RankState> ranks_;
+  SignalGuard* signals_ = nullptr;
+  std::optional<std::uint64_t> oom_baseline_;
+  Clock::time_point start_{};
+  std::optional<Clock::time_point> timeout_deadline_;
+  bool tearing_down_ = false;
+  /// Set while the provisional root cause is a rank that only reported a lost
+  /// peer: the teardown waits until then for the rank that caused it.
+  std::optional<Clock::time_point> settle_deadline_;
+  std::unordered_map<pid_t, RankState*> by_pid_; ///< live ranks, for reaping by the exited pid
+  Clock::time_point grace_deadline_{};
+  bool kill_sent_ = false;
+  Clock::time_point kill_sent_at_{};
+  std::uint64_t end_counter_ = 0;
+};
+
+RunOutcome Supervisor::run() {
+  out_.started_at = std::chrono::system_clock::now();
+  start_ = Clock::now();
+  ranks_.resize(plan_.ranks.size());
+  out_.ranks.resize(plan_.ranks.size());
+  for (std::size_t i = 0; i < plan_.ranks.size(); ++i) {
+    RankState& r = ranks_[i];
+    r.plan = &plan_.ranks[i];
+    r.index = i;
+    r.streams[1].is_stderr = true;
+    if (console_.prefix) r.prefix = "[rank" + std::to_string(r.plan->rank) + "]: ";
+    out_.ranks[i].rank = r.plan->rank;
+    out_.ranks[i].local_rank = r.plan->local_rank;
+  }
+
+  auto guard = SignalGuard::install();
+  if (!guard) {
+    out_.status = RunOutcome::Status::launch_failed;
+    out_.reason = guard.error().message;
+    finalize();
+    return std::move(out_);
+  }
+  signals_ = guard->get();
+  oom_baseline_ = read_oom_kill_count();
+
+  if (open_logs()) {
+    if (plan_.timeout) timeout_deadline_ = start_ + *plan_.timeout;
+    raise_open_file_limit();
+    spawn_all();
+    while (!finished()) iterate();
+  }
+  tell_hooks();
+  finalize();
+  return std::move(out_);
+} // the guard restores the signal mask and SIGPIPE here
+
+bool Supervisor::open_logs() {
+  for (auto& r : ranks_) {
+    if (r.plan->log_file.empty()) continue;
+    auto fd = open_log_file(r.plan->log_file);
+    if (!fd) {
+      out_.status = RunOutcome::Status::launch_failed;
+      out_.reason = fd.error().message;
+      return false;
+    }
+    r.log.emplace(std::move(*fd));
+  }
+  return true;
+}
+
+void Supervisor::spawn_all() {
+  // Fork every rank first, then confirm their execs: the children exec in
+  // parallel instead of one after another (on 32 cores, 64 ranks started
+  // about twice as fast). A rank whose exec fails is then found after later
+  // ranks were started; the teardown stops them like any running rank.
+  std::vector<std::pair<RankState*, StartedProcess>> started;
+  started.reserve(ranks_.size());
+  for (auto& r : ranks_) {
+    r.started = Clock::now();
+    auto s = start_process(r.plan->argv, r.plan->env);
+    if (!s) {
+      spawn_failed(r, s.error());
+      break; // later ranks are not started; pid stays -1, status not_exited
+    }
+    r.spawned = true;
+    r.pid = s->child.pid;
+    by_pid_[r.pid] = &r;
+    out_.ranks[r.index].pid = r.pid;
+    started.emplace_back(&r, std::move(*s));
+  }
+  for (auto& [r, s] : started) {
+    auto child = confirm_exec(std::move(s));
+    if (!child) {
+      by_pid_.erase(r->pid); // confirm_exec reaped it
+      r->spawned = false;
+      r->pid = -1;
+      out_.ranks[r->index].pid = -1;
+      spawn_failed(*r, child.error());
+      continue;
+    }
+    r->streams[0].fd = std::move(child->stdout_fd);
+    r->streams[1].fd = std::move(child->stderr_fd);
+  }
+}
+
+void Supervisor::spawn_failed(RankState& r, const Error& e) {
+  RankOutcome& o = out_.ranks[r.index];
+  if (e.kind == ErrorKind::not_found || e.kind == ErrorKind::not_executable) {
+    // The rank never ran: it is a failed rank with the shell's code.
+    r.reaped = true;
+    r.reaped_at = Clock::now();
+    o.status = ExitStatus::exited_with(e.kind == ErrorKind::not_found ? 127 : 126);
+    o.spawn_error = e.message;
+    o.end_order = ++end_counter_;
+    o.ended_at = r.reaped_at;
+    fail(r, "rank " + std::to_string(r.plan->rank) + " could not be started: " + e.message, false);
+  } else {
+    out_.status = RunOutcome::Status::launch_failed;
+    out_.reason = "rank " + std::to_string(r.plan->rank) + ": " + e.message;
+    begin_teardown(SIGTERM);
+  }
+}
+
+bool Supervisor::finished() const {
+  if (settle_deadline_) return false; // the teardown has yet to signal the groups
+  for (const auto& r : ranks_) {
+    if (r.spawned && !r.reaped) return false;
+    if (r.streams[0].fd || r.streams[1].fd) return false;
+  }
+  // During teardown, wait for descendants to leave the groups (or for the
+  // SIGKILL that ends the grace period), so none outlives air-run.
+  if (tearing_down_ && !kill_sent_) {
+    for (const auto& r : ranks_)
+      if (r.spawned && group_alive(r.pid)) return false;
+  }
+  return true;
+}
+
+std::optional<Clock::time_point> Supervisor::next_deadline(Clock::time_point now) const {
+  std::optional<Clock::time_point> next;
+  auto consider = [&](Clock::time_point t) {
+    if (!next || t < *next) next = t;
+  };
+  if (!tearing_down_ && timeout_deadline_) consider(*timeout_deadline_);
+  if (settle_deadline_) consider(*settle_deadline_);
+  if (tearing_down_ && !kill_sent_) consider(grace_deadline_);
+  bool all_quiet = true;
+  for (const auto& r : ranks_) {
+    const bool open = r.streams[0].fd || r.streams[1].fd;
+    if ((r.spawned && !r.reaped) || open) all_quiet = false;
+    if (r.reaped && open && (!tearing_down_ || kill_sent_))
+      consider(std::max(r.reaped_at, kill_sent_ ? kill_sent_at_ : r.reaped_at) + k_drain_timeout);
+  }
+  if (tearing_down_ && !kill_sent_ && all_quiet) consider(now + k_group_check_interval);
+  if (hooks_) {
+    if (const auto t = hooks_->next_deadline()) consider(*t);
+  }
+  return next;
+}
+
+void Supervisor::iterate() {
+  std::vector<pollfd> fds;
+  std::vector<std::pair<RankState*, Stream*>> owners;
+  fds.push_back({signals_->fd(), POLLIN, 0});
+  owners.emplace_back(nullptr, nullptr);
+  for (auto& r : ranks_) {
+    for (auto& s : r.streams) {
+      if (!s.fd) continue;
+      fds.push_back({s.fd.get(), POLLIN, 0});
+      owners.emplace_back(&r, &s);
+    }
+  }
+  const std::size_t first_hook_fd = fds.size();
+  if (hooks_) {
+    for (const int fd : hooks_->poll_fds()) fds.push_back({fd, POLLIN, 0});
+  }
+  int timeout_ms = -1;
+  const auto now = Clock::now();
+  if (const auto deadline = next_deadline(now)) {
+    const auto wait = std::chrono::ceil<std::chrono::milliseconds>(*deadline - now).count();
+    timeout_ms = static_cast<int>(std::clamp<long long>(wait, 0, 24LL * 3600 * 1000));
+  }
+  // Wake at least once a second even without a deadline: if a thread that a
+  // library started (NVML, CUDA) has SIGCHLD unblocked, the kernel may hand
+  // the signal to it and the signalfd never hears of an exit. The CLI blocks
+  // the signals before any such thread exists; this bounds the damage anyway.
+  if (timeout_ms < 0 || timeout_ms > k_max_poll_wait_ms) timeout_ms = k_max_poll_wait_ms;
+  const int ready = ::poll(fds.data(), fds.size(), timeout_ms);
+  if (ready < 0 && errno != EINTR) {
+    // poll only fails like this on EINVAL/ENOMEM; do not spin, give up politely.
+    if (!tearing_down_) {
+      out_.status = RunOutcome::Status::launch_failed;
+      out_.reason = std::string("poll: ") + std::strerror(errno);
+      begin_teardown(SIGTERM);
+    } else if (!kill_sent_) {
+      kill_all();
+    }
+  }
+  // Signals first: an interrupt decides how the exits that follow are read.
+  if (ready > 0 && (fds[0].revents & POLLIN)) handle_signals();
+  // Then other nodes: a remote failure that caused a local rank's exit (a
+  // broken collective) must be judged before that exit is.
+  if (hooks_) {
+    if (auto remote = hooks_->check(Clock::now())) stop_for_remote(std::move(*remote));
+  }
+  if (ready > 0) {
+    for (std::size_t i = 1; i < first_hook_fd; ++i) {
+      if (fds[i].revents == 0) continue;
+      auto [rank, stream] = owners[i];
+      read_stream(*rank, *stream);
+    }
+  }
+  reap(); // cheap, and catches exits whose SIGCHLD merged with another
+  check_deadlines();
+  tell_hooks();
+}
+
+void Supervisor::tell_hooks() {
+  if (hooks_ == nullptr || hooks_told_ || out_.status == RunOutcome::Status::succeeded ||
+      out_.remote_failure || settle_deadline_)
+    return; // nothing to tell yet, or the root cause is still provisional
+  hooks_told_ = true;
+  hooks_->local_failure(out_);
+}
+
+void Supervisor::stop_for_remote(RemoteFailure failure) {
+  // This node already failed on its own, unless all it has is a rank that lost
+  // its peer: then the other node's failure is the likelier cause.
+  if (out_.status != RunOutcome::Status::succeeded && !settle_deadline_) return;
+  out_.status = RunOutcome::Status::failed;
+  out_.root_cause_rank = -1;
+  out_.reason = remote_failure_reason(failure);
+  out_.remote_failure = std::move(failure);
+  begin_teardown(SIGTERM);
+}
+
+void Supervisor::handle_signals() {
+  for (const int sig : signals_->read_pending()) {
+    switch (sig) {
+    case SIGCHLD:
+      break; // reap() runs every iteration
+    case SIGUSR1:
+    case SIGUSR2:
+      // Schedulers (Slurm --signal) send these as warnings; pass them on.
+      for (auto& r : ranks_)
+        if (r.spawned && !r.reaped) signal_group(r.pid, sig);
+      break;
+    default: // SIGINT, SIGTERM, SIGHUP
+      if (tearing_down_) {
+        // A second interrupt means "now": skip the rest of the grace period.
+        if (!kill_sent_) kill_all();
+      } else if (settle_deadline_) {
+        begin_teardown(sig); // a rank already failed: that stays the outcome
+      } else {
+        out_.status = RunOutcome::Status::interrupted;
+        out_.interrupt_signal = sig;
+        out_.reason = "interrupted by " + signal_name(sig);
+        begin_teardown(sig);
+      }
+      break;
+    }
+  }
+}
+
+bool Supervisor::read_stream(RankState& r, Stream& s) {
+  const ssize_t n = ::read(s.fd.get(), read_buf_.data(), read_buf_.size());
+  if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) return false;
+  if (n <= 0) {
+    close_stream(r, s); // EOF, or an error that ends the stream all the same
+    return false;
+  }
+  deliver(r, s, std::string_view(read_buf_.data(), static_cast<std::size_t>(n)), false);
+  return true;
+}
+
+void Supervisor::drain_ready(RankState& r) {
+  for (auto& s : r.streams) {
+    for (int i = 0; i < k_max_drain_reads && s.fd; ++i) {
+      if (!read_stream(r, s)) break;
+    }
+  }
+}
+
+void Supervisor::close_stream(RankState& r, Stream& s) {
+  if (!s.fd) return;
+  deliver(r, s, {}, true);
+  s.fd.reset();
+}
+
+void Supervisor::deliver(RankState& r, Stream& s, std::string_view data, bool eof) {
+  RankOutcome& o = out_.ranks[r.index];
+  const bool echo = r.plan->console;
+  const bool log = r.log.has_value() && !r.log->broken();
+  const auto tail_max = static_cast<std::size_t>(std::max(plan_.tail_lines, 0));
+  console_batch_.clear();
+  log_batch_.clear();
+  std::size_t lines = 0;
+  const auto on_line = [&](std::string_view line) {
+    ++lines;
+    if (echo) {
+      console_batch_ += r.prefix;
+      console_batch_ += line;
+      console_batch_ += '\n';
+    }
+    if (log) {
+      log_batch_ += line;
+      log_batch_ += '\n';
+    }
+    if (tail_max > 0) {
+      o.tail.emplace_back(line.substr(0, k_tail_line_max));
+      while (o.tail.size() > tail_max) o.tail.pop_front();
+    }
+  };
+  if (eof)
+    s.splitter.finish(on_line);
+  else
+    s.splitter.feed(data, on_line);
+  if (lines == 0) return;
+  if (echo) (s.is_stderr ? stderr_sink_ : stdout_sink_).write(console_batch_, lines);
+  if (log) {
+    r.log->write(log_batch_, lines);
+    if (r.log->broken()) o.log_error = "write " + r.plan->log_file + ": " + std::strerror(r.log->error());
+  }
+}
+
+void Supervisor::reap() {
+  // Collect every exit first, then judge them: a rank that ended on its own
+  // in the same pass as the root cause must not be marked stopped_by_air_run.
+  std::vector<RankState*> ended;
+  // Runs every iteration, not only after a SIGCHLD (which can be lost, see
+  // k_max_poll_wait_ms). Peek (WNOWAIT) at which child exited and reap exactly
+  // that pid, so a wake costs O(exits) system calls rather than one wait4 per
+  // live rank; with 1024 ranks the scan made start-up quadratic. Only our own
+  // pids are reaped (aesthetics 12.2): a child we do not know falls back to the scan.
+  for (;;) {
+    siginfo_t info{};
+    const int rc = ::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT);
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc < 0 || info.si_pid == 0) break;
+    const auto it = by_pid_.find(info.si_pid);
+    if (it == by_pid_.end()) {
+      scan_all(ended);
+      break;
+    }
+    if (!reap_one(*it->second, ended)) break;
+  }
+  for (RankState* r : ended) on_rank_ended(*r);
+}
+
+void Supervisor::scan_all(std::vector<RankState*>& ended) {
+  for (auto& r : ranks_) {
+    if (r.spawned && !r.reaped) reap_one(r, ended);
+  }
+}
+
+bool Supervisor::reap_one(RankState& r, std::vector<RankState*>& ended) {
+  int wstatus = 0;
+  rusage usage{};
+  pid_t got;
+  do {
+    got = ::wait4(r.pid, &wstatus, WNOHANG, &usage);
+  } while (got < 0 && errno == EINTR);
+  if (got == 0) return false;
+  RankOutcome& o = out_.ranks[r.index];
+  r.reaped = true;
+  r.reaped_at = Clock::now();
+  by_pid_.erase(r.pid);
+  o.ended_at = r.reaped_at;
+  o.end_order = ++end_counter_;
+  if (got == r.pid) {
+    o.status = ExitStatus::from_wait_status(wstatus);
+    o.user_s = seconds_of(usage.ru_utime);
+    o.sys_s = seconds_of(usage.ru_stime);
+    o.max_rss_kb = usage.ru_maxrss; // kilobytes on Linux
+  }
+  // else ECHILD: someone else reaped our child; the status stays unknown.
+  ended.push_back(&r);
+  return true;
+}
+
+void Supervisor::on_rank_ended(RankState& r) {
+  RankOutcome& o = out_.ranks[r.index];
+  if (o.status.success() || o.stopped_by_air_run) return;
+  if (tearing_down_ || (out_.status != RunOutcome::Status::succeeded && !settle_deadline_)) return;
+  // Its last lines may still be in its pipes: they tell a lost peer apart.
+  drain_ready(r);
+  std::string reason = "rank " + std::to_string(o.rank);
+  if (o.status.kind == ExitStatus::Kind::signaled && o.status.signal == SIGKILL && oom_baseline_) {
+    const auto now_count = read_oom_kill_count();
+    if (now_count && *now_count > *oom_baseline_) o.oom_killed = true;
+  }
+  if (o.oom_killed)
+    reason += " was killed by the OOM killer";
+  else if (o.status.kind == ExitStatus::Kind::signaled)
+    reason += " was killed by " + o.status.describe();
+  else if (o.status.kind == ExitStatus::Kind::exited)
+    reason += " exited with " + o.status.describe();
+  else
+    reason += " ended with an unknown status (reaped elsewhere)";
+  fail(r, std::move(reason), reports_lost_peer(o.tail));
+}
+
+void Supervisor::fail(RankState& r, std::string reason, bool lost_peer) {
+  if (out_.status == RunOutcome::Status::succeeded) {
+    out_.status = RunOutcome::Status::failed;
+  } else if (!settle_deadline_ || lost_peer) {
+    return; // not the first failure, and not the cause the first one was waiting for
+  }
+  out_.root_cause_rank = r.plan->rank;
+  out_.reason = std::move(reason);
+  if (lost_peer) {
+    // A symptom (its peer went away): the rank that caused it is probably
+    // exiting right now. Tear down after it, so that it is found as the cause
+    // and not stopped by our SIGTERM first.
+    settle_deadline_ = Clock::now() + k_settle_time;
+    return;
+  }
+  begin_teardown(SIGTERM);
+}
+
+void Supervisor::check_deadlines() {
+  const auto now = Clock::now();
+  if (settle_deadline_) {
+    const bool all_ended =
+        std::all_of(ranks_.begin(), ranks_.end(), [](const RankState& r) { return !r.spawned || r.reaped; });
+    if (now >= *settle_deadline_ || all_ended) begin_teardown(SIGTERM);
+  }
+  if (!tearing_down_ && out_.status == RunOutcome::Status::succeeded && timeout_deadline_ &&
+      now >= *timeout_deadline_) {
+    out_.status = RunOutcome::Status::timed_out;
+    out_.reason = "timed out after " + describe_duration(*plan_.timeout);
+    begin_teardown(SIGTERM);
+  }
+  if (tearing_down_ && !kill_sent_ && now >= grace_deadline_) kill_all();
+  if (tearing_down_ && !kill_sent_) return; // drain deadlines wait for the grace period
+  for (auto& r : ranks_) {
+    if (!r.reaped || !(r.streams[0].fd || r.streams[1].fd)) continue;
+    const auto deadline = std::max(r.reaped_at, kill_sent_ ? kill_sent_at_ : r.reaped_at) + k_drain_timeout;
+    if (now < deadline) continue;
+    // Descendants still hold the pipes long after the rank ended: stop them
+    // and stop reading, or air-run would wait forever.
+    signal_group(r.pid, SIGKILL);
+    for (auto& s : r.streams) {
+      // Take what is already buffered before closing.
+      while (s.fd) {
+        const ssize_t n = ::read(s.fd.get(), read_buf_.data(), read_buf_.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        deliver(r, s, std::string_view(read_buf_.data(), static_cast<std::size_t>(n)), false);
+      }
+      close_stream(r, s);
+    }
+  }
+}
+
+void Supervisor::begin_teardown(int sig) {
+  if (tearing_down_) return;
+  tearing_down_ = true;
+  settle_deadline_.reset();
+  grace_deadline_ = Clock::now() + plan_.grace_period;
+  for (auto& r : ranks_) {
+    if (!r.spawned) continue;
+    if (!r.reaped) out_.ranks[r.index].stopped_by_air_run = true;
+    // Reaped leaders' groups too: their descendants must not linger.
+    signal_group(r.pid, sig);
+  }
+}
+
+void Supervisor::kill_all() {
+  kill_sent_ = true;
+  kill_sent_at_ = Clock::now();
+  for (auto& r : ranks_) {
+    if (!r.spawned) continue;
+    if (!r.reaped) out_.ranks[r.index].stopped_by_air_run = true;
+    signal_group(r.pid, SIGKILL);
+  }
+}
+
+void Supervisor::finalize() {
+  out_.ended_at = std::chrono::system_clock::now();
+  out_.duration_s = seconds_between(start_, Clock::now());
+  for (auto& r : ranks_) {
+    if (r.reaped) out_.ranks[r.index].duration_s = seconds_between(r.started, r.reaped_at);
+  }
+  out_.console_lines_dropped = stdout_sink_.lines_dropped() + stderr_sink_.lines_dropped();
+}
+
+} // namespace
+
+RunOutcome supervise(const LaunchPlan& plan, const ConsoleOptions& console, SupervisorHooks* hooks) {
+  Supervisor supervisor(plan, console, hooks);
+  return supervisor.run();
+}
+
+} // namespace air

@@ -1,0 +1,124 @@
+// The single key table. YAML parsing, AIR_RUN_* variables, flags, --help,
+// --dry-run and the README table are all driven from these rows.
+#include "core/spec/spec.hpp"
+
+#include <array>
+#include <string>
+
+namespace air {
+namespace {
+
+using VT = ValueType;
+
+// Columns: key, long flag, short flag, env var, type, default, doc[, min, max].
+constexpr std::array k_spec_keys{
+    SpecKey{"accelerator_type", "accelerator-type", "", "AIR_RUN_ACCELERATOR_TYPE", VT::string, "detected",
+            "CPU or GPU_<n>x<MODEL> (GPU_1xA10, GPU_8xH100, GPU_2xH200...)"},
+    SpecKey{"num_accelerators", "num-accelerators", "n", "AIR_RUN_NUM_ACCELERATORS", VT::integer,
+            "all detected GPUs", "ranks on this node, one accelerator each", 1},
+    SpecKey{"cpu_ranks", "cpu-ranks", "", "AIR_RUN_CPU_RANKS", VT::integer, "1",
+            "ranks on CPU when num_accelerators is not given", 1},
+    SpecKey{"timeout", "timeout", "", "AIR_RUN_TIMEOUT", VT::opt_duration, "3h",
+            "stop the run after this long: seconds, a duration (90m, 1h30m) or none"},
+    SpecKey{"grace_period", "grace-period", "", "AIR_RUN_GRACE_PERIOD", VT::duration, "30s",
+            "time between SIGTERM and SIGKILL when stopping ranks"},
+    SpecKey{"environment.python", "python", "", "AIR_RUN_PYTHON", VT::string, "python3",
+            "interpreter for .py targets and -m modules"},
+    SpecKey{"environment.dependencies", "", "", "", VT::string_list, "none",
+            "pip requirement strings, or the path of a requirements file"},
+    SpecKey{"environment.find_links", "find-links", "", "AIR_RUN_FIND_LINKS", VT::string_list, "none",
+            "local directories (or URLs) pip looks in for packages; repeatable"},
+    SpecKey{"environment.index_url", "index-url", "", "AIR_RUN_INDEX_URL", VT::string, "pip's default",
+            "package index pip installs from"},
+    SpecKey{"environment.no_index", "no-index", "", "AIR_RUN_NO_INDEX", VT::boolean, "false",
+            "never contact a package index (offline installs from find_links)"},
+    SpecKey{"environment.system_site_packages", "system-site-packages", "", "AIR_RUN_SYSTEM_SITE_PACKAGES",
+            VT::boolean, "true",
+            "the environment also sees the base interpreter's packages (a system torch)"},
+    SpecKey{"env_cache_dir", "env-cache-dir", "", "AIR_RUN_ENV_CACHE_DIR", VT::string,
+            "$XDG_CACHE_HOME/air-run/envs", "where cached Python environments live"},
+    SpecKey{"rebuild_env", "rebuild-env", "", "", VT::boolean, "false",
+            "build the Python environment again even when a cached one exists"},
+    SpecKey{"env", "env", "", "", VT::string_map, "none",
+            "extra variables for every rank (flag: KEY=VALUE, repeatable; YAML alias env_variables)"},
+    SpecKey{"command", "", "", "", VT::string_list, "required",
+            "what each rank runs: a list, or one string split like a shell"},
+    SpecKey{"module", "module", "m", "", VT::boolean, "false",
+            "run the target as a Python module (python -m)"},
+    SpecKey{"no_python", "no-python", "", "", VT::boolean, "false",
+            "run the target as an executable, not through Python"},
+    SpecKey{"master_addr", "master-addr", "", "AIR_RUN_MASTER_ADDR", VT::string, "127.0.0.1",
+            "MASTER_ADDR given to every rank"},
+    SpecKey{"master_port", "master-port", "", "AIR_RUN_MASTER_PORT", VT::integer, "0",
+            "MASTER_PORT given to every rank; 0 picks a free port", 0, 65535},
+    SpecKey{"nnodes", "nnodes", "", "AIR_RUN_NNODES", VT::integer, "1 (Slurm: the step's nodes)",
+            "number of nodes, one air-run agent each", 1, 100'000},
+    SpecKey{"node_rank", "node-rank", "", "AIR_RUN_NODE_RANK", VT::integer, "0 (Slurm: SLURM_NODEID)",
+            "this node's rank among the nodes, 0..nnodes-1", 0, 99'999},
+    SpecKey{"join_timeout", "join-timeout", "", "AIR_RUN_JOIN_TIMEOUT", VT::duration, "5m",
+            "how long node 0's agent waits for every node to join before naming the missing ones"},
+    SpecKey{"control_port", "control-port", "", "AIR_RUN_CONTROL_PORT", VT::integer, "master_port + 1",
+            "TCP port of node 0's agent for the multi-node control connection; 0 = master_port + 1", 0,
+            65535},
+    SpecKey{"log_dir", "log-dir", "", "AIR_RUN_LOG_DIR", VT::string, "none",
+            "directory for per-rank log files"},
+    SpecKey{"console_ranks", "ranks", "", "AIR_RUN_CONSOLE_RANKS", VT::rank_list, "all",
+            "ranks whose output reaches the console, like 0,2-3"},
+    SpecKey{"isolate_gpus", "isolate-gpus", "", "AIR_RUN_ISOLATE_GPUS", VT::boolean, "false",
+            "give each rank only its own GPU in CUDA_VISIBLE_DEVICES"},
+    SpecKey{"run_id", "run-id", "", "AIR_RUN_RUN_ID", VT::string, "generated",
+            "name of this run (letters, digits, '.', '_', '-')"},
+    SpecKey{"summary_file", "summary", "", "AIR_RUN_SUMMARY_FILE", VT::string, "none",
+            "write the JSON run summary to this path"},
+    SpecKey{"json", "json", "", "AIR_RUN_JSON", VT::boolean, "false", "print the JSON run summary on stdout"},
+    SpecKey{"junit_file", "junit", "", "AIR_RUN_JUNIT_FILE", VT::string, "none",
+            "write a JUnit XML report (one test case per rank) to this path"},
+    SpecKey{"tail_lines", "tail-lines", "", "AIR_RUN_TAIL_LINES", VT::integer, "50",
+            "output lines kept per rank for failure reports", 0, 1'000'000},
+};
+
+constexpr std::array k_legacy_keys{
+    LegacyKey{"gpus", "num_accelerators", "gpus", "AIR_RUN_GPUS"},
+    LegacyKey{"gpu_type", "accelerator_type", "gpu-type", "AIR_RUN_GPU_TYPE"},
+};
+
+// Markdown cells must not contain a bare '|'.
+std::string cell(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+std::string code(std::string_view text) { return text.empty() ? "" : "`" + std::string(text) + "`"; }
+
+} // namespace
+
+std::span<const SpecKey> spec_keys() { return k_spec_keys; }
+
+const SpecKey* find_spec_key(std::string_view key) {
+  for (const SpecKey& row : k_spec_keys) {
+    if (row.key == key) return &row;
+  }
+  return nullptr;
+}
+
+std::span<const LegacyKey> legacy_keys() { return k_legacy_keys; }
+
+std::string spec_keys_markdown() {
+  std::string out = "| key | flag | env var | default | meaning |\n|---|---|---|---|---|\n";
+  for (const SpecKey& row : k_spec_keys) {
+    std::string flags;
+    if (!row.short_flag.empty()) flags = code("-" + std::string(row.short_flag)) + ", ";
+    if (!row.flag.empty()) flags += code("--" + std::string(row.flag));
+    if (row.key == "env") flags = code("--env KEY=VALUE");
+    if (row.key == "command") flags = "`TARGET ARGS...`";
+    out += "| " + code(row.key) + " | " + flags + " | " + code(row.env) + " | " + cell(row.default_text) +
+           " | " + cell(row.doc) + " |\n";
+  }
+  return out;
+}
+
+} // namespace air

@@ -1,0 +1,180 @@
+#pragma once
+
+#include "core/base/environment.hpp"
+#include "core/base/error.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace air {
+
+using Millis = std::chrono::milliseconds;
+
+/// Where a spec value came from. Precedence is fixed: flag > env > file > default.
+struct Origin {
+  enum class Kind { default_value, file, env, flag };
+  Kind kind = Kind::default_value;
+  std::string where; ///< "job.yaml:7:3", "AIR_RUN_TIMEOUT", "--timeout" or "" for defaults
+
+  /// Human form for --dry-run: "default", "job.yaml:7:3", "env AIR_RUN_TIMEOUT", "flag --timeout".
+  std::string describe() const;
+};
+
+/// One resolved spec value and its origin.
+template <typename T> struct Setting {
+  T value{};
+  Origin origin{};
+  bool is_default() const { return origin.kind == Origin::Kind::default_value; }
+};
+
+/// The value types a spec key can have; the table below drives parsing with them.
+enum class ValueType {
+  string,
+  integer,      ///< decimal, no sign unless the key allows it
+  boolean,      ///< true/false (also yes/no/1/0 from flags and env), strict
+  duration,     ///< "30", "30s", "90m", "3h", "1h30m"
+  opt_duration, ///< a duration or "none"
+  string_list,  ///< YAML sequence of strings; flags repeat; env is comma separated
+  string_map,   ///< YAML mapping of strings; flags repeat as KEY=VALUE
+  rank_list,    ///< "0,2-3", or a YAML list of ranks; flags repeat and accumulate
+};
+
+/// One row of the single key table: it drives YAML parsing, flags, AIR_RUN_*
+/// variables, validation, `--help` and the README table.
+struct SpecKey {
+  std::string_view key;        ///< YAML path, dotted for nested keys ("environment.python")
+  std::string_view flag;       ///< long flag without dashes ("timeout"), "" when there is none
+  std::string_view short_flag; ///< single letter ("n"), "" when there is none
+  std::string_view env;        ///< AIR_RUN_* variable, "" when there is none
+  ValueType type;
+  std::string_view default_text;       ///< as shown in docs
+  std::string_view doc;                ///< one line
+  std::int64_t min_value = 0;          ///< integer keys only: smallest accepted value
+  std::int64_t max_value = 2147483647; ///< integer keys only: largest accepted value
+};
+
+/// Every key air-run understands, in documentation order.
+std::span<const SpecKey> spec_keys();
+
+/// Finds a key row by YAML key; nullptr when unknown.
+const SpecKey* find_spec_key(std::string_view key);
+
+/// A legacy serverless_gpu name accepted with a deprecation warning. The CLI
+/// registers `flag` and passes it to `resolve_spec` with key `name`.
+struct LegacyKey {
+  std::string_view name;     ///< "gpus"
+  std::string_view replaced; ///< "num_accelerators"
+  std::string_view flag;     ///< "gpus" (long flag without dashes)
+  std::string_view env;      ///< "AIR_RUN_GPUS"
+};
+
+/// Every legacy name, each mapped to the key that replaces it.
+std::span<const LegacyKey> legacy_keys();
+
+/// The README table (key | flag | env var | default | meaning), rendered from
+/// `spec_keys()` so documentation cannot drift from the parser.
+std::string spec_keys_markdown();
+
+/// What the user asked for, typed and validated, each value with its origin.
+/// Produced only by `resolve_spec`; consumed by hardware matching and `make_plan`.
+struct LaunchSpec {
+  Setting<std::string> accelerator_type;        ///< canonical "GPU_8xH100" or "CPU"; "" = detect
+  Setting<std::optional<int>> num_accelerators; ///< nullopt = all detected GPUs (CPU: cpu_ranks)
+  Setting<int> cpu_ranks{1, {}};                ///< ranks on CPU when num_accelerators is not given
+  Setting<std::optional<Millis>> timeout{Millis(3L * 3600 * 1000), {}}; ///< nullopt = none
+  Setting<Millis> grace_period{Millis(30'000), {}};
+  Setting<std::string> python{"python3", {}};      ///< environment.python
+  Setting<std::vector<std::string>> dependencies;  ///< environment.dependencies (requirement strings)
+  Setting<std::string> requirements_file;          ///< when environment.dependencies is a path
+  Setting<std::vector<std::string>> find_links;    ///< environment.find_links (pip --find-links)
+  Setting<std::string> index_url;                  ///< environment.index_url, "" = pip's default
+  Setting<bool> no_index;                          ///< environment.no_index
+  Setting<bool> system_site_packages{true, {}};    ///< environment.system_site_packages
+  Setting<std::string> env_cache_dir;              ///< "" = $XDG_CACHE_HOME/air-run/envs
+  Setting<bool> rebuild_env;                       ///< build the environment even when cached
+  Setting<std::map<std::string, std::string>> env; ///< extra variables for every rank
+  Setting<std::vector<std::string>> command;       ///< target followed by its arguments
+  Setting<bool> module;                            ///< target is a Python module (-m)
+  Setting<bool> no_python;                         ///< target is an executable (--no-python)
+  Setting<std::string> master_addr{"127.0.0.1", {}};
+  Setting<int> master_port;                          ///< 0 = choose a free port
+  Setting<int> nnodes{1, {}};                        ///< number of nodes (one agent each)
+  Setting<int> node_rank;                            ///< this node's rank among the nodes
+  Setting<Millis> join_timeout{Millis(300'000), {}}; ///< multi-node: wait for every agent this long
+  Setting<int> control_port;                         ///< 0 = master_port + 1
+  Setting<std::string> log_dir;                      ///< "" = no per-rank log files
+  Setting<std::vector<int>> console_ranks;           ///< empty = every rank reaches the console
+  Setting<bool> isolate_gpus;                        ///< one GPU per rank via CUDA_VISIBLE_DEVICES
+  Setting<std::string> run_id;                       ///< "" = generate
+  Setting<std::string> summary_file;                 ///< JSON summary path, "" = none
+  Setting<bool> json;                                ///< print the JSON summary on stdout
+  Setting<std::string> junit_file;                   ///< JUnit XML path, "" = none
+  Setting<int> tail_lines{50, {}};                   ///< output lines kept per rank for reports
+
+  std::string spec_path; ///< the -f file, "" when none
+};
+
+/// Everything `resolve_spec` reads; the CLI fills it, tests build it by hand.
+struct SpecInputs {
+  std::optional<std::string> file_text; ///< YAML text of the spec file, when given
+  std::string file_path;                ///< its path as the user typed it (for messages)
+  Environment environment;              ///< the AIR_RUN_* variables are read from here
+  /// Flag values in command-line order as (key, text, spelling), e.g.
+  /// ("timeout", "90m", "--timeout"); list and map keys may repeat.
+  std::vector<std::tuple<std::string, std::string, std::string>> flags;
+  std::vector<std::string> command; ///< trailing TARGET ARGS... from the command line
+};
+
+/// A resolved spec plus the warnings (deprecations, notices) to print before launch.
+/// Each warning is a whole line to print as is (no trailing newline):
+/// "air-run: warning: job.yaml:3:1: 'gpus' is deprecated, use 'num_accelerators'".
+struct ResolvedSpec {
+  LaunchSpec spec;
+  std::vector<std::string> warnings;
+};
+
+/// Merges defaults < file < AIR_RUN_* env < flags, checks types and ranges.
+/// A higher source replaces a whole value, except `env`, which merges per
+/// variable. Repeated flags of list keys accumulate. An empty command is not
+/// an error here (the CLI checks it).
+/// Errors (usage kind, exit 2) name the place and the key:
+/// "job.yaml:4:10: timeout: ...", "environment variable AIR_RUN_TIMEOUT: ...",
+/// "--timeout: ...", and suggest a close key for unknown ones
+/// ("job.yaml:2:1: unknown key 'timout' (did you mean 'timeout'?)").
+Expected<ResolvedSpec> resolve_spec(const SpecInputs& inputs);
+
+/// Parses "30", "30s", "1500ms", "90m", "3h", "1h30m", "1.5s" (units in
+/// decreasing order, a bare number is seconds). Zero is accepted; callers
+/// check their own lower bound. Errors are "<what>: expected a duration ...".
+Expected<Millis> parse_duration(std::string_view text, std::string_view what);
+
+/// Like `parse_duration` but also accepts "none" (nullopt).
+Expected<std::optional<Millis>> parse_opt_duration(std::string_view text, std::string_view what);
+
+/// Formats a duration the way users write them ("3h", "90m", "30s", "1.5s").
+std::string format_duration(Millis d);
+
+/// Parses "0,2-3" into {0,2,3} (sorted, without duplicates); "" and "all"
+/// give the empty list (every rank). Errors name `what`.
+Expected<std::vector<int>> parse_rank_list(std::string_view text, std::string_view what);
+
+/// Formats ranks compactly, the inverse of `parse_rank_list`: {0,2,3} -> "0,2-3".
+std::string format_rank_list(const std::vector<int>& ranks, std::string_view separator = ",");
+
+/// Splits a command written as one string on whitespace, honouring '...' and
+/// "..." quoting and backslash escapes, as a simple shell would.
+/// Errors name `what` ("...: unterminated quote in 'train.py \"x'").
+Expected<std::vector<std::string>> split_command_line(std::string_view text, std::string_view what);
+
+/// "key = value (origin)" lines for --dry-run, in table order.
+std::vector<std::string> describe_spec(const LaunchSpec& spec);
+
+} // namespace air
