@@ -3,9 +3,9 @@
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
 #include "core/base/error.hpp"
+#include "core/base/suggest.hpp"
 #include "core/os/signals.hpp"
 #include "core/spec/spec.hpp"
-#include "core/base/suggest.hpp"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>

@@ -2,11 +2,11 @@
 // health from NVML, runs air-nccl-check across them, judges everything
 // (core/preflight/health.cpp, core/preflight/nccl_check.cpp) and prints a table or JSON.
 #include "cli/commands.hpp"
-#include "core/os/capture.hpp"
 #include "core/hw/hardware.hpp"
+#include "core/hw/nvml.hpp"
+#include "core/os/capture.hpp"
 #include "core/os/host.hpp"
 #include "core/preflight/nccl_check.hpp"
-#include "core/hw/nvml.hpp"
 #include "core/spec/spec.hpp"
 
 #include <fmt/format.h>

@@ -1,7 +1,7 @@
 // --list-envs and --prune-envs: the cached Python environments of environment.dependencies.
 #include "cli/commands.hpp"
-#include "core/pyenv/cache.hpp"
 #include "core/os/host.hpp"
+#include "core/pyenv/cache.hpp"
 #include "core/spec/spec.hpp"
 
 #include <fmt/format.h>

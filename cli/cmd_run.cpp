@@ -1,12 +1,12 @@
-#include "cli/nodes.hpp"
 #include "cli/commands.hpp"
+#include "cli/nodes.hpp"
 #include "cli/write_reports.hpp"
-#include "core/pyenv/cache.hpp"
 #include "core/hw/hardware.hpp"
 #include "core/os/host.hpp"
+#include "core/pyenv/cache.hpp"
 #include "core/run/plan.hpp"
-#include "core/spec/spec.hpp"
 #include "core/run/supervisor.hpp"
+#include "core/spec/spec.hpp"
 
 #include <fmt/format.h>
 

@@ -1,8 +1,8 @@
 #include "cli/nodes.hpp"
 
+#include "core/cluster/slurm.hpp"
 #include "core/os/host.hpp"
 #include "core/os/process.hpp"
-#include "core/cluster/slurm.hpp"
 
 #include <fmt/format.h>
 

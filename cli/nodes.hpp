@@ -1,9 +1,9 @@
 #pragma once
 
-#include "core/cluster/placement.hpp"
-#include "core/cluster/control.hpp"
 #include "core/base/environment.hpp"
 #include "core/base/error.hpp"
+#include "core/cluster/control.hpp"
+#include "core/cluster/placement.hpp"
 #include "core/spec/spec.hpp"
 
 #include <memory>

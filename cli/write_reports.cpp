@@ -1,12 +1,12 @@
 #include "cli/write_reports.hpp"
 
-#include "core/report/annotations.hpp"
 #include "core/os/atomic_file.hpp"
 #include "core/os/host.hpp"
-#include "core/report/junit.hpp"
-#include "core/report/text.hpp"
+#include "core/report/annotations.hpp"
 #include "core/report/collect.hpp"
+#include "core/report/junit.hpp"
 #include "core/report/summary.hpp"
+#include "core/report/text.hpp"
 
 #include <fmt/format.h>
 

@@ -2,9 +2,9 @@
 
 #include "core/base/environment.hpp"
 #include "core/hw/hardware.hpp"
+#include "core/run/outcome.hpp"
 #include "core/run/plan.hpp"
 #include "core/spec/spec.hpp"
-#include "core/run/supervisor.hpp"
 
 namespace air::cli {
 

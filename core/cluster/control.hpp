@@ -1,8 +1,8 @@
 #pragma once
 
 #include "core/base/error.hpp"
-#include "core/run/supervisor.hpp"
 #include "core/base/unique_fd.hpp"
+#include "core/run/supervisor.hpp"
 
 #include <chrono>
 #include <memory>

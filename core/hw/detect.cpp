@@ -1,7 +1,6 @@
 // GPU detection: AIR_RUN_FAKE_GPUS (tests) or NVML, then an inherited
 // CUDA_VISIBLE_DEVICES applied the way the CUDA runtime applies it.
 #include "core/hw/hardware.hpp"
-
 #include "core/hw/nvml.hpp"
 
 #include <fmt/format.h>

@@ -2,8 +2,8 @@
 // listing and pruning. See env_cache.hpp for the directory layout.
 #include "core/pyenv/cache.hpp"
 
-#include "core/os/host.hpp"
 #include "core/base/sha256.hpp"
+#include "core/os/host.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

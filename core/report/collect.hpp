@@ -1,11 +1,11 @@
 #pragma once
 
-#include "core/report/error_file.hpp"
 #include "core/hw/hardware.hpp"
-#include "core/run/plan.hpp"
+#include "core/report/error_file.hpp"
 #include "core/report/rank_result.hpp"
+#include "core/run/outcome.hpp"
+#include "core/run/plan.hpp"
 #include "core/spec/spec.hpp"
-#include "core/run/supervisor.hpp"
 
 #include <chrono>
 #include <cstdint>

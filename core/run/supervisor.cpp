@@ -2,10 +2,10 @@
 
 #include "core/base/line_splitter.hpp"
 #include "core/os/log_sink.hpp"
-#include "core/run/lost_peer.hpp"
 #include "core/os/oom.hpp"
 #include "core/os/process.hpp"
 #include "core/os/signals.hpp"
+#include "core/run/lost_peer.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -24,59 +24,6 @@
 #include <vector>
 
 namespace air {
-
-namespace {
-
-/// The run statuses' two spellings, one row each.
-struct StatusSpelling {
-  RunOutcome::Status status;
-  std::string_view name;  ///< machine-readable
-  std::string_view words; ///< for the human report
-};
-constexpr StatusSpelling k_status_spellings[] = {
-    {RunOutcome::Status::succeeded, "succeeded", "succeeded"},
-    {RunOutcome::Status::failed, "failed", "failed"},
-    {RunOutcome::Status::timed_out, "timed_out", "timed out"},
-    {RunOutcome::Status::interrupted, "interrupted", "was interrupted"},
-    {RunOutcome::Status::launch_failed, "launch_failed", "could not be launched"},
-};
-
-const StatusSpelling& spelling_of(RunOutcome::Status status) {
-  for (const auto& row : k_status_spellings)
-    if (row.status == status) return row;
-  return k_status_spellings[1];
-}
-
-} // namespace
-
-std::string_view to_string(RunOutcome::Status status) { return spelling_of(status).name; }
-
-std::string_view status_words(RunOutcome::Status status) { return spelling_of(status).words; }
-
-int RunOutcome::exit_code() const {
-  switch (status) {
-  case Status::succeeded:
-    return 0;
-  case Status::failed:
-    if (remote_failure) return remote_failure->exit_code;
-    for (const auto& r : ranks)
-      if (r.rank == root_cause_rank) return r.status.shell_code();
-    return 1;
-  case Status::timed_out:
-    return 124;
-  case Status::interrupted:
-    return 128 + interrupt_signal;
-  case Status::launch_failed:
-    return 125;
-  }
-  return 1;
-}
-
-std::string remote_failure_reason(const RemoteFailure& f) {
-  std::string node = "node " + std::to_string(f.node_rank);
-  if (!f.node_name.empty()) node += " (" + f.node_name + ")";
-  return "stopped because " + node + " failed: " + f.reason;
-}
 
 namespace {
 

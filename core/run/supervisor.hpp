@@ -1,6 +1,6 @@
 #pragma once
 
-#include "core/base/exit_status.hpp"
+#include "core/run/outcome.hpp"
 #include "core/run/plan.hpp"
 
 #include <sys/types.h>
@@ -14,67 +14,6 @@
 #include <vector>
 
 namespace air {
-
-/// How one rank ended.
-struct RankOutcome {
-  int rank = 0;
-  int local_rank = 0;
-  pid_t pid = -1;
-  ExitStatus status;
-  bool stopped_by_air_run = false; ///< air-run signalled it during teardown before it ended
-  bool oom_killed = false;         ///< killed by the kernel's OOM killer (cgroup memory.events)
-  std::string spawn_error;         ///< non-empty when exec failed (then status is 126/127)
-  std::string log_error;           ///< non-empty when writing its log file failed ("write ...: ...")
-  double duration_s = 0;
-  double user_s = 0;
-  double sys_s = 0;
-  long max_rss_kb = 0;
-  std::uint64_t end_order = 0; ///< order in which air-run observed the exits (1 = first)
-  std::chrono::steady_clock::time_point ended_at{};
-  std::deque<std::string> tail; ///< last `tail_lines` output lines (stdout and stderr)
-};
-
-/// Another node's failure that stopped this node's run (multi-node runs).
-struct RemoteFailure {
-  int node_rank = -1;
-  std::string node_name;
-  int rank = -1;      ///< global rank of the root cause there, -1 when no rank failed (agent lost, interrupt)
-  int exit_code = 1;  ///< that node's exit code, which this node exits with too
-  std::string reason; ///< that node's one-line reason ("rank 3 exited with exit code 5")
-};
-
-/// "stopped because node 1 (node2) failed: rank 3 exited with exit code 5".
-std::string remote_failure_reason(const RemoteFailure& failure);
-
-/// How the whole run ended.
-struct RunOutcome {
-  enum class Status { succeeded, failed, timed_out, interrupted, launch_failed };
-
-  Status status = Status::succeeded;
-  int interrupt_signal = 0; ///< for interrupted
-  /// First rank that failed by air-run's clock (a rank that only lost its peer
-  /// yields, see lost_peer.hpp), -1 if none.
-  int root_cause_rank = -1;
-  std::string reason;             ///< one line: "rank 1 exited with exit code 3"
-  std::vector<RankOutcome> ranks; ///< in rank order
-  std::chrono::system_clock::time_point started_at{};
-  std::chrono::system_clock::time_point ended_at{};
-  double duration_s = 0;
-  std::uint64_t console_lines_dropped = 0;
-  /// Set (with status failed and root_cause_rank -1) when another node's
-  /// failure stopped this run; `reason` then says "stopped because node ...".
-  std::optional<RemoteFailure> remote_failure;
-
-  /// air-run's exit code per the DESIGN table: 0, rank's code / 128+N, 124, 126/127, 128+N;
-  /// after a remote failure, the failing node's code.
-  int exit_code() const;
-};
-
-/// The status's name in the JSON summary, JUnit and annotations: "timed_out".
-std::string_view to_string(RunOutcome::Status status);
-
-/// The status as the human report's sentence says it: "timed out", "could not be launched".
-std::string_view status_words(RunOutcome::Status status);
 
 /// Where console output goes. `--json` sends rank stdout to fd 2 so fd 1 stays parseable.
 struct ConsoleOptions {

@@ -2,9 +2,8 @@
 // Each source is first turned into a list of typed assignments (parsing and
 // validation happen there, so every error knows its place), then the lists
 // are applied in precedence order: file, env, flags.
-#include "core/spec/spec.hpp"
-
 #include "core/base/suggest.hpp"
+#include "core/spec/spec.hpp"
 
 #include <yaml-cpp/yaml.h>
 

@@ -1,8 +1,8 @@
 // Preflight: health evaluation with fake NVML readings, air-nccl-check's JSON,
 // the bandwidth verdict, and (hidden, [.gpu]) the real NVML health path.
+#include "core/hw/nvml.hpp"
 #include "core/preflight/health.hpp"
 #include "core/preflight/nccl_check.hpp"
-#include "core/hw/nvml.hpp"
 #include "tests/unit/catch.hpp"
 
 #include <string>

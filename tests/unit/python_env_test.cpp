@@ -1,5 +1,5 @@
-#include "core/pyenv/python_env.hpp"
 #include "core/base/sha256.hpp"
+#include "core/pyenv/python_env.hpp"
 #include "tests/unit/catch.hpp"
 
 #include <string>

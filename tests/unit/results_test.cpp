@@ -1,8 +1,8 @@
 // Rank results, torchelastic error files, atomic writes and collect_report.
 #include "core/os/atomic_file.hpp"
+#include "core/report/collect.hpp"
 #include "core/report/error_file.hpp"
 #include "core/report/rank_result.hpp"
-#include "core/report/collect.hpp"
 #include "tests/unit/catch.hpp"
 #include "tests/unit/results_fixture.hpp"
 
