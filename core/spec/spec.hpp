@@ -118,6 +118,12 @@ struct LaunchSpec {
   Setting<bool> json;                                ///< print the JSON summary on stdout
   Setting<std::string> junit_file;                   ///< JUnit XML path, "" = none
   Setting<int> tail_lines{50, {}};                   ///< output lines kept per rank for reports
+  Setting<bool> no_prefix;                           ///< rank output without "[rankN]: "
+  Setting<std::string> nproc_per_node;               ///< torchrun's N|gpu|cpu|auto, "" = not given
+  Setting<std::string> role{"default", {}};          ///< ROLE_NAME
+  Setting<std::string> redirects{"0", {}};           ///< torchrun's -r (parse_std_streams)
+  Setting<std::string> tee{"0", {}};                 ///< torchrun's -t (parse_std_streams)
+  Setting<std::vector<int>> local_ranks_filter;      ///< empty = every local rank reaches the console
 
   std::string spec_path; ///< the -f file, "" when none
 };
