@@ -117,7 +117,7 @@ std::vector<std::tuple<std::string, std::string, std::string>> CliOptions::flag_
 std::vector<KnownFlag> known_flags(const CLI::App& app) {
   std::vector<KnownFlag> known;
   for (const CLI::Option* opt : app.get_options()) {
-    const bool takes_value = opt->get_type_size() > 0;
+    const bool takes_value = opt->get_items_expected_max() > 0; // flags expect 0 items
     const auto& snames = opt->get_snames();
     for (const auto& lname : opt->get_lnames()) {
       known.push_back({lname, snames.empty() ? "" : snames.front(), takes_value});

@@ -179,6 +179,7 @@ std::vector<std::string> describe_plan(const LaunchPlan& plan) {
       if (it != rank.env.end()) vars += fmt::format(" {}={}", name, it->second);
     }
     lines.push_back("  " + vars.substr(vars.empty() ? 0 : 1));
+    if (!rank.gpu_uuid.empty()) lines.push_back("  gpu: " + rank.gpu_uuid);
     if (!rank.log_file.empty()) lines.push_back("  log: " + rank.log_file);
     if (!rank.console) lines.push_back("  console: hidden (--ranks, --local-ranks-filter)");
     for (int stream = 0; stream < 2; ++stream) {
