@@ -3,6 +3,8 @@
   torchrun_lines.py expect ARG...        JSON of torchrun's reading of the arguments
   torchrun_lines.py check EXPECT PROBE_DIR
                                          compares the probe's rank*.json with EXPECT
+  torchrun_lines.py compare TORCHRUN_DIR AIR_RUN_DIR
+                                         diffs the probe's records under both launchers
 
 The arguments are read by torchrun's own parser (torch.distributed.run's
 get_args_parser) when torch is importable, with the options newer torchrun
@@ -34,6 +36,12 @@ def parser():
     from torch.distributed.run import get_args_parser
 
     p = get_args_parser()
+    # torch 1.13 spells its options with underscores only; 2.x accepts both.
+    for option, action in list(p._option_string_actions.items()):
+        dashed = option[:2] + option[2:].replace("_", "-")
+        if option.startswith("--") and dashed not in p._option_string_actions:
+            p._option_string_actions[dashed] = action
+            action.option_strings.append(dashed)
     for names, takes_value in NEWER:
         if any(n in p._option_string_actions for n in names):
             continue
@@ -151,10 +159,51 @@ def check(expect_file, probe_dir):
     return 1 if problems else 0
 
 
+# Variables whose values differ on purpose (docs/torchrun.md): compared for presence only.
+DELIBERATE = {
+    "TORCHELASTIC_RUN_ID": "air-run's run id (torchrun: --rdzv-id, 'none' or a uuid)",
+    "TORCHELASTIC_USE_AGENT_STORE": "False: rank 0 hosts the TCPStore, there is no agent store",
+    "TORCHELASTIC_ERROR_FILE": "a path in air-run's run directory",
+}
+COMPARED = [
+    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+    "ROLE_RANK", "ROLE_NAME", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+    "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES",
+] + list(DELIBERATE)
+
+
+def compare(torchrun_dir, air_dir):
+    """Diffs two probe recordings of one line; prints one line per difference."""
+    diffs = []
+    a_files, b_files = sorted(os.listdir(torchrun_dir)), sorted(os.listdir(air_dir))
+    if a_files != b_files:
+        diffs.append(f"ranks: torchrun {a_files}, air-run {b_files}")
+    for name in sorted(set(a_files) & set(b_files)):
+        with open(os.path.join(torchrun_dir, name)) as f:
+            a = json.load(f)
+        with open(os.path.join(air_dir, name)) as f:
+            b = json.load(f)
+        if a["argv"] != b["argv"]:
+            diffs.append(f"{name}: argv torchrun {a['argv']}, air-run {b['argv']}")
+        for var in COMPARED:
+            va, vb = a["env"].get(var), b["env"].get(var)
+            if var in DELIBERATE:
+                if (va is None) != (vb is None):
+                    diffs.append(f"{name}: {var} set by one only (torchrun {va!r}, air-run {vb!r})")
+            elif va != vb:
+                diffs.append(f"{name}: {var} torchrun {va!r}, air-run {vb!r}")
+    for d in diffs:
+        print(d)
+    return 1 if diffs else 0
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "expect":
         print(json.dumps(expect(sys.argv[2:])))
     elif sys.argv[1] == "check":
         sys.exit(check(sys.argv[2], sys.argv[3]))
+    elif sys.argv[1] == "compare":
+        sys.exit(compare(sys.argv[2], sys.argv[3]))
     else:
         sys.exit(f"unknown subcommand {sys.argv[1]}")
