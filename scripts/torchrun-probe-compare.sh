@@ -16,7 +16,7 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-air_run=${1:-$here/build/cli/air-run}
+air_run=$(readlink -f "${1:-$here/build/cli/air-run}")
 torchrun=${2:-torchrun}
 source "$here/tests/e2e/torchrun_lines.sh"
 lines_py=$here/tests/e2e/torchrun_lines.py
