@@ -19,7 +19,7 @@ namespace air::cli {
 
 namespace {
 
-/// The one table from error kinds to exit codes (DESIGN section 5).
+/// The one table from error kinds to exit codes (the README lists them).
 int exit_code_for(ErrorKind kind) {
   switch (kind) {
   case ErrorKind::usage:

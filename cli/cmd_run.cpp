@@ -23,16 +23,11 @@ void print_lines(const std::vector<std::string>& lines, std::FILE* to) {
   for (const auto& line : lines) std::fputs((line + "\n").c_str(), to);
 }
 
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 /// Fails before launch when the target cannot start, so a typo costs no ranks:
 /// the interpreter or executable must resolve, a script must be readable.
 Status check_target(const LaunchSpec& spec, const Environment& env) {
   const auto& command = spec.command.value;
-  const bool python_target =
-      !spec.no_python.value && (spec.module.value || ends_with(command.front(), ".py"));
+  const bool python_target = !spec.no_python.value && (spec.module.value || command.front().ends_with(".py"));
   if (python_target) {
     auto python = check_executable(spec.python.value, env);
     if (!python) {
@@ -54,7 +49,7 @@ void anchor_command_to_spec_dir(LaunchSpec& spec) {
   auto& command = spec.command.value;
   if (spec.command.origin.kind != Origin::Kind::file || command.empty() || spec.module.value) return;
   const std::filesystem::path target = command.front();
-  const bool is_path = ends_with(command.front(), ".py") || command.front().find('/') != std::string::npos;
+  const bool is_path = command.front().ends_with(".py") || command.front().find('/') != std::string::npos;
   if (!is_path || target.is_absolute()) return;
   const auto spec_dir = std::filesystem::path(spec.spec_path).parent_path();
   if (!spec_dir.empty()) command.front() = (spec_dir / target).lexically_normal().string();
@@ -71,7 +66,7 @@ std::optional<std::string> requested_type(const LaunchSpec& spec) {
 Hardware hardware_for(const LaunchSpec& spec, const Environment& env) {
   const auto type = requested_type(spec);
   if (!type) return detect_hardware(env);
-  const auto parsed = parse_accelerator_type(*type, spec.num_accelerators.value);
+  const auto parsed = parse_accelerator_type(*type);
   if (!parsed || !parsed->cpu) return detect_hardware(env); // a bad type is reported by the selection
   Hardware skipped;
   skipped.source = "skipped";

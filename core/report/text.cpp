@@ -69,18 +69,6 @@ std::string join_ranks(std::vector<int> ranks) {
 
 } // namespace
 
-std::string format_seconds(double seconds) {
-  if (!(seconds >= 0)) seconds = 0;
-  if (seconds > 1e12) seconds = 1e12; // keeps llround in range for absurd inputs
-  if (seconds < 59.95) return fmt::format("{:.1f}s", seconds);
-  const long long total = std::llround(seconds);
-  const long long h = total / 3600;
-  const long long m = (total % 3600) / 60;
-  const long long s = total % 60;
-  if (h > 0) return fmt::format("{}h{:02d}m{:02d}s", h, m, s);
-  return fmt::format("{}m{:02d}s", m, s);
-}
-
 std::string format_report(const RunReport& report) {
   const RunOutcome& o = report.outcome;
   const std::string run = "air-run: run " + report.plan.run_id + " ";

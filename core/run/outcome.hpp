@@ -66,7 +66,7 @@ struct RunOutcome {
   /// failure stopped this run; `reason` then says "stopped because node ...".
   std::optional<RemoteFailure> remote_failure;
 
-  /// air-run's exit code per the DESIGN table: 0, rank's code / 128+N, 124, 126/127, 128+N;
+  /// air-run's exit code per the README's exit-code table: 0, rank's code / 128+N, 124, 126/127, 128+N;
   /// after a remote failure, the failing node's code.
   int exit_code() const;
 };

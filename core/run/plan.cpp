@@ -8,10 +8,6 @@ namespace air {
 
 namespace {
 
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 /// How the target is run: `-m module`, a `.py` script under the interpreter
 /// (`-u` for unbuffered output, as torchrun does), or an executable as is.
 std::vector<std::string> rank_argv(const LaunchSpec& spec) {
@@ -20,7 +16,7 @@ std::vector<std::string> rank_argv(const LaunchSpec& spec) {
   if (spec.no_python.value) return command;
   if (spec.module.value) {
     argv = {spec.python.value, "-u", "-m"};
-  } else if (ends_with(command.front(), ".py")) {
+  } else if (command.front().ends_with(".py")) {
     argv = {spec.python.value, "-u"};
   }
   argv.insert(argv.end(), command.begin(), command.end());

@@ -1,5 +1,6 @@
 #include "core/run/supervisor.hpp"
 
+#include "core/base/duration.hpp"
 #include "core/base/line_splitter.hpp"
 #include "core/os/log_sink.hpp"
 #include "core/os/oom.hpp"
@@ -54,20 +55,6 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
 
 double seconds_of(const timeval& tv) {
   return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
-}
-
-/// "3h", "90m", "30s", "1.5s", "300ms". (spec's format_duration renders the
-/// same way; kept local so the supervisor does not depend on the spec module.)
-std::string describe_duration(std::chrono::milliseconds d) {
-  const auto ms = d.count();
-  if (ms != 0 && ms % 3'600'000 == 0) return std::to_string(ms / 3'600'000) + "h";
-  if (ms != 0 && ms % 60'000 == 0) return std::to_string(ms / 60'000) + "m";
-  if (ms % 1000 == 0) return std::to_string(ms / 1000) + "s";
-  if (ms < 1000) return std::to_string(ms) + "ms";
-  std::string frac = std::to_string(ms % 1000);
-  frac.insert(0, 3 - frac.size(), '0');
-  while (frac.back() == '0') frac.pop_back();
-  return std::to_string(ms / 1000) + "." + frac + "s";
 }
 
 /// Sends `sig` to a rank's process group. The group id is the leader's pid;
@@ -515,7 +502,7 @@ void Supervisor::reap() {
   // k_max_poll_wait_ms). Peek (WNOWAIT) at which child exited and reap exactly
   // that pid, so a wake costs O(exits) system calls rather than one wait4 per
   // live rank; with 1024 ranks the scan made start-up quadratic. Only our own
-  // pids are reaped (aesthetics 12.2): a child we do not know falls back to the scan.
+  // pids are reaped: a child we do not know falls back to the scan.
   for (;;) {
     siginfo_t info{};
     const int rc = ::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT);
@@ -612,7 +599,7 @@ void Supervisor::check_deadlines() {
   if (!tearing_down_ && out_.status == RunOutcome::Status::succeeded && timeout_deadline_ &&
       now >= *timeout_deadline_) {
     out_.status = RunOutcome::Status::timed_out;
-    out_.reason = "timed out after " + describe_duration(*plan_.timeout);
+    out_.reason = "timed out after " + format_duration(*plan_.timeout);
     begin_teardown(SIGTERM);
   }
   if (tearing_down_ && !kill_sent_ && now >= grace_deadline_) kill_all();

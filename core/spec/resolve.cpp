@@ -3,6 +3,7 @@
 // validation happen there, so every error knows its place), then the lists
 // are applied in precedence order: file, env, flags.
 #include "core/base/suggest.hpp"
+#include "core/spec/accelerator_type.hpp"
 #include "core/spec/spec.hpp"
 
 #include <yaml-cpp/yaml.h>
@@ -37,25 +38,6 @@ enum class Source { file, env, flag };
 // Warnings are whole lines; the CLI prints them as they are.
 constexpr const char k_warning[] = "air-run: warning: ";
 
-std::string single_quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
-
-std::string to_upper(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) {
-    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
-  }
-  return out;
-}
-
-std::string to_lower(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
-
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_upper(char c) { return c >= 'A' && c <= 'Z'; }
 
 const LegacyKey* find_legacy(std::string_view name) {
@@ -82,37 +64,13 @@ std::string long_flag(std::string_view key) {
 // hardware module's question.
 Expected<std::string> normalise_accelerator_type(std::string_view text, const std::string& prefix,
                                                  std::vector<std::string>& warnings) {
-  const std::string upper = to_upper(text);
-  const auto bad = [&] {
-    return usage_error(prefix + ": expected CPU or GPU_<n>x<MODEL> (like GPU_8xH100), got " +
-                       single_quoted(text));
-  };
-  const auto is_model = [](std::string_view model) {
-    if (model.empty() || !is_upper(model.front())) return false;
-    return std::all_of(model.begin(), model.end(), [](char c) { return is_upper(c) || is_digit(c); });
-  };
-  if (upper == "CPU") return std::string("CPU");
-  if (upper.rfind("GPU_", 0) == 0) {
-    std::size_t i = 4;
-    int count = 0;
-    for (; i < upper.size() && is_digit(upper[i]); ++i) {
-      if (i >= 4 + 4) return bad(); // more than 9999 accelerators is a typo
-      count = count * 10 + (upper[i] - '0');
-    }
-    if (i == 4 || count < 1 || i >= upper.size() || upper[i] != 'X') return bad();
-    const std::string model = upper.substr(i + 1);
-    if (!is_model(model)) return bad();
-    return "GPU_" + std::to_string(count) + "x" + model;
-  }
-  // Legacy serverless_gpu short values: a model token such as A10, H100, L40S.
-  std::size_t letters = 0;
-  while (letters < upper.size() && is_upper(upper[letters])) ++letters;
-  if (letters > 0 && letters < upper.size() && is_digit(upper[letters]) && is_model(upper)) {
+  auto type = parse_accelerator_type(text);
+  if (!type) return usage_error(prefix + ": " + type.error().message);
+  if (type->legacy) {
     warnings.push_back(k_warning + prefix + ": " + single_quoted(text) + " is deprecated, use 'GPU_<n>x" +
-                       upper + "'");
-    return upper;
+                       type->model + "'");
   }
-  return bad();
+  return type->canonical();
 }
 
 Expected<std::string> check_string(const SpecKey& key, std::string_view text, const std::string& prefix,
@@ -170,10 +128,9 @@ Expected<bool> parse_bool(std::string_view text, Source source, const std::strin
     if (text == "false" || text == "False") return false;
     return usage_error(prefix + ": expected true or false, got " + single_quoted(text));
   }
-  const std::string lower = to_lower(text);
-  if (lower == "true" || lower == "1" || lower == "yes" || (source == Source::flag && text.empty()))
-    return true;
-  if (lower == "false" || lower == "0" || lower == "no") return false;
+  const std::string word = lower(text);
+  if (word == "true" || word == "1" || word == "yes" || (source == Source::flag && text.empty())) return true;
+  if (word == "false" || word == "0" || word == "no") return false;
   return usage_error(prefix + ": expected true or false (or 1/0, yes/no), got " + single_quoted(text));
 }
 

@@ -1,7 +1,9 @@
 #pragma once
 
+#include "core/base/duration.hpp"
 #include "core/base/environment.hpp"
 #include "core/base/error.hpp"
+#include "core/base/text.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -15,8 +17,6 @@
 #include <vector>
 
 namespace air {
-
-using Millis = std::chrono::milliseconds;
 
 /// Where a spec value came from. Precedence is fixed: flag > env > file > default.
 struct Origin {
@@ -150,29 +150,6 @@ struct ResolvedSpec {
 /// "--timeout: ...", and suggest a close key for unknown ones
 /// ("job.yaml:2:1: unknown key 'timout' (did you mean 'timeout'?)").
 Expected<ResolvedSpec> resolve_spec(const SpecInputs& inputs);
-
-/// Parses "30", "30s", "1500ms", "90m", "3h", "1h30m", "1.5s" (units in
-/// decreasing order, a bare number is seconds). Zero is accepted; callers
-/// check their own lower bound. Errors are "<what>: expected a duration ...".
-Expected<Millis> parse_duration(std::string_view text, std::string_view what);
-
-/// Like `parse_duration` but also accepts "none" (nullopt).
-Expected<std::optional<Millis>> parse_opt_duration(std::string_view text, std::string_view what);
-
-/// Formats a duration the way users write them ("3h", "90m", "30s", "1.5s").
-std::string format_duration(Millis d);
-
-/// Parses "0,2-3" into {0,2,3} (sorted, without duplicates); "" and "all"
-/// give the empty list (every rank). Errors name `what`.
-Expected<std::vector<int>> parse_rank_list(std::string_view text, std::string_view what);
-
-/// Formats ranks compactly, the inverse of `parse_rank_list`: {0,2,3} -> "0,2-3".
-std::string format_rank_list(const std::vector<int>& ranks, std::string_view separator = ",");
-
-/// Splits a command written as one string on whitespace, honouring '...' and
-/// "..." quoting and backslash escapes, as a simple shell would.
-/// Errors name `what` ("...: unterminated quote in 'train.py \"x'").
-Expected<std::vector<std::string>> split_command_line(std::string_view text, std::string_view what);
 
 /// "key = value (origin)" lines for --dry-run, in table order.
 std::vector<std::string> describe_spec(const LaunchSpec& spec);

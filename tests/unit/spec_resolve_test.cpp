@@ -332,8 +332,8 @@ TEST_CASE("bad files give exact file:line:col: key: messages", "[spec]") {
        "job.yaml:2:1: no_python: cannot be used together with module (job.yaml:1:1)"},
       {"accelerator_type: GPU_x\n",
        "job.yaml:1:19: accelerator_type: expected CPU or GPU_<n>x<MODEL> (like GPU_8xH100), got 'GPU_x'"},
-      {"accelerator_type: GPU_0xH100\n", "job.yaml:1:19: accelerator_type: expected CPU or GPU_<n>x<MODEL> "
-                                         "(like GPU_8xH100), got 'GPU_0xH100'"},
+      {"accelerator_type: GPU_0xH100\n",
+       "job.yaml:1:19: accelerator_type: count must be at least 1, got 'GPU_0xH100'"},
       {"accelerator_type: TPU\n",
        "job.yaml:1:19: accelerator_type: expected CPU or GPU_<n>x<MODEL> (like GPU_8xH100), got 'TPU'"},
       {"accelerator_type: GPU_8x\n",
