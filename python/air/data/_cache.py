@@ -1,0 +1,291 @@
+"""A node-local file cache shared by the ranks of one machine.
+
+Layout under the cache directory::
+
+    <source key>/<relative name>     cached copies, named as in the source
+    .locks/<n>.lock                  fetch locks, one per hash stripe of names
+    .lock                            held while the size is counted and files evicted
+    .usage                           bytes held, as counted at the last change
+
+A file is fetched once per node: the rank that misses takes the name's fetch
+lock, checks again, copies into a temporary name and renames it in place, so
+a reader never sees half a file. Readers hold a shared flock on the copy while
+they read it; eviction (least recently used first, when the total passes the
+bound) takes an exclusive flock without waiting, and skips files in use.
+"""
+
+import errno
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+import time
+
+LOCK_STRIPES = 256
+TOUCH_AFTER_S = 1.0  # a hit refreshes the copy's mtime (its LRU age) at most this often
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def default_cache_dir():
+    """$AIR_DATA_CACHE_DIR, else <temp dir>/air-data-cache-<uid>: one per node
+    and user, so the ranks of a machine share it."""
+    explicit = os.environ.get("AIR_DATA_CACHE_DIR")
+    if explicit:
+        return explicit
+    return os.path.join(tempfile.gettempdir(), "air-data-cache-%d" % os.getuid())
+
+
+def parse_size(value):
+    """Bytes from an int or a text such as "512M", "20G", "1.5T"."""
+    if isinstance(value, bool):
+        raise TypeError("cache_size must be a number of bytes or a text like '20G', not %r"
+                        % (value,))
+    if isinstance(value, int):
+        size = value
+    else:
+        match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?)i?B?\s*", str(value), re.I)
+        if not match:
+            raise ValueError("cache_size %r is not a size: use bytes or a text like '512M', "
+                             "'20G'" % (value,))
+        scale = 1024 ** " KMGT".index(match.group(2).upper() or " ")
+        size = int(float(match.group(1)) * scale)
+    if size < 1:
+        raise ValueError("cache_size must be at least 1 byte, got %r" % (value,))
+    return size
+
+
+def source_key(url):
+    """A directory name for one source: readable tail plus a hash of the URL."""
+    tail = _SAFE.sub("_", url.rstrip("/").rsplit("/", 1)[-1])[-40:] or "root"
+    return "%s-%s" % (tail, hashlib.sha256(url.encode("utf-8")).hexdigest()[:12])
+
+
+def _open_lock(path):
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+
+
+class _Flock:
+    """An exclusive flock on a lock file, as a context manager."""
+
+    def __init__(self, path):
+        self.path = path
+        self.fd = None
+
+    def __enter__(self):
+        self.fd = _open_lock(self.path)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        os.close(self.fd)  # closing releases the lock
+        self.fd = None
+
+
+class Pinned:
+    """A cached copy held open with a shared flock: eviction leaves it alone
+    until close()."""
+
+    def __init__(self, path, fd):
+        self.path = path
+        self._fd = fd
+
+    def close(self):
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self):
+        return self.path
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class VolumeCache:
+    """The cache of one directory, bounded to max_bytes (None: half of the free
+    space of its filesystem, measured when it is opened). ``stats`` counts
+    what this process did: fetched, fetched_bytes, hits, evicted."""
+
+    def __init__(self, root=None, max_bytes=None):
+        self.root = os.path.abspath(root or default_cache_dir())
+        os.makedirs(os.path.join(self.root, ".locks"), exist_ok=True)
+        if max_bytes is None:
+            free = shutil.disk_usage(self.root).free
+            max_bytes = max(free // 2, 1)
+        self.max_bytes = parse_size(max_bytes)
+        self.stats = {"fetched": 0, "fetched_bytes": 0, "hits": 0, "evicted": 0}
+
+    # ------------------------------------------------------------------ reading
+
+    def pin(self, source, relative, size):
+        """The cached copy of `relative` from `source` (fetched first when it
+        is missing or its size differs from `size`), pinned: use as
+        ``with cache.pin(...) as path: ...``."""
+        path = os.path.join(self.root, source_key(source.url), relative)
+        pinned = self._try_pin(path, size)
+        if pinned is not None:
+            self.stats["hits"] += 1
+            return pinned
+        stripe = int(hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()[:8], 16)
+        with _Flock(os.path.join(self.root, ".locks", "%d.lock" % (stripe % LOCK_STRIPES))):
+            pinned = self._try_pin(path, size)  # another rank may have fetched it meanwhile
+            if pinned is not None:
+                self.stats["hits"] += 1
+                return pinned
+            fetched = self._fetch(source, relative, path)
+            pinned = self._try_pin(path, None)
+        if pinned is None:
+            raise OSError(errno.ENOENT, "air.data: the cached copy vanished right after its "
+                          "fetch", path)
+        self.stats["fetched"] += 1
+        self.stats["fetched_bytes"] += fetched
+        self._account(fetched, keep=path)
+        return pinned
+
+    def _try_pin(self, path, size):
+        """A Pinned copy when `path` holds a complete copy of the right size."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            held = os.fstat(fd)
+            try:
+                named = os.stat(path)
+            except FileNotFoundError:
+                named = None
+            # Evicted (or replaced) between open and flock: not this copy.
+            if named is None or named.st_ino != held.st_ino or named.st_dev != held.st_dev:
+                os.close(fd)
+                return None
+            if size is not None and held.st_size != size:
+                os.close(fd)
+                return None
+            if time.time() - held.st_mtime > TOUCH_AFTER_S:
+                os.utime(fd)
+            return Pinned(path, fd)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def _fetch(self, source, relative, path):
+        folder = os.path.dirname(path)
+        os.makedirs(folder, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=".fetch-%d-" % os.getpid(), dir=folder)
+        os.close(handle)
+        try:
+            source.fetch(relative, temporary)
+            size = os.stat(temporary).st_size
+            os.replace(temporary, path)
+        except BaseException:
+            try:
+                os.unlink(temporary)
+            except OSError:
+                pass
+            raise
+        return size
+
+    # ------------------------------------------------------------------ the bound
+
+    def usage(self):
+        """Bytes held, as counted at the last change."""
+        try:
+            with open(os.path.join(self.root, ".usage"), "r") as f:
+                return int(f.read().strip() or 0)
+        except (OSError, ValueError):
+            return None
+
+    def _write_usage(self, value):
+        temporary = os.path.join(self.root, ".usage.%d" % os.getpid())
+        with open(temporary, "w") as f:
+            f.write("%d\n" % value)
+        os.replace(temporary, os.path.join(self.root, ".usage"))
+
+    def _account(self, added, keep):
+        with _Flock(os.path.join(self.root, ".lock")):
+            usage = self.usage()
+            if usage is None:
+                usage = self._scan_total()
+            else:
+                usage += added
+            if usage > self.max_bytes:
+                usage = self._evict(keep)
+            self._write_usage(usage)
+
+    def _entries(self):
+        """(mtime, size, path) of every cached copy; removes the temporary
+        files of fetches whose process is gone."""
+        entries = []
+        for folder, dirs, files in os.walk(self.root):
+            if folder == self.root:
+                dirs[:] = [d for d in dirs if not d.startswith(".")]
+            for name in files:
+                full = os.path.join(folder, name)
+                if folder == self.root:
+                    continue  # .lock, .usage
+                if name.startswith(".fetch-"):
+                    _remove_orphan(full, name)
+                    continue
+                try:
+                    st = os.stat(full)
+                except FileNotFoundError:
+                    continue
+                entries.append((st.st_mtime, st.st_size, full))
+        return entries
+
+    def _scan_total(self):
+        return sum(size for _, size, _ in self._entries())
+
+    def _evict(self, keep):
+        """Removes least recently used copies not in use until the total fits
+        the bound; returns the new total."""
+        entries = sorted(self._entries())
+        total = sum(size for _, size, _ in entries)
+        for _, size, path in entries:
+            if total <= self.max_bytes:
+                break
+            if path == keep:
+                continue
+            if self._remove_unused(path):
+                total -= size
+                self.stats["evicted"] += 1
+        return total
+
+    @staticmethod
+    def _remove_unused(path):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False  # a reader holds it
+        try:
+            os.unlink(path)
+            return True
+        except FileNotFoundError:
+            return False
+        finally:
+            os.close(fd)
+
+
+def _remove_orphan(path, name):
+    match = re.match(r"^\.fetch-(\d+)-", name)
+    if not match:
+        return
+    try:
+        os.kill(int(match.group(1)), 0)
+        return  # still fetching
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        return
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
