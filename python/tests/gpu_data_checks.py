@@ -73,7 +73,7 @@ def _full_digests(model, optimizer):
 
     def walk(prefix, value):
         if isinstance(value, torch.Tensor):
-            data = value.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes()
+            data = value.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
             out[prefix] = hashlib.sha256(data).hexdigest()
         elif isinstance(value, dict):
             for key in sorted(value, key=str):
