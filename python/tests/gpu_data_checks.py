@@ -18,6 +18,7 @@ under pytest.
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -130,6 +131,13 @@ def fsdp2_restore(root):
 
 def check_fsdp2():
     root = tempfile.mkdtemp(prefix="air-fsdp2-")
+    try:
+        return _check_fsdp2(root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _check_fsdp2(root):
     saved = fsdp2_train_and_save.distributed(root)
     assert saved[0] == saved[1], "the 2 ranks see different full weights"
     restored = fsdp2_restore.distributed(root)
@@ -174,6 +182,13 @@ IMPORTS = {
 
 def check_quickstart(gpus):
     folder = tempfile.mkdtemp(prefix="air-quickstart-")
+    try:
+        return _check_quickstart(gpus, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _check_quickstart(gpus, folder):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([PYTHON_ROOT] + [
         p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
