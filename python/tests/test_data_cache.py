@@ -27,11 +27,11 @@ class LoggingSource(LocalSource):
         self.log = log
         self.delay = delay
 
-    def fetch(self, relative, destination):
+    def fetch_into(self, relative, target):
         with open(self.log, "a") as f:
             f.write("%d %s\n" % (os.getpid(), relative))
         time.sleep(self.delay)
-        super().fetch(relative, destination)
+        super().fetch_into(relative, target)
 
 
 def make_files(folder, count, size=1000):

@@ -4,8 +4,8 @@ Layout under the cache directory::
 
     <source key>/<relative name>     cached copies, named as in the source
     .locks/<n>.lock                  fetch locks, one per hash stripe of names
-    .lock                            held while the size is counted and files evicted
-    .usage                           bytes held, as counted at the last change
+    .lock                            held while the size is counted and files evicted;
+                                     holds the bytes cached, as counted at the last change
 
 A file is fetched once per node: the rank that misses takes the name's fetch
 lock, checks again, copies into a temporary name and renames it in place, so
@@ -85,11 +85,22 @@ class _Flock:
 
 class Pinned:
     """A cached copy held open with a shared flock: eviction leaves it alone
-    until close()."""
+    until close(). ``read()`` reads it through the open descriptor."""
 
-    def __init__(self, path, fd):
+    def __init__(self, path, fd, size):
         self.path = path
+        self.size = size
         self._fd = fd
+
+    def read(self):
+        """The whole copy (its size is fixed: copies are never written in place)."""
+        data = os.pread(self._fd, self.size, 0)
+        while len(data) < self.size:  # reads of 2 GiB and more come in parts
+            more = os.pread(self._fd, self.size - len(data), len(data))
+            if not more:
+                break
+            data += more
+        return data
 
     def close(self):
         if self._fd is not None:
@@ -116,6 +127,7 @@ class VolumeCache:
             max_bytes = max(free // 2, 1)
         self.max_bytes = parse_size(max_bytes)
         self.stats = {"fetched": 0, "fetched_bytes": 0, "hits": 0, "evicted": 0}
+        self._folders = {}  # source URL -> its folder here
 
     # ------------------------------------------------------------------ reading
 
@@ -123,7 +135,10 @@ class VolumeCache:
         """The cached copy of `relative` from `source` (fetched first when it
         is missing or its size differs from `size`), pinned: use as
         ``with cache.pin(...) as path: ...``."""
-        path = os.path.join(self.root, source_key(source.url), relative)
+        folder = self._folders.get(source.url)
+        if folder is None:
+            folder = self._folders[source.url] = os.path.join(self.root, source_key(source.url))
+        path = os.path.join(folder, relative)
         pinned = self._try_pin(path, size)
         if pinned is not None:
             self.stats["hits"] += 1
@@ -153,12 +168,9 @@ class VolumeCache:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH)
             held = os.fstat(fd)
-            try:
-                named = os.stat(path)
-            except FileNotFoundError:
-                named = None
-            # Evicted (or replaced) between open and flock: not this copy.
-            if named is None or named.st_ino != held.st_ino or named.st_dev != held.st_dev:
+            # Evicted (or replaced by a new fetch) between open and flock: the
+            # file has no name left, so this is not the cached copy any more.
+            if held.st_nlink == 0:
                 os.close(fd)
                 return None
             if size is not None and held.st_size != size:
@@ -166,7 +178,7 @@ class VolumeCache:
                 return None
             if time.time() - held.st_mtime > TOUCH_AFTER_S:
                 os.utime(fd)
-            return Pinned(path, fd)
+            return Pinned(path, fd, held.st_size)
         except BaseException:
             os.close(fd)
             raise
@@ -175,10 +187,10 @@ class VolumeCache:
         folder = os.path.dirname(path)
         os.makedirs(folder, exist_ok=True)
         handle, temporary = tempfile.mkstemp(prefix=".fetch-%d-" % os.getpid(), dir=folder)
-        os.close(handle)
         try:
-            source.fetch(relative, temporary)
-            size = os.stat(temporary).st_size
+            with open(handle, "wb") as target:
+                source.fetch_into(relative, target)
+                size = target.tell()
             os.replace(temporary, path)
         except BaseException:
             try:
@@ -191,29 +203,20 @@ class VolumeCache:
     # ------------------------------------------------------------------ the bound
 
     def usage(self):
-        """Bytes held, as counted at the last change."""
-        try:
-            with open(os.path.join(self.root, ".usage"), "r") as f:
-                return int(f.read().strip() or 0)
-        except (OSError, ValueError):
-            return None
-
-    def _write_usage(self, value):
-        temporary = os.path.join(self.root, ".usage.%d" % os.getpid())
-        with open(temporary, "w") as f:
-            f.write("%d\n" % value)
-        os.replace(temporary, os.path.join(self.root, ".usage"))
+        """Bytes cached, as counted at the last change (None before the first)."""
+        with _Flock(os.path.join(self.root, ".lock")) as lock:
+            return _read_count(lock.fd)
 
     def _account(self, added, keep):
-        with _Flock(os.path.join(self.root, ".lock")):
-            usage = self.usage()
+        with _Flock(os.path.join(self.root, ".lock")) as lock:
+            usage = _read_count(lock.fd)
             if usage is None:
                 usage = self._scan_total()
             else:
                 usage += added
             if usage > self.max_bytes:
                 usage = self._evict(keep)
-            self._write_usage(usage)
+            _write_count(lock.fd, usage)
 
     def _entries(self):
         """(mtime, size, path) of every cached copy; removes the temporary
@@ -225,7 +228,7 @@ class VolumeCache:
             for name in files:
                 full = os.path.join(folder, name)
                 if folder == self.root:
-                    continue  # .lock, .usage
+                    continue  # .lock
                 if name.startswith(".fetch-"):
                     _remove_orphan(full, name)
                     continue
@@ -272,6 +275,20 @@ class VolumeCache:
             return False
         finally:
             os.close(fd)
+
+
+# The byte count is kept in the lock file itself, as fixed-width text, so an
+# update is one pwrite under the lock (no temporary file, no rename).
+_COUNT_WIDTH = 21
+
+
+def _read_count(fd):
+    text = os.pread(fd, _COUNT_WIDTH, 0).decode("ascii", "replace").strip()
+    return int(text) if text.isdigit() else None
+
+
+def _write_count(fd, value):
+    os.pwrite(fd, ("%d" % value).rjust(_COUNT_WIDTH - 1).encode("ascii") + b"\n", 0)
 
 
 def _remove_orphan(path, name):

@@ -188,15 +188,20 @@ class VolumeDataset(torch.utils.data.IterableDataset):
             if self._source.is_local:
                 return self.decode(self._source.path(self.files[index]))
             return self._read_uncached(index)
-        with self._cache_here().pin(self._source, self.files[index], self.sizes[index]) as path:
-            return self.decode(path)
+        pinned = self._cache_here().pin(self._source, self.files[index], self.sizes[index])
+        try:
+            if self.decode is read_bytes:
+                return pinned.read()  # through the pinned descriptor: one open less
+            return self.decode(pinned.path)
+        finally:
+            pinned.close()
 
     def _read_uncached(self, index):
         import tempfile
         handle, temporary = tempfile.mkstemp(prefix="air-data-")
-        os.close(handle)
         try:
-            self._source.fetch(self.files[index], temporary)
+            with open(handle, "wb") as target:
+                self._source.fetch_into(self.files[index], target)
             return self.decode(temporary)
         finally:
             os.unlink(temporary)
