@@ -22,7 +22,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON_ROOT = os.path.dirname(HERE)

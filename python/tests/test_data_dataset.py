@@ -2,15 +2,15 @@
 torch on CPU) and DataLoader workers, per-epoch order, the node cache across
 epochs, uneven splits, mid-epoch resume, URLs through fsspec."""
 
-import collections
 import json
 import os
-import sys
 
 import pytest
 
 import air
 from conftest import run_python
+
+pytestmark = pytest.mark.usefixtures("torch")  # VolumeDataset is a torch IterableDataset
 
 FILES = 23  # a multiple of neither 2 nor 4
 
@@ -79,7 +79,7 @@ def expected_order(root, rank, world, epoch, **options):
 
 
 @pytest.mark.parametrize("world", [2, 4])
-def test_every_file_once_per_epoch_on_ranks_and_workers(air_run, torch, tmp_path, world):
+def test_every_file_once_per_epoch_on_ranks_and_workers(air_run, tmp_path, world):
     root = str(tmp_path / "data")
     names = make_dataset_dir(tmp_path / "data")
     run = air.distributed(read_on_ranks._fn, num_accelerators=world, timeout=180)
@@ -133,7 +133,7 @@ def test_other_seed_other_order(tmp_path):
 
 
 @pytest.mark.parametrize("workers, resume_workers", [(0, 0), (1, 1), (2, 2), (2, 1), (0, 2)])
-def test_resume_mid_epoch_reads_exactly_the_rest(torch, tmp_path, workers, resume_workers):
+def test_resume_mid_epoch_reads_exactly_the_rest(tmp_path, workers, resume_workers):
     from air.data import VolumeDataset
     make_dataset_dir(tmp_path / "data")
     root = str(tmp_path / "data")

@@ -51,7 +51,7 @@ def test_serverless_gpu_warning_in_a_fresh_interpreter():
     assert "<string>:1: FutureWarning" in done.stderr
 
 
-def test_data_aliases_in_both_paths():
+def test_data_aliases_in_both_paths(torch):
     import air.data
     import databricks.air.data as uc
     with warnings.catch_warnings():
