@@ -138,7 +138,7 @@ class VolumeCache:
         folder = self._folders.get(source.url)
         if folder is None:
             folder = self._folders[source.url] = os.path.join(self.root, source_key(source.url))
-        path = os.path.join(folder, relative)
+        path = folder + "/" + relative
         pinned = self._try_pin(path, size)
         if pinned is not None:
             self.stats["hits"] += 1

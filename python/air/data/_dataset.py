@@ -170,17 +170,38 @@ class VolumeDataset(torch.utils.data.IterableDataset):
     def __iter__(self):
         info = torch.utils.data.get_worker_info()
         remaining = self._begin()
+        read = self._position_reader()
         if info is None:
+            progress = self._progress_record()
             for position in remaining:
-                sample = self._read_position(position)
-                self._mark((position,))
+                sample = read(position)
+                progress.mark(position)
                 yield sample
         else:
             for position in _shards.worker_positions(remaining, info.id, info.num_workers):
-                yield self._read_position(position)
+                yield read(position)
 
-    def _read_position(self, position):
-        return self.read(self._rank_slice()[position])
+    def _position_reader(self):
+        """A function: position in this epoch's slice -> sample. Everything it
+        needs is looked up once, here, not once per file."""
+        files, sizes, decode, source = self.files, self.sizes, self.decode, self._source
+        rank_slice = self._rank_slice()
+        if not self.cache:
+            if source.is_local:
+                return lambda position: decode(source.path(files[rank_slice[position]]))
+            return lambda position: self._read_uncached(rank_slice[position])
+        pin = self._cache_here().pin
+        whole = decode is read_bytes  # read through the pinned descriptor: one open less
+
+        def read(position):
+            index = rank_slice[position]
+            pinned = pin(source, files[index], sizes[index])
+            try:
+                return pinned.read() if whole else decode(pinned.path)
+            finally:
+                pinned.close()
+
+        return read
 
     def read(self, index):
         """decode() of file number `index` of ``files``, through the cache."""
@@ -190,9 +211,7 @@ class VolumeDataset(torch.utils.data.IterableDataset):
             return self._read_uncached(index)
         pinned = self._cache_here().pin(self._source, self.files[index], self.sizes[index])
         try:
-            if self.decode is read_bytes:
-                return pinned.read()  # through the pinned descriptor: one open less
-            return self.decode(pinned.path)
+            return pinned.read() if self.decode is read_bytes else self.decode(pinned.path)
         finally:
             pinned.close()
 
@@ -289,10 +308,11 @@ class _MarkedBatches(torch.utils.data.IterableDataset):
         positions = self.remaining
         if info is not None:
             positions = _shards.worker_positions(positions, info.id, info.num_workers)
+        read = self.dataset._position_reader()
         step = self.batch_size or 1
         for start in range(0, len(positions), step):
             chunk = positions[start:start + step]
-            samples = [self.dataset._read_position(p) for p in chunk]
+            samples = [read(p) for p in chunk]
             if self.batch_size is None:
                 yield samples[0], chunk
             else:
