@@ -63,7 +63,12 @@ def source_key(url):
 
 
 def _open_lock(path):
-    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    # O_CREAT only when missing: an open with O_CREAT locks the directory,
+    # which makes the ranks of a node queue behind each other.
+    try:
+        return os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
 
 
 class _Flock:
