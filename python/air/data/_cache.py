@@ -3,13 +3,14 @@
 Layout under the cache directory::
 
     <source key>/<relative name>     cached copies, named as in the source
-    .locks/<n>.lock                  fetch locks, one per hash stripe of names
+    .fetch-locks                     fetch locks: byte n of it locks the names of hash stripe n
     .lock                            held while the size is counted and files evicted;
                                      holds the bytes cached, as counted at the last change
 
-A file is fetched once per node: the rank that misses takes the name's fetch
-lock, checks again, copies into a temporary name and renames it in place, so
-a reader never sees half a file. Readers hold a shared flock on the copy while
+A file is fetched once per node: the process that misses takes the name's
+fetch lock (a POSIX record lock on one byte of .fetch-locks: no lock file to
+create per name), checks again, copies into a temporary name and renames it
+in place, so a reader never sees half a file. Readers hold a shared flock on the copy while
 they read it; eviction (least recently used first, when the total passes the
 bound) takes an exclusive flock without waiting, and skips files in use.
 """
@@ -23,7 +24,7 @@ import shutil
 import tempfile
 import time
 
-LOCK_STRIPES = 256
+LOCK_STRIPES = 4096
 TOUCH_AFTER_S = 1.0  # a hit refreshes the copy's mtime (its LRU age) at most this often
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -69,6 +70,38 @@ def _open_lock(path):
         return os.open(path, os.O_RDWR | os.O_CLOEXEC)
     except FileNotFoundError:
         return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+
+
+_fetch_lock_fds = {}  # (cache root, pid) -> descriptor of its .fetch-locks
+
+
+def _fetch_lock_fd(root):
+    """This process's descriptor of root/.fetch-locks, opened once and kept:
+    closing any descriptor of a file drops all of the process's record locks
+    on it (POSIX), so two caches of one root in one process share it."""
+    key = (root, os.getpid())
+    fd = _fetch_lock_fds.get(key)
+    if fd is None:
+        fd = _fetch_lock_fds[key] = _open_lock(os.path.join(root, ".fetch-locks"))
+    return fd
+
+
+class _StripeLock:
+    """An exclusive POSIX record lock on one byte of the fetch-lock file.
+    Record locks belong to the process, so this excludes other processes (the
+    ranks, DataLoader workers), not other threads of this one; two threads
+    fetching one name both write a full copy and the last rename wins."""
+
+    def __init__(self, fd, stripe):
+        self.fd = fd
+        self.stripe = stripe
+
+    def __enter__(self):
+        fcntl.lockf(self.fd, fcntl.LOCK_EX, 1, self.stripe)
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, self.stripe)
 
 
 class _Flock:
@@ -126,7 +159,8 @@ class VolumeCache:
 
     def __init__(self, root=None, max_bytes=None):
         self.root = os.path.abspath(root or default_cache_dir())
-        os.makedirs(os.path.join(self.root, ".locks"), exist_ok=True)
+        os.makedirs(self.root, exist_ok=True)
+        self._fetch_locks = _fetch_lock_fd(self.root)
         if max_bytes is None:
             free = shutil.disk_usage(self.root).free
             max_bytes = max(free // 2, 1)
@@ -149,7 +183,7 @@ class VolumeCache:
             self.stats["hits"] += 1
             return pinned
         stripe = int(hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()[:8], 16)
-        with _Flock(os.path.join(self.root, ".locks", "%d.lock" % (stripe % LOCK_STRIPES))):
+        with _StripeLock(self._fetch_locks, stripe % LOCK_STRIPES):
             pinned = self._try_pin(path, size)  # another rank may have fetched it meanwhile
             if pinned is not None:
                 self.stats["hits"] += 1
@@ -233,7 +267,7 @@ class VolumeCache:
             for name in files:
                 full = os.path.join(folder, name)
                 if folder == self.root:
-                    continue  # .lock
+                    continue  # .lock, .fetch-locks
                 if name.startswith(".fetch-"):
                     _remove_orphan(full, name)
                     continue

@@ -4,9 +4,11 @@ any other URL through fsspec."""
 import fnmatch
 import os
 import shutil
+import threading
 import urllib.parse
 
 COPY_CHUNK = 4 << 20
+_buffers = threading.local()
 
 
 def copy_stream(source, target):
@@ -19,7 +21,9 @@ def copy_stream(source, target):
     if readinto is None:
         shutil.copyfileobj(source, target, COPY_CHUNK)
         return
-    buffer = memoryview(bytearray(COPY_CHUNK))
+    buffer = getattr(_buffers, "buffer", None)
+    if buffer is None:  # one per thread, kept: a fresh 4 MiB costs more than a small copy
+        buffer = _buffers.buffer = memoryview(bytearray(COPY_CHUNK))
     while True:
         count = readinto(buffer)
         if not count:
