@@ -10,9 +10,10 @@ Layout under the cache directory::
 A file is fetched once per node: the process that misses takes the name's
 fetch lock (a POSIX record lock on one byte of .fetch-locks: no lock file to
 create per name), checks again, copies into a temporary name and renames it
-in place, so a reader never sees half a file. Readers hold a shared flock on the copy while
-they read it; eviction (least recently used first, when the total passes the
-bound) takes an exclusive flock without waiting, and skips files in use.
+in place, so a reader never sees half a file. Readers hold a shared flock on
+the copy while they read it; eviction (least recently used first, when the
+total passes the bound) takes an exclusive flock without waiting, and skips
+files in use.
 """
 
 import errno
@@ -216,7 +217,10 @@ class VolumeCache:
                 os.close(fd)
                 return None
             if time.time() - held.st_mtime > TOUCH_AFTER_S:
-                os.utime(fd)
+                try:
+                    os.utime(fd)
+                except PermissionError:
+                    pass  # another user's copy in a shared cache: its LRU age stays
             return Pinned(path, fd, held.st_size)
         except BaseException:
             os.close(fd)
