@@ -36,6 +36,7 @@ case $what in
       clang-format clang-tidy         # make format / make lint
       python3 python3-torch python3-pytest python3-cloudpickle python3-venv python3-pip
       python3-jsonschema              # validates the JSON summary against docs/summary.schema.json
+      python3-fsspec                  # air.data reads URLs through fsspec (tested with memory://)
       procps                          # ps/pgrep for the end-to-end tests
       slurm-wlm munge                 # real Slurm for the multi-node end-to-end test
     )
