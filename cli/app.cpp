@@ -17,9 +17,6 @@
 
 namespace air::cli {
 
-namespace {
-
-/// The one table from error kinds to exit codes (DESIGN section 5).
 int exit_code_for(ErrorKind kind) {
   switch (kind) {
   case ErrorKind::usage:
@@ -35,6 +32,8 @@ int exit_code_for(ErrorKind kind) {
   }
   return 125;
 }
+
+namespace {
 
 constexpr const char* k_footer = R"(
 Examples:
