@@ -126,11 +126,10 @@ private:
     const auto limit = config_.timeout + std::chrono::seconds(60);
     auto ran = run_captured(argv, env_, limit);
     if (!ran) {
-      return Error{ErrorKind::system,
-                   fmt::format("the {} at {} is written through the mlflow Python package, "
-                               "but {} could not be started: {}",
-                               describe_store(config_.uri, config_.kind), config_.display_uri, config_.python,
-                               ran.error().message)};
+      return Error{ErrorKind::system, fmt::format("a {} is written through the mlflow Python package, but {} "
+                                                  "could not be started: {}",
+                                                  describe_store(config_.uri, config_.kind), config_.python,
+                                                  ran.error().message)};
     }
     const std::string last = last_line(ran->out);
     Json answer = Json::parse(last, nullptr, false);
@@ -144,11 +143,10 @@ private:
     }
     if (ran->status.kind == ExitStatus::Kind::exited && ran->status.code == k_exit_no_mlflow) {
       return Error{ErrorKind::system,
-                   fmt::format("the {} at {} is written through the mlflow Python package, which {} cannot "
-                               "import ({}); install it for that interpreter (pip install mlflow) or point "
+                   fmt::format("a {} is written through the mlflow Python package, which {} cannot import "
+                               "({}); install it for that interpreter (pip install mlflow) or point "
                                "mlflow.tracking_uri at a tracking server (http://HOST:PORT)",
-                               describe_store(config_.uri, config_.kind), config_.display_uri, config_.python,
-                               why)};
+                               describe_store(config_.uri, config_.kind), config_.python, why)};
     }
     if (!ran->status.success() || !answer.is_object()) {
       return Error{ErrorKind::system, fmt::format("air._mlflow_store {} failed ({}): {}", action,
