@@ -75,9 +75,10 @@ constexpr std::array k_spec_keys{
             "write a JUnit XML report (one test case per rank) to this path"},
     SpecKey{"tail_lines", "tail-lines", "", "AIR_RUN_TAIL_LINES", VT::integer, "50",
             "output lines kept per rank for failure reports", 0, 1'000'000},
-    SpecKey{"mlflow.tracking_uri", "mlflow-tracking-uri", "", "AIR_RUN_MLFLOW_TRACKING_URI", VT::string,
-            "$MLFLOW_TRACKING_URI, else none",
-            "MLflow tracking server (http(s)://HOST, databricks) or store (file:, sqlite:); none: no tracking"},
+    SpecKey{
+        "mlflow.tracking_uri", "mlflow-tracking-uri", "", "AIR_RUN_MLFLOW_TRACKING_URI", VT::string,
+        "$MLFLOW_TRACKING_URI, else none",
+        "MLflow tracking server (http(s)://HOST, databricks) or store (file:, sqlite:); none: no tracking"},
     SpecKey{"mlflow.experiment", "mlflow-experiment", "", "AIR_RUN_MLFLOW_EXPERIMENT", VT::string,
             "$MLFLOW_EXPERIMENT_NAME, else $MLFLOW_EXPERIMENT_ID, else Default",
             "experiment name of the run (created when missing)"},

@@ -122,8 +122,8 @@ struct LaunchSpec {
   Setting<std::string> mlflow_experiment;            ///< experiment name, "" = see core/mlflow/settings.hpp
   Setting<std::string> mlflow_run_name;              ///< "" = the target's name
   Setting<std::map<std::string, std::string>> mlflow_tags; ///< extra run tags
-  Setting<bool> mlflow_required;                     ///< no run, no launch (exit 2)
-  Setting<Millis> mlflow_timeout{Millis(15'000), {}}; ///< retry budget per tracking phase
+  Setting<bool> mlflow_required;                           ///< no run, no launch (exit 2)
+  Setting<Millis> mlflow_timeout{Millis(15'000), {}};      ///< retry budget per tracking phase
 
   std::string spec_path; ///< the -f file, "" when none
 };

@@ -55,7 +55,8 @@ TEST_CASE("mlflow record: params and tags of a launch", "[mlflow]") {
   f.air_run_id = "0123abcd4567";
   f.host = "node1";
   f.user = "me";
-  f.gpus = {air::GpuInfo{0, "GPU-aaa", "", "NVIDIA H200", "H200", 0}, air::GpuInfo{1, "GPU-bbb", "", "NVIDIA H200", "H200", 0}};
+  f.gpus = {air::GpuInfo{0, "GPU-aaa", "", "NVIDIA H200", "H200", 0},
+            air::GpuInfo{1, "GPU-bbb", "", "NVIDIA H200", "H200", 0}};
   f.git_commit = k_commit;
   const auto params = air::mlflow::launch_params(f);
   CHECK(value_of(params, "ranks") == "4");

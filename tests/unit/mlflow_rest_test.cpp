@@ -41,7 +41,8 @@ std::set<std::string> keys(const Json& object) {
 TEST_CASE("mlflow rest: request bodies have the recorded fields and types", "[mlflow]") {
   const Json rec = recordings("2.17.2");
 
-  const Json create_exp = Json::parse(air::mlflow::create_experiment_body("e", {{"air.created_by", "air-run"}}));
+  const Json create_exp =
+      Json::parse(air::mlflow::create_experiment_body("e", {{"air.created_by", "air-run"}}));
   CHECK(keys(create_exp) == keys(exchange(rec, "experiments/create", 200)["request"]));
 
   const Json recorded_run = exchange(rec, "runs/create", 200)["request"];
@@ -60,8 +61,8 @@ TEST_CASE("mlflow rest: request bodies have the recorded fields and types", "[ml
   CHECK(update["end_time"] == 7);
 
   const Json recorded_batch = exchange(rec, "runs/log-batch", 200)["request"];
-  const auto bodies = air::mlflow::log_batch_bodies("r", {{"p", "1"}}, {{"loss", 0.5, 1796070581526, 2}},
-                                                    {{"t", "x"}});
+  const auto bodies =
+      air::mlflow::log_batch_bodies("r", {{"p", "1"}}, {{"loss", 0.5, 1796070581526, 2}}, {{"t", "x"}});
   REQUIRE(bodies.size() == 1);
   const Json batch = Json::parse(bodies[0]);
   CHECK(keys(batch) == keys(recorded_batch));
@@ -104,8 +105,8 @@ TEST_CASE("mlflow rest: long values are cut on a character boundary", "[mlflow]"
   const std::string s = "abcdef\xc3\xa9zzzz";
   const std::string cut = air::mlflow::truncate_value(s, 10);
   CHECK(cut == "abcdef...");
-  const auto bodies =
-      air::mlflow::log_batch_bodies("r", {{"args", std::string(7000, 'x')}}, {}, {{"t", std::string(6000, 'y')}});
+  const auto bodies = air::mlflow::log_batch_bodies("r", {{"args", std::string(7000, 'x')}}, {},
+                                                    {{"t", std::string(6000, 'y')}});
   const Json b = Json::parse(bodies.at(0));
   CHECK(b["params"][0]["value"].get<std::string>().size() == air::mlflow::k_max_param_value);
   CHECK(b["tags"][0]["value"].get<std::string>().size() == air::mlflow::k_max_tag_value);
@@ -115,10 +116,12 @@ TEST_CASE("mlflow rest: recorded answers are read", "[mlflow]") {
   for (const std::string version : {"2.17.2", "3.6.1.dev0"}) {
     INFO(version);
     const Json rec = recordings(version);
-    const auto created = air::mlflow::parse_experiment_created(exchange(rec, "experiments/create", 200)["response"].dump());
+    const auto created =
+        air::mlflow::parse_experiment_created(exchange(rec, "experiments/create", 200)["response"].dump());
     REQUIRE(created.ok());
     CHECK(*created == "3");
-    const auto found = air::mlflow::parse_experiment_lookup(exchange(rec, "experiments/get-by-name", 200)["response"].dump());
+    const auto found = air::mlflow::parse_experiment_lookup(
+        exchange(rec, "experiments/get-by-name", 200)["response"].dump());
     REQUIRE(found.ok());
     CHECK(*found == "3");
     const Json run_answer = exchange(rec, "runs/create", 200)["response"];
@@ -130,10 +133,12 @@ TEST_CASE("mlflow rest: recorded answers are read", "[mlflow]") {
     const auto got = air::mlflow::parse_run(exchange(rec, "runs/get", 200)["response"].dump());
     REQUIRE(got.ok());
 
-    const auto missing = air::mlflow::parse_api_error(exchange(rec, "experiments/get-by-name", 404)["response"].dump());
+    const auto missing =
+        air::mlflow::parse_api_error(exchange(rec, "experiments/get-by-name", 404)["response"].dump());
     REQUIRE(missing);
     CHECK(missing->code == "RESOURCE_DOES_NOT_EXIST");
-    const auto dup = air::mlflow::parse_api_error(exchange(rec, "experiments/create", 400)["response"].dump());
+    const auto dup =
+        air::mlflow::parse_api_error(exchange(rec, "experiments/create", 400)["response"].dump());
     REQUIRE(dup);
     CHECK(dup->code == "RESOURCE_ALREADY_EXISTS");
   }
@@ -149,7 +154,8 @@ TEST_CASE("mlflow rest: URLs", "[mlflow]") {
   CHECK(air::mlflow::api_url("https://h/prefix", "runs/get") == "https://h/prefix/api/2.0/mlflow/runs/get");
   CHECK(air::mlflow::query_escape("/Users/a b@x.com/exp&1") == "%2FUsers%2Fa%20b%40x.com%2Fexp%261");
   CHECK(air::mlflow::proxied_artifact_path("mlflow-artifacts:/3/abc/artifacts") == "3/abc/artifacts");
-  CHECK(air::mlflow::proxied_artifact_path("mlflow-artifacts://srv:5000/3/abc/artifacts/") == "3/abc/artifacts");
+  CHECK(air::mlflow::proxied_artifact_path("mlflow-artifacts://srv:5000/3/abc/artifacts/") ==
+        "3/abc/artifacts");
   CHECK_FALSE(air::mlflow::proxied_artifact_path("dbfs:/databricks/mlflow-tracking/3/abc/artifacts"));
   CHECK_FALSE(air::mlflow::proxied_artifact_path("/srv/mlruns/3/abc/artifacts"));
   CHECK(air::mlflow::artifact_url("http://h:1", "3/abc/artifacts", "s.json") ==

@@ -48,13 +48,15 @@ TEST_CASE("mlflow keys: YAML group, variables, flags and origins", "[mlflow][spe
   CHECK(s.mlflow_tracking_uri.origin.where == "job.yaml:2:3");
   CHECK(s.mlflow_experiment.value == "exp");
   CHECK(s.mlflow_run_name.value == "r");
-  CHECK(s.mlflow_tags.value == std::map<std::string, std::string>{{"mlflow.note.content", "a note"}, {"team", "vision"}});
+  CHECK(s.mlflow_tags.value ==
+        std::map<std::string, std::string>{{"mlflow.note.content", "a note"}, {"team", "vision"}});
   CHECK(s.mlflow_required.value);
   CHECK(s.mlflow_timeout.value == air::Millis(60'000));
 
   // tags merge per tag: file, then comma-separated variable, then repeated flags
-  const auto merged = spec_of("mlflow:\n  tags:\n    a: file\n    b: file\n", {{"AIR_RUN_MLFLOW_TAGS", "b=env,c=env"}},
-                              {{"mlflow.tags", "c=flag", "--mlflow-tag"}, {"mlflow.tags", "d=flag", "--mlflow-tag"}});
+  const auto merged =
+      spec_of("mlflow:\n  tags:\n    a: file\n    b: file\n", {{"AIR_RUN_MLFLOW_TAGS", "b=env,c=env"}},
+              {{"mlflow.tags", "c=flag", "--mlflow-tag"}, {"mlflow.tags", "d=flag", "--mlflow-tag"}});
   CHECK(merged.mlflow_tags.value ==
         std::map<std::string, std::string>{{"a", "file"}, {"b", "env"}, {"c", "flag"}, {"d", "flag"}});
   CHECK(merged.mlflow_tags.origin.describe() == "flag --mlflow-tag");
@@ -66,7 +68,8 @@ TEST_CASE("mlflow keys: bad values name their place", "[mlflow][spec]") {
   CHECK(r.error().message == "job.yaml:1:9: mlflow: expected a mapping, got '3'");
   r = resolve("mlflow:\n  tracking_url: x\n");
   REQUIRE_FALSE(r.ok());
-  CHECK(r.error().message == "job.yaml:2:3: unknown key 'mlflow.tracking_url' (did you mean 'mlflow.tracking_uri'?)");
+  CHECK(r.error().message ==
+        "job.yaml:2:3: unknown key 'mlflow.tracking_url' (did you mean 'mlflow.tracking_uri'?)");
   r = resolve("mlflow:\n  tags:\n    'a*b': 1\n");
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().message == "job.yaml:3:5: mlflow.tags: invalid tag name 'a*b'");
@@ -83,7 +86,8 @@ TEST_CASE("mlflow keys: bad values name their place", "[mlflow][spec]") {
 }
 
 TEST_CASE("mlflow keys: MLflow's own variables are defaults, below every air-run source", "[mlflow][spec]") {
-  const air::Environment env = {{"MLFLOW_TRACKING_URI", "http://std:5000"}, {"MLFLOW_EXPERIMENT_NAME", "std-exp"}};
+  const air::Environment env = {{"MLFLOW_TRACKING_URI", "http://std:5000"},
+                                {"MLFLOW_EXPERIMENT_NAME", "std-exp"}};
   const auto from_std = spec_of("", env);
   CHECK(from_std.mlflow_tracking_uri.value == "http://std:5000");
   CHECK(from_std.mlflow_tracking_uri.origin.describe() == "env MLFLOW_TRACKING_URI");
@@ -99,8 +103,8 @@ TEST_CASE("mlflow keys: MLflow's own variables are defaults, below every air-run
 }
 
 TEST_CASE("mlflow settings: http URIs, credentials and the link", "[mlflow]") {
-  const air::Environment env = {{"MLFLOW_TRACKING_TOKEN", "tok"}, {"MLFLOW_RUN_ID", "parent1"},
-                                {"MLFLOW_EXPERIMENT_ID", "7"}};
+  const air::Environment env = {
+      {"MLFLOW_TRACKING_TOKEN", "tok"}, {"MLFLOW_RUN_ID", "parent1"}, {"MLFLOW_EXPERIMENT_ID", "7"}};
   const auto c = config_of(spec_of("mlflow:\n  tracking_uri: https://me:p%40ss@srv:8443/mlflow/\n"), env);
   CHECK(c.kind == air::mlflow::StoreKind::rest);
   CHECK(c.api_base == "https://srv:8443/mlflow");
@@ -122,7 +126,8 @@ TEST_CASE("mlflow settings: http URIs, credentials and the link", "[mlflow]") {
 
 TEST_CASE("mlflow settings: Databricks from variables or a profile", "[mlflow]") {
   const auto spec = spec_of("mlflow:\n  tracking_uri: databricks\n  experiment: /Users/me/exp\n");
-  auto c = config_of(spec, {{"DATABRICKS_HOST", "adb-1.azuredatabricks.net/"}, {"DATABRICKS_TOKEN", "dapi1"}});
+  auto c =
+      config_of(spec, {{"DATABRICKS_HOST", "adb-1.azuredatabricks.net/"}, {"DATABRICKS_TOKEN", "dapi1"}});
   CHECK(c.kind == air::mlflow::StoreKind::databricks);
   CHECK(c.api_base == "https://adb-1.azuredatabricks.net");
   CHECK(c.bearer_token == "dapi1");
@@ -130,8 +135,9 @@ TEST_CASE("mlflow settings: Databricks from variables or a profile", "[mlflow]")
 
   const auto dir = std::filesystem::temp_directory_path() / ("air-dbcfg-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  std::ofstream(dir / "cfg") << "[DEFAULT]\nhost = https://default\ntoken = t0\n\n[team]\nhost = https://team.example\n"
-                                "token = t1\n";
+  std::ofstream(dir / "cfg")
+      << "[DEFAULT]\nhost = https://default\ntoken = t0\n\n[team]\nhost = https://team.example\n"
+         "token = t1\n";
   const auto profile_spec = spec_of("mlflow:\n  tracking_uri: databricks://team\n  experiment: /x\n");
   c = config_of(profile_spec, {{"DATABRICKS_CONFIG_FILE", (dir / "cfg").string()}});
   CHECK(c.api_base == "https://team.example");
