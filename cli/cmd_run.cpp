@@ -158,10 +158,14 @@ Expected<int> run_command(const CliOptions& options) {
   if (tracker_ptr != nullptr && ctx.node_rank == 0) {
     tracking =
         tracker_ptr->start(mlflow::gather_launch_facts(spec, *selection, ctx.num_nodes, ctx.run_id, env));
-    if (tracker_ptr->interrupted_by() != 0) return 128 + tracker_ptr->interrupted_by();
+    if (const int sig = tracker_ptr->interrupted_by(); sig != 0) {
+      tracker_ptr->abandon(RunOutcome::Status::interrupted, 128 + sig); // when the run exists already
+      return 128 + sig;
+    }
   }
   const auto end_tracking = [&](const Error& error) {
-    if (tracker_ptr != nullptr && ctx.node_rank == 0) tracker_ptr->abandon(exit_code_for(error.kind));
+    if (tracker_ptr != nullptr && ctx.node_rank == 0)
+      tracker_ptr->abandon(RunOutcome::Status::launch_failed, exit_code_for(error.kind));
   };
   // Several nodes: wait for all of them (node 0's run id wins); from here on a
   // failure before launch is told to the other nodes so they stop too.

@@ -144,9 +144,9 @@ void Tracker::finish(const RunOutcome& outcome, int exit_code, bool set_status,
   if (!result.errors.empty()) say("air-run: warning: MLflow: " + join(result.errors, "; "));
 }
 
-void Tracker::abandon(int exit_code) {
+void Tracker::abandon(RunOutcome::Status status, int exit_code) {
   RunOutcome outcome;
-  outcome.status = RunOutcome::Status::launch_failed;
+  outcome.status = status;
   outcome.started_at = outcome.ended_at = std::chrono::system_clock::now();
   finish(outcome, exit_code, true, nullptr);
 }

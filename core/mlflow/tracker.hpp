@@ -62,9 +62,10 @@ public:
   void finish(const RunOutcome& outcome, int exit_code, bool set_status,
               const std::function<std::string()>& render_summary);
 
-  /// Node 0, when the launch fails after the run was created (a target that
-  /// cannot start, a node that never joined): the run ends FAILED at once.
-  void abandon(int exit_code);
+  /// Node 0, when the launch ends before supervising after the run was
+  /// created: FAILED for a target that cannot start or a node that never
+  /// joined, KILLED for an interrupt (`status` says which).
+  void abandon(RunOutcome::Status status, int exit_code);
 
   /// The summary's "mlflow" object.
   const RunInfo& info() const { return info_; }

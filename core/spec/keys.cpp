@@ -129,7 +129,6 @@ std::string spec_keys_markdown() {
     if (!row.short_flag.empty()) flags = code("-" + std::string(row.short_flag)) + ", ";
     if (!row.flag.empty()) flags += code("--" + std::string(row.flag));
     if (row.key == "env") flags = code("--env KEY=VALUE");
-    if (row.key == "mlflow.tags") flags = code("--mlflow-tag KEY=VALUE");
     if (row.key == "command") flags = "`TARGET ARGS...`";
     out += "| " + code(row.key) + " | " + flags + " | " + code(row.env) + " | " + cell(row.default_text) +
            " | " + cell(row.doc) + " |\n";

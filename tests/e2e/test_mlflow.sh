@@ -160,6 +160,15 @@ test_ctrl_c_is_killed() {
   expect_no_rejected_requests
 }
 
+test_target_that_cannot_start_fails_the_run() {
+  start_server || return
+  run_air --mlflow-tracking-uri "$URI" --cpu-ranks 2 --no-python ./no-such-program
+  expect_rc 127
+  expect_eq "$(one_run 'r["status"], r["tags"]["air.status"], r["tags"]["air.exit_code"]')" \
+    "('FAILED', 'launch_failed', '127')"
+  expect_no_rejected_requests
+}
+
 test_503_then_success_is_retried() {
   start_server --fail-first 3 --fail-status 503 || return
   run_air --mlflow-tracking-uri "$URI" --summary s.json --cpu-ranks 1 --no-python true
