@@ -6,7 +6,7 @@
 namespace air::mlflow {
 
 /// What the JSON summary says about MLflow tracking (its "mlflow" object):
-/// filled by the Tracker, rendered by core/summary.cpp. Plain data, so the
+/// filled by the Tracker, rendered by core/report/summary.cpp. Plain data, so the
 /// summary needs no MLflow code.
 struct RunInfo {
   std::string tracking_uri;        ///< without credentials

@@ -1,6 +1,6 @@
 // What a launch's MLflow run records (core/mlflow/record.hpp), the git commit
 // it finds, and the MLflow run ids on the multi-node control connection.
-#include "core/control_message.hpp"
+#include "core/cluster/control_message.hpp"
 #include "core/mlflow/git.hpp"
 #include "core/mlflow/record.hpp"
 #include "tests/unit/catch.hpp"

@@ -1,7 +1,7 @@
 // Where tracking goes (core/mlflow/settings.hpp), the mlflow.* spec keys, and the retry rules.
 #include "core/mlflow/retry.hpp"
 #include "core/mlflow/settings.hpp"
-#include "core/spec.hpp"
+#include "core/spec/spec.hpp"
 #include "tests/unit/catch.hpp"
 
 #include <cstdlib>

@@ -1,6 +1,6 @@
-// The summary's "mlflow" object and settings (core/summary.cpp with core/mlflow/run_info.hpp).
+// The summary's "mlflow" object and settings (core/report/summary.cpp with core/mlflow/run_info.hpp).
 #include "core/mlflow/run_info.hpp"
-#include "core/summary.hpp"
+#include "core/report/summary.hpp"
 #include "tests/unit/catch.hpp"
 #include "tests/unit/results_fixture.hpp"
 
