@@ -17,8 +17,6 @@
 
 namespace air::cli {
 
-namespace {
-
 /// The one table from error kinds to exit codes (the README lists them).
 int exit_code_for(ErrorKind kind) {
   switch (kind) {
@@ -35,6 +33,8 @@ int exit_code_for(ErrorKind kind) {
   }
   return 125;
 }
+
+namespace {
 
 constexpr const char* k_footer = R"(
 Examples:

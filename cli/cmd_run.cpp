@@ -1,7 +1,10 @@
+#include "cli/app.hpp"
 #include "cli/commands.hpp"
 #include "cli/nodes.hpp"
 #include "cli/write_reports.hpp"
 #include "core/hw/hardware.hpp"
+#include "core/mlflow/settings.hpp"
+#include "core/mlflow/tracker.hpp"
 #include "core/os/host.hpp"
 #include "core/pyenv/cache.hpp"
 #include "core/run/plan.hpp"
@@ -84,6 +87,7 @@ Expected<int> run_command(const CliOptions& options) {
   LaunchSpec& spec = resolved->spec;
   spec.spec_path = options.spec_file;
   anchor_command_to_spec_dir(spec);
+  mlflow::apply_standard_variables(spec, env); // MLFLOW_TRACKING_URI & co. as defaults
   if (spec.command.value.empty()) {
     return usage_error("no target given: use `air-run [options] TARGET [ARGS...]` or `command:` in the spec");
   }
@@ -104,6 +108,10 @@ Expected<int> run_command(const CliOptions& options) {
     spec.python.value = python_env->python;
     for (const auto& [name, value] : python_env->vars) spec.env.value[name] = value;
   }
+
+  // MLflow (core/mlflow/): nullptr without a tracking URI; then no MLflow code runs.
+  auto tracker = mlflow::Tracker::create(spec, env);
+  if (!tracker) return tracker.error();
 
   // Nodes (cli/nodes.cpp): Slurm or --nnodes/--node-rank; decides the master port.
   auto cluster = resolve_cluster(spec, env, options.dry_run);
@@ -131,25 +139,52 @@ Expected<int> run_command(const CliOptions& options) {
                stdout);
     print_lines(selection->notices, stdout);
     if (python_env->active) std::fputs(fmt::format("Python {}\n", python_env->status).c_str(), stdout);
+    if (*tracker) std::fputs(((*tracker)->describe() + "\n").c_str(), stdout);
     std::fputs("Plan:\n", stdout);
     for (const auto& line : describe_plan(*plan)) std::fputs(("  " + line + "\n").c_str(), stdout);
     return 0;
   }
 
   print_lines(cluster->notices, stderr);
+  // Node 0 creates the MLflow run before any rank starts; a required run that
+  // cannot be created fails the launch once the nodes have joined (below).
+  mlflow::Tracker* const tracker_ptr = tracker->get();
+  Status tracking = ok_status();
+  if (tracker_ptr != nullptr && ctx.node_rank == 0) {
+    tracking =
+        tracker_ptr->start(mlflow::gather_launch_facts(spec, *selection, ctx.num_nodes, ctx.run_id, env));
+    if (const int sig = tracker_ptr->interrupted_by(); sig != 0) {
+      tracker_ptr->abandon(RunOutcome::Status::interrupted, 128 + sig); // when the run exists already
+      return 128 + sig;
+    }
+  }
+  const auto end_tracking = [&](const Error& error) {
+    if (tracker_ptr != nullptr && ctx.node_rank == 0)
+      tracker_ptr->abandon(RunOutcome::Status::launch_failed, exit_code_for(error.kind));
+  };
   // Several nodes: wait for all of them (node 0's run id wins); from here on a
   // failure before launch is told to the other nodes so they stop too.
-  auto control = join_cluster(*cluster, selection->ranks, ctx.run_id);
-  if (!control) return control.error();
+  auto control = tracker_ptr != nullptr && tracker_ptr->has_run()
+                     ? join_cluster(*cluster, selection->ranks, ctx.run_id, tracker_ptr->run().experiment_id,
+                                    tracker_ptr->run().run_id)
+                     : join_cluster(*cluster, selection->ranks, ctx.run_id);
+  if (!control) {
+    end_tracking(control.error());
+    return control.error();
+  }
   ControlChannel* const channel = control->get();
   if (channel != nullptr) {
     ctx.run_id = channel->run_id();
+    if (tracker_ptr != nullptr && ctx.node_rank != 0)
+      tracker_ptr->adopt(channel->mlflow_experiment_id(), channel->mlflow_run_id());
     std::fputs(fmt::format("air-run: {}\n", describe_cluster(*cluster, selection->ranks)).c_str(), stderr);
   }
-  const auto setup_failed = [channel](Error error) {
+  const auto setup_failed = [channel, &end_tracking](Error error) {
     report_setup_failure(channel, error);
+    end_tracking(error);
     return error;
   };
+  if (!tracking) return setup_failed(tracking.error());
 
   if (auto target = check_target(spec, env); !target) return setup_failed(target.error());
   if (keep_run_dir) {
@@ -164,6 +199,7 @@ Expected<int> run_command(const CliOptions& options) {
     if (!keep_run_dir) remove_tree(ctx.run_dir);
     return setup_failed(plan.error());
   }
+  if (tracker_ptr != nullptr) tracker_ptr->add_rank_environment(*plan);
   for (const auto& notice : selection->notices)
     std::fputs(fmt::format("air-run: {}\n", notice).c_str(), stderr);
   for (const auto& notice : plan->notices) std::fputs(fmt::format("air-run: {}\n", notice).c_str(), stderr);
@@ -174,7 +210,7 @@ Expected<int> run_command(const CliOptions& options) {
   std::fflush(stderr);
   RunOutcome outcome = supervise(*plan, console, channel);
   if (channel != nullptr) channel->finish(outcome); // every node agrees on the end (and its exit code)
-  const int code = report_run(spec, hardware, *selection, *plan, outcome, env);
+  const int code = report_run(spec, hardware, *selection, *plan, outcome, env, tracker_ptr);
   if (!keep_run_dir) remove_tree(ctx.run_dir);
   return code;
 }

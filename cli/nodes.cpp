@@ -99,7 +99,9 @@ void report_setup_failure(ControlChannel* control, const Error& error) {
 }
 
 Expected<std::unique_ptr<ControlChannel>> join_cluster(const ClusterContext& c, int ranks_per_node,
-                                                       const std::string& run_id) {
+                                                       const std::string& run_id,
+                                                       const std::string& mlflow_experiment_id,
+                                                       const std::string& mlflow_run_id) {
   if (!c.multi_node()) return std::unique_ptr<ControlChannel>();
   ControlOptions options;
   options.node_rank = c.node_rank;
@@ -110,6 +112,8 @@ Expected<std::unique_ptr<ControlChannel>> join_cluster(const ClusterContext& c, 
   options.master_host = c.master_host;
   options.port = c.control_port;
   options.run_id = run_id;
+  options.mlflow_experiment_id = mlflow_experiment_id;
+  options.mlflow_run_id = mlflow_run_id;
   options.join_timeout = c.join_timeout;
   return ControlChannel::join(options);
 }

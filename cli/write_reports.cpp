@@ -40,12 +40,18 @@ bool write_report_file(const std::string& path, const std::string& content, cons
 } // namespace
 
 int report_run(const LaunchSpec& spec, const Hardware& hardware, const Selection& selection,
-               const LaunchPlan& plan, const RunOutcome& outcome, const Environment& env) {
+               const LaunchPlan& plan, const RunOutcome& outcome, const Environment& env,
+               mlflow::Tracker* tracker) {
   int code = outcome.exit_code();
-  const RunReport report = collect_report(spec, hardware, selection, plan, outcome, code, host_name());
+  RunReport report = collect_report(spec, hardware, selection, plan, outcome, code, host_name());
+  if (tracker != nullptr) {
+    report.mlflow = &tracker->info();
+    tracker->finish(outcome, code, plan.node_rank == 0, [&report] { return summary_text(report); });
+  }
 
   std::fflush(stdout);
   std::fputs(format_report(report).c_str(), stderr);
+  if (tracker != nullptr) std::fputs(("air-run: " + tracker->report_line() + "\n").c_str(), stderr);
   bool written = true;
   const std::string summary = summary_text(report);
   if (!spec.summary_file.value.empty())

@@ -20,6 +20,7 @@ packages=(
   libyaml-cpp-dev                     # spec files, with line/column marks for errors
   libfmt-dev                          # formatting
   nlohmann-json3-dev                  # summary, result and error files
+  libcurl4-openssl-dev                # MLflow tracking: REST over HTTP(S) (core/mlflow/ only)
   catch2                              # unit tests (v2 on Debian 12); CMake builds them by default
 )
 case $what in

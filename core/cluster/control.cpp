@@ -214,7 +214,8 @@ Error join_error(int code, std::string message) {
 } // namespace
 
 ControlChannel::ControlChannel(ControlOptions options)
-    : options_(std::move(options)), run_id_(options_.run_id) {}
+    : options_(std::move(options)), run_id_(options_.run_id),
+      mlflow_experiment_id_(options_.mlflow_experiment_id), mlflow_run_id_(options_.mlflow_run_id) {}
 
 ControlChannel::~ControlChannel() = default;
 
@@ -357,6 +358,8 @@ Status ControlChannel::serve_join() {
   ControlMessage start;
   start.kind = ControlMessage::Kind::start;
   start.text = run_id_;
+  start.mlflow_experiment_id = mlflow_experiment_id_;
+  start.mlflow_run_id = mlflow_run_id_;
   for (auto& [rank, peer] : joined) {
     if (!send_message(*peer, start))
       return refuse_all(125, fmt::format("{} left before the start", name_of(rank, peer->name)), nullptr);
@@ -401,6 +404,8 @@ Status ControlChannel::client_join() {
       if (!m) continue;
       if (m->kind == ControlMessage::Kind::start) {
         run_id_ = m->text;
+        mlflow_experiment_id_ = m->mlflow_experiment_id;
+        mlflow_run_id_ = m->mlflow_run_id;
         peers_.push_back(std::move(peer));
         return ok_status();
       }

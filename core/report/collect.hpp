@@ -2,6 +2,7 @@
 
 #include "core/base/duration.hpp"
 #include "core/hw/hardware.hpp"
+#include "core/mlflow/run_info.hpp"
 #include "core/report/error_file.hpp"
 #include "core/report/rank_result.hpp"
 #include "core/run/outcome.hpp"
@@ -58,6 +59,7 @@ struct RunReport {
   int exit_code = 0; ///< outcome.exit_code(), air-run's exit status
   std::vector<RankResult> results;
   std::vector<std::optional<RankError>> errors;
+  const mlflow::RunInfo* mlflow = nullptr; ///< MLflow tracking, nullptr when not configured
 };
 
 /// Whether a rank failed on its own: it could not be started, or it ended

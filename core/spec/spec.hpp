@@ -118,6 +118,12 @@ struct LaunchSpec {
   Setting<bool> json;                                ///< print the JSON summary on stdout
   Setting<std::string> junit_file;                   ///< JUnit XML path, "" = none
   Setting<int> tail_lines{50, {}};                   ///< output lines kept per rank for reports
+  Setting<std::string> mlflow_tracking_uri;          ///< "" = no MLflow tracking
+  Setting<std::string> mlflow_experiment;            ///< experiment name, "" = see core/mlflow/settings.hpp
+  Setting<std::string> mlflow_run_name;              ///< "" = the target's name
+  Setting<std::map<std::string, std::string>> mlflow_tags; ///< extra run tags
+  Setting<bool> mlflow_required;                           ///< no run, no launch (exit 2)
+  Setting<Millis> mlflow_timeout{Millis(15'000), {}};      ///< retry budget per tracking phase
 
   std::string spec_path; ///< the -f file, "" when none
 };
@@ -153,5 +159,10 @@ Expected<ResolvedSpec> resolve_spec(const SpecInputs& inputs);
 
 /// "key = value (origin)" lines for --dry-run, in table order.
 std::vector<std::string> describe_spec(const LaunchSpec& spec);
+
+/// A URI as it may be shown: "https://user:secret@host/x" -> "https://host/x".
+/// Tracking URIs can carry credentials; --dry-run, the summary and messages
+/// print only this form.
+std::string without_userinfo(std::string_view uri);
 
 } // namespace air

@@ -90,10 +90,12 @@ class DistributedFunction:
             self, args, kwargs, what="function %s" % _describe(self._fn),
             num_ranks=self.num_accelerators, accelerator_type=self.accelerator_type,
             timeout=self.timeout, grace_period=self.grace_period, python=self.python,
-            extra_env=self.env, summary_sink=self._keep_summary)
+            extra_env=self.env, summary_sink=self._keep_summary,
+            run_name="%s.distributed" % getattr(self._fn, "__name__", "function"))
 
     def _keep_summary(self, summary):
         self.last_summary = summary
+        show_run_link(summary)
 
     def __reduce__(self):
         # A wrapper defined at the top level of an importable module travels by
@@ -114,6 +116,30 @@ class DistributedFunction:
     def __repr__(self):
         return "<distributed function %s (num_accelerators=%r, accelerator_type=%r)>" % (
             _describe(self._fn), self.num_accelerators, self.accelerator_type)
+
+
+def show_run_link(summary):
+    """In a notebook, the MLflow run's link as a clickable line under the cell.
+
+    air-run already prints ``View run at <link>`` as plain text (on stderr,
+    streamed to the cell); where an IPython kernel runs, the link is also
+    displayed as HTML. Returns True when it was displayed."""
+    info = (summary or {}).get("mlflow") if isinstance(summary, dict) else None
+    link = info.get("link") if isinstance(info, dict) else None
+    if not link or "IPython" not in sys.modules:
+        return False
+    try:
+        import html
+        from IPython import get_ipython
+        from IPython.display import HTML, display
+        shell = get_ipython()
+        if shell is None or not hasattr(shell, "kernel"):
+            return False
+        display(HTML('MLflow: <a href="%s" target="_blank">View run %s</a>'
+                     % (html.escape(link, quote=True), html.escape(str(info.get("run_id"))))))
+        return True
+    except Exception:
+        return False
 
 
 def _by_name(module_name, qualname):

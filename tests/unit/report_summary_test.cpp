@@ -32,7 +32,8 @@ TEST_CASE("summary document shape", "[summary]") {
 
   CHECK(ordered_keys(doc) == std::vector<std::string>{"schema_version", "air_run_version", "run_id", "host",
                                                       "started_at", "ended_at", "duration_s", "spec",
-                                                      "hardware", "selection", "launch", "outcome", "ranks"});
+                                                      "hardware", "selection", "launch", "outcome", "ranks",
+                                                      "mlflow"});
   CHECK(doc["schema_version"] == 1);
   CHECK(doc["air_run_version"] == AIR_VERSION);
   CHECK(doc["run_id"] == "r1");
@@ -67,7 +68,13 @@ TEST_CASE("summary document shape", "[summary]") {
                                                       "summary_file",
                                                       "json",
                                                       "junit_file",
-                                                      "tail_lines"});
+                                                      "tail_lines",
+                                                      "mlflow.tracking_uri",
+                                                      "mlflow.experiment",
+                                                      "mlflow.run_name",
+                                                      "mlflow.tags",
+                                                      "mlflow.required",
+                                                      "mlflow.timeout"});
     for (const auto& [key, entry] : s.items()) {
       INFO(key);
       CHECK(ordered_keys(entry) == std::vector<std::string>{"value", "origin", "where"});
