@@ -187,4 +187,18 @@ PY
     done
   done
 }
+test_github_annotation_points_at_the_failing_line() {
+  mkdir -p ws/pkg
+  printf 'def step():\n    raise ValueError("bad shape")\n' >ws/pkg/model.py
+  printf 'import os, sys\nsys.path.insert(0, os.path.dirname(__file__))\nfrom pkg.model import step\nif os.environ["RANK"] == "1":\n    step()\n' >ws/train.py
+  GITHUB_ACTIONS=true GITHUB_WORKSPACE=$PWD/ws GITHUB_STEP_SUMMARY=$PWD/step.md \
+    run_air --cpu-ranks 2 --junit j.xml ws/train.py
+  expect_rc 1
+  expect_contains "$out" "::error file=pkg/model.py,line=2,title=air-run rank 1::rank 1 failed with exit code 1: ValueError: bad shape%0A"
+  expect_contains "$(cat step.md)" "| 1 | failed (root cause): exit code 1 |"
+  expect_contains "$(cat step.md)" '| `ValueError: bad shape` |'
+  expect_contains "$(cat j.xml)" '<testcase classname="air-run.train" name="rank 1"'
+  expect_contains "$(cat j.xml)" '<failure message="ValueError: bad shape (exit code 1)"'
+}
+
 run_tests
