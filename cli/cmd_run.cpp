@@ -5,6 +5,7 @@
 #include "core/os/atomic_file.hpp"
 #include "core/os/host.hpp"
 #include "core/pyenv/cache.hpp"
+#include "core/run/console_style.hpp"
 #include "core/run/plan.hpp"
 #include "core/run/stacks.hpp"
 #include "core/run/supervisor.hpp"
@@ -241,6 +242,8 @@ Expected<int> run_command(const CliOptions& options) {
 
   ConsoleOptions console;
   if (spec.json.value) console.stdout_fd = STDERR_FILENO; // stdout carries only the JSON summary
+  console.stdout_color = use_color(::isatty(console.stdout_fd) == 1, env);
+  console.stderr_color = use_color(::isatty(STDERR_FILENO) == 1, env);
   std::fflush(stdout);
   std::fflush(stderr);
   RunOutcome outcome = supervise(*plan, console, channel);

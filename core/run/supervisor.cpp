@@ -5,6 +5,7 @@
 #include "core/os/oom.hpp"
 #include "core/os/process.hpp"
 #include "core/os/signals.hpp"
+#include "core/run/console_style.hpp"
 #include "core/run/lost_peer.hpp"
 
 #include <dirent.h>
@@ -169,7 +170,8 @@ struct RankState {
   Stream streams[2];
   Clock::time_point started{};
   Clock::time_point reaped_at{};
-  std::string prefix; ///< "[rank3]: "
+  std::string prefix;     ///< "[rank3]: " on stdout
+  std::string prefix_err; ///< the same on stderr (coloured or not, per stream)
   std::optional<LineSink> log;
   long long stack_offset = -1; ///< size of its stack file when the signal went out; -1: not asked
   long long stack_seen = -1;   ///< its size at the previous check
@@ -252,7 +254,10 @@ RunOutcome Supervisor::run() {
     r.plan = &plan_.ranks[i];
     r.index = i;
     r.streams[1].is_stderr = true;
-    if (console_.prefix) r.prefix = "[rank" + std::to_string(r.plan->rank) + "]: ";
+    if (console_.prefix) {
+      r.prefix = rank_prefix(r.plan->rank, console_.stdout_color);
+      r.prefix_err = rank_prefix(r.plan->rank, console_.stderr_color);
+    }
     out_.ranks[i].rank = r.plan->rank;
     out_.ranks[i].local_rank = r.plan->local_rank;
   }
@@ -535,7 +540,7 @@ void Supervisor::deliver(RankState& r, Stream& s, std::string_view data, bool eo
   const auto on_line = [&](std::string_view line) {
     ++lines;
     if (echo) {
-      console_batch_ += r.prefix;
+      console_batch_ += s.is_stderr ? r.prefix_err : r.prefix;
       console_batch_ += line;
       console_batch_ += '\n';
     }

@@ -201,4 +201,43 @@ test_github_annotation_points_at_the_failing_line() {
   expect_contains "$(cat j.xml)" '<failure message="ValueError: bad shape (exit code 1)"'
 }
 
+# in_pty COMMAND: runs COMMAND in a real pseudo-terminal (util-linux script); its output in pty.out.
+in_pty() {
+  command -v script >/dev/null || return 77
+  TERM=xterm-256color timeout 30 script -qfec "$1" /dev/null >pty.out 2>&1 </dev/null
+}
+
+test_colour_on_a_terminal_only_and_never_with_no_color() {
+  command -v script >/dev/null || { echo "skip: no script(1)"; return 0; }
+  local esc=$'\x1b'
+  in_pty "\"$AIR_RUN\" --cpu-ranks 2 --no-python sh -c 'echo hi \$RANK'"
+  expect_contains "$(cat pty.out)" "${esc}[36m[rank0]:${esc}[0m hi 0"
+  expect_contains "$(cat pty.out)" "${esc}[32m[rank1]:${esc}[0m hi 1"
+  NO_COLOR=1 in_pty "\"$AIR_RUN\" --cpu-ranks 2 --no-python sh -c 'echo hi \$RANK'"
+  expect_contains "$(cat pty.out)" "[rank1]: hi 1"
+  [[ $(cat pty.out) != *"$esc"* ]] || fail "NO_COLOR output holds escape codes: $(cat -v pty.out)"
+  run_air --cpu-ranks 2 --no-python sh -c 'echo hi $RANK'
+  [[ "$out$err" != *"$esc"* ]] || fail "escape codes off a terminal"
+  FORCE_COLOR=1 run_air --cpu-ranks 1 --no-python sh -c 'echo hi'
+  expect_contains "$out" "${esc}[36m[rank0]:${esc}[0m hi"
+}
+
+test_terminal_settings_survive_a_killed_rank_and_ctrl_c() {
+  command -v script >/dev/null || { echo "skip: no script(1)"; return 0; }
+  printf '#!/bin/sh\n[ "$RANK" = 1 ] && kill -9 $$\nexec sleep 30\n' >r.sh
+  chmod +x r.sh
+  in_pty "stty -g >before; \"$AIR_RUN\" --cpu-ranks 2 --no-python ./r.sh; echo rc=\$?; stty -g >after"
+  expect_contains "$(cat pty.out)" "rc=137"
+  expect_eq "$(cat after)" "$(cat before)"
+  # Ctrl-C typed into the terminal (the pty's interrupt character) reaches air-run.
+  printf '#!/bin/sh\necho "up $RANK"\nexec sleep 30\n' >s.sh
+  chmod +x s.sh
+  rm -f after
+  TERM=xterm timeout 30 script -qfec "stty -g >before; \"$AIR_RUN\" --cpu-ranks 1 --grace-period 2s --no-python ./s.sh; echo rc=\$?; stty -g >after" /dev/null \
+    < <(sleep 1.5; printf '\003'; sleep 4) >pty.out 2>&1
+  expect_contains "$(cat pty.out)" "air-run: stopping 1 rank (SIGINT), up to 2s; Ctrl-C again to kill now"
+  expect_contains "$(cat pty.out)" "rc=130"
+  expect_eq "$(cat after)" "$(cat before)"
+}
+
 run_tests
