@@ -5,16 +5,21 @@
 #include "core/hw/hardware.hpp"
 #include "core/mlflow/settings.hpp"
 #include "core/mlflow/tracker.hpp"
+#include "core/os/atomic_file.hpp"
 #include "core/os/host.hpp"
 #include "core/pyenv/cache.hpp"
+#include "core/run/console_style.hpp"
 #include "core/run/plan.hpp"
+#include "core/run/stacks.hpp"
 #include "core/run/supervisor.hpp"
+#include "core/spec/path_template.hpp"
 #include "core/spec/spec.hpp"
 
 #include <fmt/format.h>
 
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 
@@ -77,6 +82,51 @@ Hardware hardware_for(const LaunchSpec& spec, const Environment& env) {
   return skipped;
 }
 
+/// The paths a run writes, as given (with placeholders), and their check:
+/// an unknown placeholder is a usage error before anything starts.
+struct PathTemplates {
+  std::string log_dir, summary_file, junit_file;
+
+  static Expected<PathTemplates> of(const LaunchSpec& spec) {
+    AIR_TRY(check_placeholders(spec.log_dir.value, {"run_id", "node_rank", "rank"}, "log_dir (--log-dir)"));
+    AIR_TRY(check_placeholders(spec.summary_file.value, {"run_id", "node_rank"}, "summary_file (--summary)"));
+    AIR_TRY(check_placeholders(spec.junit_file.value, {"run_id", "node_rank"}, "junit_file (--junit)"));
+    return PathTemplates{spec.log_dir.value, spec.summary_file.value, spec.junit_file.value};
+  }
+
+  /// Puts the run's values into the spec's paths ({rank} stays for the planner).
+  void apply(LaunchSpec& spec, const std::string& run_id, int node_rank) const {
+    const auto fill = [&](const std::string& text) {
+      return substitute_placeholder(substitute_placeholder(text, "run_id", run_id), "node_rank",
+                                    std::to_string(node_rank));
+    };
+    spec.log_dir.value = fill(log_dir);
+    spec.summary_file.value = fill(summary_file);
+    spec.junit_file.value = fill(junit_file);
+  }
+};
+
+/// A report file must be writable before the run starts: finding out after
+/// hours of training that --summary points into a read-only folder loses it.
+Status check_report_path(const std::string& path, const char* what) {
+  if (path.empty()) return ok_status();
+  auto dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  if (auto made = make_directories(dir.string()); !made)
+    return usage_error(fmt::format("{} {}: {}", what, path, made.error().message));
+  if (::access(dir.c_str(), W_OK) != 0)
+    return usage_error(fmt::format("{} {}: folder {} is not writable", what, path, dir.string()));
+  return ok_status();
+}
+
+/// Writes the sitecustomize.py that arms faulthandler in Python ranks, when the plan arms them.
+Status write_stack_shim(const LaunchPlan& plan) {
+  if (plan.stack_signal <= 0) return ok_status();
+  AIR_TRY(make_directories(plan.stack_shim_dir));
+  return write_file_atomically(plan.stack_shim_dir + "/" + std::string(k_stack_shim_name),
+                               std::string(stack_shim_source()));
+}
+
 } // namespace
 
 Expected<int> run_command(const CliOptions& options) {
@@ -91,6 +141,9 @@ Expected<int> run_command(const CliOptions& options) {
   if (spec.command.value.empty()) {
     return usage_error("no target given: use `air-run [options] TARGET [ARGS...]` or `command:` in the spec");
   }
+
+  auto paths = PathTemplates::of(spec);
+  if (!paths) return paths.error();
 
   const Hardware hardware = hardware_for(spec, env);
   auto selection =
@@ -123,9 +176,12 @@ Expected<int> run_command(const CliOptions& options) {
   ctx.num_nodes = cluster->num_nodes;
   ctx.node_name = cluster->node_name;
   ctx.cluster_source = cluster->source;
+  paths->apply(spec, ctx.run_id, ctx.node_rank);
   // Result and error files live in the log directory when there is one (kept),
-  // else in a private temporary directory removed after the report.
-  const bool keep_run_dir = !spec.log_dir.value.empty();
+  // else (also when each rank has its own log folder) in a private temporary
+  // directory removed after the report.
+  const bool keep_run_dir =
+      !spec.log_dir.value.empty() && spec.log_dir.value.find("{rank}") == std::string::npos;
   ctx.run_dir = keep_run_dir ? spec.log_dir.value : fmt::format("/tmp/air-run-{}", ctx.run_id);
 
   if (options.dry_run) {
@@ -177,6 +233,8 @@ Expected<int> run_command(const CliOptions& options) {
     ctx.run_id = channel->run_id();
     if (tracker_ptr != nullptr && ctx.node_rank != 0)
       tracker_ptr->adopt(channel->mlflow_experiment_id(), channel->mlflow_run_id());
+    paths->apply(spec, ctx.run_id, ctx.node_rank);
+    if (keep_run_dir) ctx.run_dir = spec.log_dir.value;
     std::fputs(fmt::format("air-run: {}\n", describe_cluster(*cluster, selection->ranks)).c_str(), stderr);
   }
   const auto setup_failed = [channel, &end_tracking](Error error) {
@@ -187,6 +245,9 @@ Expected<int> run_command(const CliOptions& options) {
   if (!tracking) return setup_failed(tracking.error());
 
   if (auto target = check_target(spec, env); !target) return setup_failed(target.error());
+  if (auto ok = check_report_path(spec.summary_file.value, "summary file"); !ok)
+    return setup_failed(ok.error());
+  if (auto ok = check_report_path(spec.junit_file.value, "JUnit file"); !ok) return setup_failed(ok.error());
   if (keep_run_dir) {
     if (auto made = make_directories(ctx.run_dir); !made) return setup_failed(made.error());
   } else {
@@ -194,18 +255,26 @@ Expected<int> run_command(const CliOptions& options) {
     if (!dir) return setup_failed(dir.error());
     ctx.run_dir = *dir;
   }
+  // A spare real-time signal arms faulthandler in Python ranks (core/run/stacks.hpp).
+  ctx.stack_signal = SIGRTMIN + 3;
   auto plan = make_plan(spec, *selection, env, ctx);
   if (!plan) {
     if (!keep_run_dir) remove_tree(ctx.run_dir);
     return setup_failed(plan.error());
   }
   if (tracker_ptr != nullptr) tracker_ptr->add_rank_environment(*plan);
+  if (auto shim = write_stack_shim(*plan); !shim) {
+    if (!keep_run_dir) remove_tree(ctx.run_dir);
+    return setup_failed(shim.error());
+  }
   for (const auto& notice : selection->notices)
     std::fputs(fmt::format("air-run: {}\n", notice).c_str(), stderr);
   for (const auto& notice : plan->notices) std::fputs(fmt::format("air-run: {}\n", notice).c_str(), stderr);
 
   ConsoleOptions console;
   if (spec.json.value) console.stdout_fd = STDERR_FILENO; // stdout carries only the JSON summary
+  console.stdout_color = use_color(::isatty(console.stdout_fd) == 1, env);
+  console.stderr_color = use_color(::isatty(STDERR_FILENO) == 1, env);
   std::fflush(stdout);
   std::fflush(stderr);
   RunOutcome outcome = supervise(*plan, console, channel);

@@ -102,6 +102,10 @@ Json rank_json(const RunReport& report, std::size_t i) {
   out["error"] = i < report.errors.size() ? error_json(report.errors[i]) : Json(nullptr);
   out["log"] = plan != nullptr ? string_or_null(plan->log_file) : Json(nullptr);
   out["log_error"] = string_or_null(r.log_error);
+  out["killed"] = r.killed;
+  out["last_line"] = r.tail.empty() ? Json(nullptr) : Json(r.tail.back());
+  out["last_output_age_s"] = r.last_output_age_s >= 0 ? Json(seconds(r.last_output_age_s)) : Json(nullptr);
+  out["stack"] = string_or_null(r.stack);
   return out;
 }
 
