@@ -19,9 +19,7 @@
 
 namespace air::cli {
 
-namespace {
-
-/// The one table from error kinds to exit codes (DESIGN section 5).
+/// The one table from error kinds to exit codes (the README lists them).
 int exit_code_for(ErrorKind kind) {
   switch (kind) {
   case ErrorKind::usage:
@@ -37,6 +35,8 @@ int exit_code_for(ErrorKind kind) {
   }
   return 125;
 }
+
+namespace {
 
 constexpr const char* k_footer = R"(
 Examples:

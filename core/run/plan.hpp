@@ -27,7 +27,8 @@ struct RankPlan {
   /// whether each stream still reaches the console (tee) or only its file.
   std::string stream_files[2];
   bool stream_console[2] = {true, true};
-  std::string gpu_uuid; ///< the GPU it binds to ("" on CPU)
+  std::string gpu_uuid;   ///< the GPU it binds to ("" on CPU)
+  std::string stack_file; ///< where its Python stacks are dumped ("" when not armed, core/run/stacks.hpp)
 };
 
 /// The whole run: ranks plus the policy the supervisor enforces.
@@ -47,6 +48,10 @@ struct LaunchPlan {
   int tail_lines = 50;
   std::vector<RankPlan> ranks;
   std::vector<std::string> notices; ///< printed once before launch (e.g. OMP_NUM_THREADS)
+  /// The signal that asks an armed Python rank for its stacks (0: none armed),
+  /// and the directory holding the shim that arms it (core/run/stacks.hpp).
+  int stack_signal = 0;
+  std::string stack_shim_dir;
 };
 
 /// Values decided outside the pure planner (they need the OS or the clock).
@@ -61,7 +66,8 @@ struct PlanContext {
   /// torchrun's per-run log directory (`<log_dir>/<run_id>_<random>`) for
   /// -r/-t files: attempt_<n>/<local_rank>/{stdout,stderr}.log, error.json.
   std::string torchrun_log_dir;
-  int attempt = 0; ///< TORCHELASTIC_RESTART_COUNT of the group being planned
+  int attempt = 0;      ///< TORCHELASTIC_RESTART_COUNT of the group being planned
+  int stack_signal = 0; ///< a spare real-time signal for Python stacks; 0: do not arm
 };
 
 /// Builds the per-rank plan from a resolved spec, the accelerator selection and

@@ -83,6 +83,12 @@ TEST_CASE("key table has one row per LaunchSpec field, unique names", "[spec]") 
                                              "json",
                                              "junit_file",
                                              "tail_lines",
+                                             "mlflow.tracking_uri",
+                                             "mlflow.experiment",
+                                             "mlflow.run_name",
+                                             "mlflow.tags",
+                                             "mlflow.required",
+                                             "mlflow.timeout",
                                              "no_prefix",
                                              "nproc_per_node",
                                              "role",
@@ -180,6 +186,13 @@ summary_file: out/summary.json
 json: True
 junit_file: out/junit.xml
 tail_lines: 0
+mlflow:
+  tracking_uri: http://mlflow:5000
+  experiment: exp
+  run_name: run
+  tags: {team: vision}
+  required: true
+  timeout: 1m
 no_prefix: true
 role: trainer
 redirects: "3"
@@ -219,6 +232,11 @@ local_ranks_filter: "1"
   CHECK(s.json.value);
   CHECK(s.junit_file.value == "out/junit.xml");
   CHECK(s.tail_lines.value == 0);
+  CHECK(s.mlflow_tracking_uri.value == "http://mlflow:5000");
+  CHECK(where(s.mlflow_tracking_uri.origin) == "job.yaml:39:3");
+  CHECK(s.mlflow_tags.value == std::map<std::string, std::string>{{"team", "vision"}});
+  CHECK(s.mlflow_required.value);
+  CHECK(s.mlflow_timeout.value == Millis(60'000));
   CHECK(s.no_prefix.value);
   CHECK(s.role.value == "trainer");
   CHECK(s.redirects.value == "3");
@@ -289,6 +307,12 @@ TEST_CASE("describe_spec prints key = value (origin) in table order", "[spec]") 
       "json = false  (default)",
       "junit_file = \"\"  (default)",
       "tail_lines = 50  (default)",
+      "mlflow.tracking_uri = none  (default)",
+      "mlflow.experiment = default  (default)",
+      "mlflow.run_name = default  (default)",
+      "mlflow.tags = {}  (default)",
+      "mlflow.required = false  (default)",
+      "mlflow.timeout = 15s  (default)",
       "no_prefix = false  (default)",
       "nproc_per_node = none  (default)",
       "role = default  (default)",
@@ -355,8 +379,8 @@ TEST_CASE("bad files give exact file:line:col: key: messages", "[spec]") {
        "job.yaml:2:1: no_python: cannot be used together with module (job.yaml:1:1)"},
       {"accelerator_type: GPU_x\n",
        "job.yaml:1:19: accelerator_type: expected CPU or GPU_<n>x<MODEL> (like GPU_8xH100), got 'GPU_x'"},
-      {"accelerator_type: GPU_0xH100\n", "job.yaml:1:19: accelerator_type: expected CPU or GPU_<n>x<MODEL> "
-                                         "(like GPU_8xH100), got 'GPU_0xH100'"},
+      {"accelerator_type: GPU_0xH100\n",
+       "job.yaml:1:19: accelerator_type: count must be at least 1, got 'GPU_0xH100'"},
       {"accelerator_type: TPU\n",
        "job.yaml:1:19: accelerator_type: expected CPU or GPU_<n>x<MODEL> (like GPU_8xH100), got 'TPU'"},
       {"accelerator_type: GPU_8x\n",
