@@ -86,8 +86,8 @@ run_line() { # run_line N KIND TARGET LINE
 }
 
 test_real_torchrun_lines_launch_with_torchruns_environment() {
-  local n=0 kind repo path target line launched=0
-  while IFS=$'\t' read -r kind repo path target line; do
+  local n=0 kind repo _path target line launched=0
+  while IFS=$'\t' read -r kind repo _path target line; do
     [[ -z $kind || $kind == \#* ]] && continue
     n=$((n + 1))
     if [[ $kind == c10d ]]; then

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034 # the variables are for the lines' eval and the callers
 # Helpers shared by tests/e2e/test_torchrun_lines.sh and
 # scripts/torchrun-probe-compare.sh: read tests/data/torchrun_lines.txt, put
 # the probe where a line's training script would be, and expand a line's
