@@ -94,8 +94,8 @@ Expected<int> run_command(const CliOptions& options) {
   }
 
   const Hardware hardware = hardware_for(spec, env);
-  auto selection =
-      select_accelerators(requested_type(spec), spec.num_accelerators.value, spec.cpu_ranks.value, hardware);
+  auto selection = select_accelerators(requested_type(spec), spec.num_accelerators.value,
+                                       spec.cpu_ranks.value, hardware, !spec.cpu_ranks.is_default());
   if (!selection) return selection.error();
 
   // environment.dependencies: every rank runs in one cached virtual

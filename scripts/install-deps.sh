@@ -37,6 +37,7 @@ case $what in
       python3 python3-torch python3-pytest python3-cloudpickle python3-venv python3-pip
       python3-jsonschema              # validates the JSON summary against docs/summary.schema.json
       procps                          # ps/pgrep for the end-to-end tests
+      zsh                             # checks the generated zsh completion parses
       slurm-wlm munge                 # real Slurm for the multi-node end-to-end test
     )
     ;;
