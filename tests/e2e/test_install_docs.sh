@@ -91,4 +91,23 @@ test_no_cpu_notice_when_cpu_ranks_were_asked_for() {
   expect_contains "$err" "no GPU found"
 }
 
+test_cmake_install_into_a_prefix() {
+  local build
+  build=$(dirname "$AIR_FIXTURE_DIR")
+  cmake --install "$build" --prefix "$TESTDIR/p" >install.log 2>&1 || fail "cmake --install failed: $(tail -5 install.log)"
+  local f
+  for f in bin/air-run share/man/man1/air-run.1.gz share/bash-completion/completions/air-run \
+    share/doc/air-run/README.md share/doc/air-run/configs/demo.yaml; do
+    [[ -f p/$f ]] || fail "not installed: $f"
+  done
+  ls p/share/zsh/*/_air-run >/dev/null || fail "zsh completion not installed"
+  local package
+  package=$(ls -d p/lib*/python3*/*-packages/air 2>/dev/null | head -n 1)
+  [[ -f $package/__init__.py ]] || fail "air package not installed under p/lib*/python3*/*-packages"
+  expect_eq "$(cmp <(gzip -dc p/share/man/man1/air-run.1.gz) <("$AIR_RUN" --print-man) && echo same)" "same"
+  # The installed package finds the installed binary on PATH.
+  expect_eq "$(cd / && PATH="$TESTDIR/p/bin:/usr/bin:/bin" PYTHONPATH="$TESTDIR/$(dirname "$package")" \
+    "$TORCH_PYTHON" -c 'from air import _binary; print(_binary.resolve_binary())')" "$TESTDIR/p/bin/air-run"
+}
+
 run_tests
