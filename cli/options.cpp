@@ -114,6 +114,10 @@ void register_options(CLI::App& app, CliOptions& options) {
     add_key_option(app, options, key, std::string(alias.names), fmt::format("same as --{}", key.flag))
         ->group(std::string(k_group_torchrun));
   }
+  // Help is re-added here so that "Other" lists it first, then the version and the deprecated flags.
+  app.set_help_flag();
+  app.set_help_flag("-h,--help", "print this help and exit")->group(std::string(k_group_other));
+  app.add_flag("--version", options.version, "print the version and exit")->group(std::string(k_group_other));
   for (const auto& legacy : k_legacy_flags) {
     auto& slot = options.slots.emplace_back();
     slot.key = nullptr;
@@ -123,10 +127,6 @@ void register_options(CLI::App& app, CliOptions& options) {
     opt->type_name("VALUE")->group(std::string(k_group_other));
   }
 
-  // Last, so that they close the list: help, version and the hidden generators.
-  app.set_help_flag();
-  app.set_help_flag("-h,--help", "print this help and exit")->group(std::string(k_group_other));
-  app.add_flag("--version", options.version, "print the version and exit")->group(std::string(k_group_other));
   // Hidden (empty group): generated documents that keep docs and shells in step with the key table.
   app.add_flag("--print-spec-table", options.print_spec_table, "print the spec key table as Markdown")
       ->group("");
