@@ -77,6 +77,8 @@ portable: deps
 	scripts/build-wheel.sh $(PORTABLE_BUILD)/air-run $(PORTABLE_BUILD)/dist manylinux_2_31_x86_64
 	AIR_PORTABLE_BINARY=$(PORTABLE_BUILD)/air-run AIR_PORTABLE_DEB=$$(ls $(PORTABLE_BUILD)/air-run_*.deb) \
 	  AIR_SOURCE_DIR=$(CURDIR) bash tests/e2e/test_install_portable.sh
+	AIR_WHEEL=$$(ls $(PORTABLE_BUILD)/dist/air_run-*.whl) AIR_RUN=$(CURDIR)/$(PORTABLE_BUILD)/air-run \
+	  AIR_SOURCE_DIR=$(CURDIR) bash tests/e2e/test_install_wheel.sh
 
 # The .deb in a fresh Debian 12 root and the wheel in a fresh venv (needs root).
 test-install: package wheel
