@@ -9,6 +9,7 @@
 # The root comes from scripts/debian-root.sh, cached as a tarball under
 # AIR_ROOTS_DIR (default: roots/ next to the package).
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/debian_root.sh"
 
 if [[ -z ${AIR_DEB:-} || $(id -u) != 0 ]]; then
   echo "skip: needs AIR_DEB=<path of air-run_*.deb> and root (make test-install)"
@@ -16,18 +17,7 @@ if [[ -z ${AIR_DEB:-} || $(id -u) != 0 ]]; then
 fi
 AIR_DEB=$(realpath "$AIR_DEB")
 ROOTS=${AIR_ROOTS_DIR:-$(dirname "$AIR_DEB")/roots}
-R=$ROOTS/bookworm-deb-test
-ROOT_SCRIPT=$AIR_SOURCE_DIR/scripts/debian-root.sh
-"$ROOT_SCRIPT" make bookworm "$R" man-db python3 bash-completion || exit 1
-trap 'rm -rf "$R"' EXIT
-
-# in_root COMMAND...: runs a shell command line in the root; sets $out, $err, $rc.
-in_root() {
-  "$ROOT_SCRIPT" run "$R" bash -c "$1" >"$TESTDIR/stdout" 2>"$TESTDIR/stderr"
-  rc=$?
-  out=$(cat "$TESTDIR/stdout")
-  err=$(cat "$TESTDIR/stderr")
-}
+use_debian_root bookworm "$ROOTS/bookworm-deb-test" man-db python3 bash-completion
 
 # Every file and directory of the root that a package could own.
 file_list() {

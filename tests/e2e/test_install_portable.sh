@@ -9,6 +9,7 @@
 # AIR_PORTABLE_BINARY names the binary (`make portable` sets it, and
 # AIR_PORTABLE_DEB); without it, or without root, the test is skipped (77).
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/debian_root.sh"
 
 if [[ -z ${AIR_PORTABLE_BINARY:-} || $(id -u) != 0 ]]; then
   echo "skip: needs AIR_PORTABLE_BINARY=<path of the portable air-run> and root (make portable)"
@@ -17,18 +18,8 @@ fi
 BIN=$(realpath "$AIR_PORTABLE_BINARY")
 DEB=${AIR_PORTABLE_DEB:+$(realpath "$AIR_PORTABLE_DEB")}
 ROOTS=${AIR_ROOTS_DIR:-$(dirname "$BIN")/roots}
-R=$ROOTS/bullseye-run
-ROOT_SCRIPT=$AIR_SOURCE_DIR/scripts/debian-root.sh
-"$ROOT_SCRIPT" make bullseye "$R" || exit 1
-trap 'rm -rf "$R"' EXIT
+use_debian_root bullseye "$ROOTS/bullseye-run"
 cp "$BIN" "$R/usr/local/bin/air-run"
-
-in_root() {
-  "$ROOT_SCRIPT" run "$R" bash -c "$1" >"$TESTDIR/stdout" 2>"$TESTDIR/stderr"
-  rc=$?
-  out=$(cat "$TESTDIR/stdout")
-  err=$(cat "$TESTDIR/stderr")
-}
 
 test_a_needs_glibc_2_31_at_most_and_nothing_else() {
   local newest
