@@ -33,6 +33,7 @@ struct ChildSetup {
   pid_t parent = -1;
   long max_fd = 1024;                 ///< upper bound for the close loop when close_range is missing
   const rlimit* open_files = nullptr; ///< soft limit to restore (raise_open_file_limit), or none
+  int cgroup_procs_fd = -1;           ///< the run's cgroup.procs, or -1
 };
 
 /// The RLIMIT_NOFILE air-run inherited, once raise_open_file_limit changed it.
@@ -68,6 +69,13 @@ void close_fds(unsigned first, unsigned last, long max_fd) {
   // standard fd closed and pipe2 handed out 0, 1 or 2.
   int err_fd = ::fcntl(s.exec_error_fd, F_DUPFD_CLOEXEC, 3);
   if (err_fd < 0) _exit(127);
+
+  // Join the run's cgroup before anything else, so every process this rank
+  // ever starts is born in it. "0" moves the writer. A refusal is not fatal:
+  // the parent notices (Containment::rank_started) and falls back.
+  if (s.cgroup_procs_fd >= 0) {
+    [[maybe_unused]] const ssize_t n = ::write(s.cgroup_procs_fd, "0", 1);
+  }
 
   // Die with air-run, even on `kill -9`. The parent may already be gone
   // before prctl took effect; then nobody would signal us, so leave now.
@@ -154,7 +162,8 @@ Expected<std::string> resolve_executable(const std::string& name, const std::str
   return exec_error(name, true, saw_non_executable ? EACCES : ENOENT);
 }
 
-Expected<StartedProcess> start_process(const std::vector<std::string>& argv, const Environment& env) {
+Expected<StartedProcess> start_process(const std::vector<std::string>& argv, const Environment& env,
+                                       int cgroup_procs_fd) {
   if (argv.empty() || argv[0].empty()) return usage_error("empty command");
   const bool searched = argv[0].find('/') == std::string::npos;
   const auto path_it = env.find("PATH");
@@ -196,6 +205,7 @@ Expected<StartedProcess> start_process(const std::vector<std::string>& argv, con
   const long open_max = ::sysconf(_SC_OPEN_MAX);
   setup.max_fd = open_max > 0 ? open_max : 1024;
   if (g_inherited_open_files) setup.open_files = &*g_inherited_open_files;
+  setup.cgroup_procs_fd = cgroup_procs_fd;
 
   const pid_t pid = ::fork();
   if (pid < 0) return sys_error("fork", errno);

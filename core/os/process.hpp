@@ -29,9 +29,9 @@ struct ChildProcess {
 Expected<std::string> resolve_executable(const std::string& name, const std::string& path_var);
 
 /// Starts `argv` with exactly `env` as its environment, isolated the way every
-/// rank is (aesthetics habit 8, decided for fork+exec so PDEATHSIG can be set):
-/// its own process group, PR_SET_PDEATHSIG(SIGKILL) so `kill -9` of air-run
-/// leaves no rank behind, default dispositions and an empty mask, stdin from
+/// rank is (fork+exec so PDEATHSIG can be set): its own process group,
+/// PR_SET_PDEATHSIG(SIGKILL) so `kill -9` of air-run ends the rank itself (its
+/// descendants are core/os/containment.hpp's job), default dispositions and an empty mask, stdin from
 /// /dev/null, stdout/stderr to two fresh pipes, every other fd closed.
 ///
 /// The child runs only async-signal-safe calls between fork and exec; the
@@ -55,7 +55,10 @@ struct StartedProcess {
 /// spawn_process's first half: the PATH lookup (its not_found and
 /// not_executable errors come from here) and the fork. The child runs from
 /// here on; a signal sent to its group reaches it even before it has exec'd.
-Expected<StartedProcess> start_process(const std::vector<std::string>& argv, const Environment& env);
+/// With `cgroup_procs_fd` (a cgroup.procs opened for writing, see
+/// core/os/run_cgroup.hpp) the child moves itself into that cgroup first.
+Expected<StartedProcess> start_process(const std::vector<std::string>& argv, const Environment& env,
+                                       int cgroup_procs_fd = -1);
 
 /// spawn_process's second half: waits until the child has exec'd (or failed
 /// to, when it is reaped and its exec error returned).
