@@ -57,6 +57,7 @@ long LineSink::write_some(std::string_view data) {
     n = socket_ ? ::send(write_fd_, data.data(), data.size(), MSG_DONTWAIT | MSG_NOSIGNAL)
                 : ::write(write_fd_, data.data(), data.size());
   } while (n < 0 && errno == EINTR);
+  if (n > 0) last_progress_ = std::chrono::steady_clock::now();
   return static_cast<long>(n);
 }
 

@@ -3,6 +3,7 @@
 #include "core/base/error.hpp"
 #include "core/base/unique_fd.hpp"
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -49,6 +50,8 @@ public:
   int poll_fd() const { return write_fd_; }
   /// Writes as much of the buffer as the fd takes now.
   void flush();
+  /// When the fd last took some bytes (or the sink was made).
+  std::chrono::steady_clock::time_point last_progress() const { return last_progress_; }
   /// The end of the run: flushes the buffer, waiting while the reader makes
   /// progress, and drops (counting the lines) what is left once it has made
   /// none for `stall` milliseconds.
@@ -74,6 +77,7 @@ private:
   bool socket_ = false;
   std::string pending_;
   std::size_t pending_off_ = 0;
+  std::chrono::steady_clock::time_point last_progress_ = std::chrono::steady_clock::now();
   int error_ = 0;
   std::uint64_t lines_dropped_ = 0;
 };

@@ -163,6 +163,7 @@ private:
   std::optional<Clock::time_point> next_deadline(Clock::time_point now) const;
   void handle_signals();
   bool held_back(const RankState& r, const Stream& s) const;
+  Clock::time_point drain_deadline(const RankState& r) const;
   bool read_stream(RankState& r, Stream& s);
   void drain_ready(RankState& r);
   void close_stream(RankState& r, Stream& s);
@@ -348,8 +349,7 @@ std::optional<Clock::time_point> Supervisor::next_deadline(Clock::time_point now
   for (const auto& r : ranks_) {
     const bool open = r.streams[0].fd || r.streams[1].fd;
     if ((r.spawned && !r.reaped) || open) all_quiet = false;
-    if (r.reaped && open && (!tearing_down_ || kill_sent_))
-      consider(std::max(r.reaped_at, kill_sent_ ? kill_sent_at_ : r.reaped_at) + k_drain_timeout);
+    if (r.reaped && open && (!tearing_down_ || kill_sent_)) consider(drain_deadline(r));
   }
   if (tearing_down_ && !kill_sent_ && all_quiet) consider(now + k_group_check_interval);
   if (hooks_) {
@@ -415,6 +415,7 @@ void Supervisor::iterate() {
     for (std::size_t i = 1; i < first_sink_fd; ++i) {
       if (fds[i].revents == 0) continue;
       auto [rank, stream] = owners[i];
+      if (held_back(*rank, *stream)) continue; // an earlier read in this pass filled the console
       read_stream(*rank, *stream);
     }
   }
@@ -472,11 +473,21 @@ void Supervisor::handle_signals() {
 }
 
 bool Supervisor::held_back(const RankState& r, const Stream& s) const {
-  // The console does not take more now: leave a live rank's output in its
-  // pipe (the rank waits, as with any pipe). Not once it has ended or the run
-  // is ending: then the output is taken, and dropped with a count if need be.
-  if (!r.plan->console || r.reaped || tearing_down_) return false;
+  // The console does not take more now: leave the rank's output in its pipe
+  // (a live rank waits, as with any pipe). Not once the run is ending: then
+  // the output is taken, and dropped with a count if need be.
+  if (!r.plan->console || tearing_down_) return false;
   return (s.is_stderr ? stderr_sink_ : stdout_sink_).full();
+}
+
+Clock::time_point Supervisor::drain_deadline(const RankState& r) const {
+  auto from = std::max(r.reaped_at, kill_sent_ ? kill_sent_at_ : r.reaped_at);
+  // A slow console that still takes output gets it all: count from its last progress.
+  for (const auto& s : r.streams) {
+    if (s.fd && held_back(r, s))
+      from = std::max(from, (s.is_stderr ? stderr_sink_ : stdout_sink_).last_progress());
+  }
+  return from + k_drain_timeout;
 }
 
 bool Supervisor::read_stream(RankState& r, Stream& s) {
@@ -657,8 +668,7 @@ void Supervisor::check_deadlines() {
   if (tearing_down_ && !kill_sent_) return; // drain deadlines wait for the grace period
   for (auto& r : ranks_) {
     if (!r.reaped || !(r.streams[0].fd || r.streams[1].fd)) continue;
-    const auto deadline = std::max(r.reaped_at, kill_sent_ ? kill_sent_at_ : r.reaped_at) + k_drain_timeout;
-    if (now < deadline) continue;
+    if (now < drain_deadline(r)) continue;
     // Descendants still hold the pipes long after the rank ended: stop them
     // and stop reading, or air-run would wait forever.
     signal_group(r.pid, SIGKILL);
