@@ -9,7 +9,7 @@ endif
 DEPS ?= test
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps configure build demo test unit e2e pytest asan format format-check lint bench clean
+.PHONY: soak all deps configure build demo test unit e2e pytest asan format format-check lint bench clean
 
 all: build
 
@@ -53,6 +53,10 @@ lint: build
 
 bench: build
 	python3 scripts/bench-launch.py --air-run $(BUILD)/cli/air-run --baseline $(BUILD)/fixtures/baseline_launcher
+
+# Long: 10,000 launches of 4 ranks and 1,000 of 64 (SOAK_ARGS="--sequential 500 --wide 50" for a short one).
+soak: build
+	python3 scripts/soak.py --air-run $(BUILD)/cli/air-run $(SOAK_ARGS)
 
 clean:
 	rm -rf build build-asan compile_commands.json
