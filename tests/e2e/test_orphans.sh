@@ -78,6 +78,25 @@ test_sigquit_leaves_no_descendant() {
   expect_none_left 10 "after SIGQUIT of air-run"
 }
 
+test_kill_9_of_air_runs_whole_group_leaves_no_descendant() {
+  # CI runners and `timeout -s KILL` kill a job's whole process group: the
+  # watchdog, in a session of its own, is not in it and still ends the ranks.
+  new_mark
+  write_wrapper
+  setsid "$AIR_RUN" --cpu-ranks 2 --grace-period 1s --no-python ./rank.sh "$MARK" >stdout 2>stderr &
+  local want=$((2 * 4 + 1))
+  [[ -x $TORCH_PYTHON ]] && want=$((want + 3))
+  if ! wait_for "[[ \$(count_marked) -ge $want ]]" 30; then
+    fail "not everything started: $(count_marked) of $want; $(tail -3 stderr)"
+    kill -KILL $(marked) 2>/dev/null
+    return 1
+  fi
+  air=$(pgrep -f -- "$AIR_RUN --cpu-ranks 2 --grace-period 1s --no-python ./rank.sh $MARK" | head -1)
+  [[ -n $air ]] || { fail "air-run's pid not found"; kill -KILL $(marked) 2>/dev/null; return 1; }
+  kill -KILL -- "-$air" # air-run leads its group (setsid)
+  expect_none_left 10 "after kill -9 of air-run's process group"
+}
+
 test_kill_9_without_cgroup_leaves_no_descendant() {
   # Process groups, the subreaper and the watchdog alone: the setsid
   # grandchild is caught because air-run recorded it (it scans once a second).
