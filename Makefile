@@ -56,7 +56,7 @@ bench: build
 
 # Long: 10,000 launches of 4 ranks and 1,000 of 64 (SOAK_ARGS="--sequential 500 --wide 50" for a short one).
 soak: build
-	python3 scripts/soak.py --air-run $(BUILD)/cli/air-run $(SOAK_ARGS)
+	python3 scripts/soak.py --air-run $(BUILD)/cli/air-run --fixtures $(BUILD)/fixtures $(SOAK_ARGS)
 
 clean:
 	rm -rf build build-asan compile_commands.json

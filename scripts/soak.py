@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
 """Soak test for air-run: many launches in a row, counting what goes wrong.
 
-  scripts/soak.py [--air-run build/cli/air-run] [--sequential 10000] [--ranks 4]
-                  [--wide 1000] [--wide-ranks 64] [--json out.json]
+  scripts/soak.py [--air-run build/cli/air-run] [--fixtures build/fixtures] [--sequential 10000]
+                  [--ranks 4] [--wide 1000] [--wide-ranks 64] [--json out.json]
 
 Runs `--sequential` launches of `--ranks` CPU ranks, then `--wide` launches of
 `--wide-ranks` ranks, cycling through four kinds of run:
 
   ok         every rank exits 0                                  -> exit 0
   fail       rank 1 exits with code c, the others sleep          -> exit c (teardown)
-  background every rank leaves `sleep` running in the background -> exit 0, ended by air-run
-  setsid     every rank leaves a setsid'd `sleep` behind         -> exit 0, ended by air-run
+  background every rank leaves a sleeper in the background      -> exit 0, ended by air-run
+  setsid     every rank leaves a setsid'd sleeper behind         -> exit 0, ended by air-run
+
+(the sleeper is the sleep_forever fixture with the marker in its argv, its
+output on /dev/null so that the sweep, not the pipe drain, has to find it)
 
 and after each launch counts: a wrong exit code; leftovers (live processes
 with the soak's marker in their argv); zombies among the soak's own children
@@ -69,7 +72,7 @@ def open_fds(pid):
         return -1
 
 
-def rank_command(kind, i, marker):
+def rank_command(kind, i, marker, sleeper):
     """The rank's shell command and the exit code air-run must give."""
     if kind == "ok":
         return "exit 0", 0
@@ -77,12 +80,12 @@ def rank_command(kind, i, marker):
         code = 1 + i % 200
         return f'if [ "$RANK" = 1 ]; then exit {code}; fi; exec sleep 30', code
     if kind == "background":
-        return f"sleep 600 {marker} & exit 0", 0
-    return f"setsid sleep 600 {marker} & sleep 0.05; exit 0", 0
+        return f"'{sleeper}' {marker} >/dev/null 2>&1 & exit 0", 0
+    return f"setsid '{sleeper}' {marker} >/dev/null 2>&1 & sleep 0.05; exit 0", 0
 
 
-def launch(air_run, ranks, kind, i, marker, sample_fds):
-    script, want = rank_command(kind, i, marker)
+def launch(air_run, ranks, kind, i, marker, sleeper, sample_fds):
+    script, want = rank_command(kind, i, marker, sleeper)
     cmd = [air_run, "--accelerator-type", "CPU", "-n", str(ranks), "--grace-period", "2s", "--no-python",
            "sh", "-c", script, marker]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -95,14 +98,14 @@ def launch(air_run, ranks, kind, i, marker, sample_fds):
     return proc.returncode, want, usage.ru_maxrss, fds
 
 
-def soak(air_run, count, ranks, marker, sample_fds, label):
+def soak(air_run, count, ranks, marker, sleeper, sample_fds, label):
     kinds = ["ok", "fail", "background", "setsid"]
     stats = {"launches": 0, "wrong_exit_codes": 0, "leftovers": 0, "own_zombies": 0,
              "rss_kb_first": 0, "rss_kb_max": 0, "rss_kb_last": 0, "fds_min": None, "fds_max": None}
     start = time.monotonic()
     for i in range(count):
         kind = kinds[i % len(kinds)]
-        code, want, rss, fds = launch(air_run, ranks, kind, i, marker, sample_fds and kind == "fail")
+        code, want, rss, fds = launch(air_run, ranks, kind, i, marker, sleeper, sample_fds and kind == "fail")
         stats["launches"] += 1
         if code != want:
             stats["wrong_exit_codes"] += 1
@@ -135,6 +138,7 @@ def main():
     root = os.path.dirname(here)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--air-run", default=os.path.join(root, "build/cli/air-run"))
+    ap.add_argument("--fixtures", default=os.path.join(root, "build/fixtures"))
     ap.add_argument("--sequential", type=int, default=10000)
     ap.add_argument("--ranks", type=int, default=4)
     ap.add_argument("--wide", type=int, default=1000)
@@ -142,11 +146,13 @@ def main():
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     marker = f"air-soak-{os.getpid()}"
+    sleeper = os.path.join(args.fixtures, "sleep_forever")
     host_zombies_before = len(zombies())
     result = {
-        "sequential": soak(args.air_run, args.sequential, args.ranks, marker, False,
+        "sequential": soak(args.air_run, args.sequential, args.ranks, marker, sleeper, False,
                            f"{args.ranks} ranks"),
-        "wide": soak(args.air_run, args.wide, args.wide_ranks, marker, True, f"{args.wide_ranks} ranks"),
+        "wide": soak(args.air_run, args.wide, args.wide_ranks, marker, sleeper, True,
+                     f"{args.wide_ranks} ranks"),
     }
     result["host_zombie_growth"] = len(zombies()) - host_zombies_before
     print(f"{'':>12} {'launches':>9} {'wrong code':>10} {'leftovers':>9} {'zombies':>7} "
