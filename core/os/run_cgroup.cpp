@@ -94,7 +94,11 @@ Expected<RunCgroup> RunCgroup::create() {
   if (base.empty()) return Error{ErrorKind::not_found, "no cgroup v2 hierarchy"};
   const std::string name = "air-run-" + std::to_string(::getpid());
   const std::string dir = base + "/" + name;
-  if (::mkdir(dir.c_str(), 0755) != 0) return sys_error("mkdir " + dir, errno);
+  // EEXIST: left by an earlier air-run with this pid that was killed together
+  // with its watchdog; rmdir succeeds only if it is empty, and then it is ours.
+  if (::mkdir(dir.c_str(), 0755) != 0 &&
+      !(errno == EEXIST && ::rmdir(dir.c_str()) == 0 && ::mkdir(dir.c_str(), 0755) == 0))
+    return sys_error("mkdir " + dir, errno);
   RunCgroup group;
   group.dir_ = dir;
   group.relative_ = v2_path(read_small("/proc/self/cgroup"));
