@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -50,15 +51,27 @@ Containment::~Containment() {
     send(k_watch_end, 0, 0);
     ::close(watch_fd_);
   }
+  // While the watchdog exits: removing a cgroup takes the kernel a few ms.
+  cgroup_.remove();
   if (watchdog_ > 0) {
-    // It leaves as soon as it reads the goodbye; bounded all the same.
-    for (int i = 0; i < 200; ++i) {
+    // It leaves as soon as it reads the goodbye; bounded all the same. A
+    // pidfd says exactly when (Linux 5.3); else short naps.
+#ifdef SYS_pidfd_open
+    const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, watchdog_, 0));
+    if (pidfd >= 0) {
+      pollfd p{pidfd, POLLIN, 0};
+      while (::poll(&p, 1, 1000) < 0 && errno == EINTR) {
+      }
+      ::close(pidfd);
+    }
+#endif
+    for (int i = 0; i < 1000; ++i) {
       const pid_t got = ::waitpid(watchdog_, nullptr, WNOHANG);
       if (got == watchdog_ || (got < 0 && errno != EINTR)) {
         watchdog_ = -1;
         break;
       }
-      ::poll(nullptr, 0, 5);
+      ::poll(nullptr, 0, 1);
     }
     if (watchdog_ > 0) {
       ::kill(watchdog_, SIGKILL);
@@ -66,7 +79,6 @@ Containment::~Containment() {
     }
   }
   if (subreaper_) ::prctl(PR_SET_CHILD_SUBREAPER, 0);
-  cgroup_.remove();
 }
 
 std::string Containment::describe() const {
@@ -112,7 +124,11 @@ void Containment::record_descendants() {
 }
 
 std::vector<ProcEntry> Containment::targets() const {
-  std::vector<ProcEntry> found = live_descendants(read_proc_table(), {::getpid()}, watchdog_);
+  std::vector<ProcEntry> found;
+  // Every rank was born in the cgroup (checked on the first), so everything
+  // they started is in it: its member list is the answer, no /proc scan.
+  if (!cgroup_.active() || !cgroup_checked_)
+    found = live_descendants(read_proc_table(), {::getpid()}, watchdog_);
   for (const pid_t p : cgroup_.members()) {
     ProcEntry e;
     if (read_proc_entry(p, e) && !e.zombie) found.push_back(e); // a duplicate is signalled twice: harmless

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "core/os/proc_table.hpp"
+#include "core/os/process.hpp"
 #include "core/os/run_cgroup.hpp"
 
 #include <sys/types.h>
@@ -55,8 +56,11 @@ public:
   Containment(const Containment&) = delete;
   Containment& operator=(const Containment&) = delete;
 
-  /// cgroup.procs for a new rank to join before exec, or -1 (no cgroup).
-  int cgroup_procs_fd() const { return cgroup_.active() ? cgroup_.procs_fd() : -1; }
+  /// Where a new rank is to be born (start_process); none without a cgroup.
+  CgroupTarget cgroup_target() const {
+    if (!cgroup_.active()) return {};
+    return {cgroup_.dir_fd(), cgroup_.procs_fd()};
+  }
   bool has_cgroup() const { return cgroup_.active(); }
   /// "cgroup /sys/fs/cgroup/.../air-run-42" or "process groups".
   std::string describe() const;

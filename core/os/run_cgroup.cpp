@@ -116,6 +116,7 @@ Expected<RunCgroup> RunCgroup::create() {
     group.remove();
     return sys_error("open " + dir + "/cgroup.procs", err);
   }
+  group.dir_fd_.reset(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   return group;
 }
 
@@ -138,6 +139,7 @@ void RunCgroup::kill_all() const {
 bool RunCgroup::remove() {
   if (!active()) return true;
   procs_.reset();
+  dir_fd_.reset();
   if (::rmdir(dir_.c_str()) != 0 && errno != ENOENT) return false;
   dir_.clear();
   return true;

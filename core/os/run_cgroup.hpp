@@ -27,13 +27,14 @@ public:
   RunCgroup() = default;
   RunCgroup(RunCgroup&& other) noexcept
       : dir_(std::exchange(other.dir_, {})), relative_(std::move(other.relative_)),
-        procs_(std::move(other.procs_)) {}
+        procs_(std::move(other.procs_)), dir_fd_(std::move(other.dir_fd_)) {}
   RunCgroup& operator=(RunCgroup&& other) noexcept {
     if (this != &other) {
       remove();
       dir_ = std::exchange(other.dir_, {});
       relative_ = std::move(other.relative_);
       procs_ = std::move(other.procs_);
+      dir_fd_ = std::move(other.dir_fd_);
     }
     return *this;
   }
@@ -46,6 +47,8 @@ public:
   /// Write end of cgroup.procs, close-on-exec: a child writes "0" to it
   /// before exec to move itself in (async-signal-safe, so before it can fork).
   int procs_fd() const { return procs_.get(); }
+  /// The directory, for clone3's CLONE_INTO_CGROUP.
+  int dir_fd() const { return dir_fd_.get(); }
 
   /// Whether `pid` is a member (reads /proc/<pid>/cgroup).
   bool contains(pid_t pid) const;
@@ -62,6 +65,7 @@ private:
   std::string dir_;
   std::string relative_; ///< the path as /proc/<pid>/cgroup shows it
   UniqueFd procs_;
+  UniqueFd dir_fd_;
 };
 
 /// The cgroup v2 mount point and air-run's own cgroup directory under it,

@@ -276,7 +276,7 @@ void Supervisor::spawn_all() {
   started.reserve(ranks_.size());
   for (auto& r : ranks_) {
     r.started = Clock::now();
-    auto s = start_process(r.plan->argv, r.plan->env, containment_->cgroup_procs_fd());
+    auto s = start_process(r.plan->argv, r.plan->env, containment_->cgroup_target());
     if (!s) {
       spawn_failed(r, s.error());
       break; // later ranks are not started; pid stays -1, status not_exited

@@ -105,9 +105,9 @@ TEST_CASE("supervise: a successful rank's background jobs end with the run", "[c
   char dir_template[] = "/tmp/air-containment-test-XXXXXX";
   const std::string dir = ::mkdtemp(dir_template);
   // One child stays in the rank's group, one leaves it with setsid; both ignore SIGTERM.
-  const std::string script = "trap '' TERM; '" + fixture("ignore_term") + "' >/dev/null & echo $! >" + dir +
-                             "/a; setsid '" + fixture("ignore_term") + "' >/dev/null & echo $! >" + dir +
-                             "/b; sleep 0.2; exit 0";
+  const std::string script = "trap '' TERM; '" + fixture("ignore_term") + "' >/dev/null 2>&1 & echo $! >" +
+                             dir + "/a; setsid '" + fixture("ignore_term") + "' >/dev/null 2>&1 & echo $! >" +
+                             dir + "/b; sleep 0.2; exit 0";
   const auto plan = plan_of({{"/bin/sh", "-c", script}});
   air::ConsoleOptions console;
   console.stdout_fd = -1;
