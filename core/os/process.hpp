@@ -29,9 +29,10 @@ struct ChildProcess {
 Expected<std::string> resolve_executable(const std::string& name, const std::string& path_var);
 
 /// Starts `argv` with exactly `env` as its environment, isolated the way every
-/// rank is (fork+exec so PDEATHSIG can be set): its own process group,
-/// PR_SET_PDEATHSIG(SIGKILL) so `kill -9` of air-run ends the rank itself (its
-/// descendants are core/os/containment.hpp's job), default dispositions and an empty mask, stdin from
+/// rank is (fork+exec rather than posix_spawn, so PDEATHSIG can be set):
+/// its own process group, PR_SET_PDEATHSIG(SIGKILL) so `kill -9` of air-run
+/// ends the rank itself (its descendants are core/os/containment.hpp's job),
+/// default dispositions and an empty mask, stdin from
 /// /dev/null, stdout/stderr to two fresh pipes, every other fd closed.
 ///
 /// The child runs only async-signal-safe calls between fork and exec; the

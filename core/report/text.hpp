@@ -34,7 +34,5 @@ std::string format_report(const RunReport& report);
 ///   air-run: ended 2 processes that the ranks left running
 std::string format_warnings(const RunOutcome& outcome);
 
-/// "0.4s", "12.4s", "2m05s", "1h02m05s".
-std::string format_seconds(double seconds);
 
 } // namespace air
