@@ -34,8 +34,6 @@ def test_legacy_model_of_another_family_is_refused(air_run):
     assert "A10" in str(info.value) and "H100" in str(info.value)
 
 
-@pytest.mark.xfail(strict=True, reason="air-run still turns a bare legacy model into a count "
-                                       "of 1; remove this mark with the C++ fix of issue 18")
 def test_legacy_model_alone_uses_every_gpu_of_the_family(air_run):
     views = legacy(gpu_type="H100").distributed()
     assert [world for world, _ in views] == [4, 4, 4, 4]
