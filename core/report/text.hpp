@@ -34,5 +34,4 @@ std::string format_report(const RunReport& report);
 ///   air-run: ended 2 processes that the ranks left running
 std::string format_warnings(const RunOutcome& outcome);
 
-
 } // namespace air
