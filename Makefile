@@ -22,7 +22,7 @@ RELEASE_FLAGS = -DCMAKE_BUILD_TYPE=Release -DAIR_PORTABLE=ON -DAIR_BUILD_TESTS=O
 # `make portable`: the same, built in a Debian 11 root (scripts/build-portable.sh).
 PORTABLE_BUILD ?= build-portable
 
-.PHONY: all deps configure build demo test unit e2e pytest asan format format-check lint bench clean \
+.PHONY: all deps configure build demo test unit e2e pytest asan format format-check lint bench soak clean \
 	install release package wheel portable test-install
 
 all: build
@@ -105,6 +105,10 @@ lint: build
 
 bench: build
 	python3 scripts/bench-launch.py --air-run $(BUILD)/cli/air-run --baseline $(BUILD)/fixtures/baseline_launcher
+
+# Long: 10,000 launches of 4 ranks and 1,000 of 64 (SOAK_ARGS="--sequential 500 --wide 50" for a short one).
+soak: build
+	python3 scripts/soak.py --air-run $(BUILD)/cli/air-run --fixtures $(BUILD)/fixtures $(SOAK_ARGS)
 
 clean:
 	rm -rf build build-asan $(RELEASE_BUILD) $(PORTABLE_BUILD) compile_commands.json
