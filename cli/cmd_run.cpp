@@ -3,6 +3,7 @@
 #include "cli/write_reports.hpp"
 #include "core/hw/hardware.hpp"
 #include "core/os/host.hpp"
+#include "core/os/trusted_path.hpp"
 #include "core/pyenv/cache.hpp"
 #include "core/run/plan.hpp"
 #include "core/run/supervisor.hpp"
@@ -14,6 +15,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <utility>
 
 namespace air::cli {
 
@@ -144,7 +146,7 @@ Expected<int> run_command(const CliOptions& options) {
   print_lines(cluster->notices, stderr);
   // Several nodes: wait for all of them (node 0's run id wins); from here on a
   // failure before launch is told to the other nodes so they stop too.
-  auto control = join_cluster(*cluster, selection->ranks, ctx.run_id);
+  auto control = join_cluster(*cluster, selection->ranks, ctx.run_id, env);
   if (!control) return control.error();
   ControlChannel* const channel = control->get();
   if (channel != nullptr) {
@@ -159,6 +161,10 @@ Expected<int> run_command(const CliOptions& options) {
   if (auto target = check_target(spec, env); !target) return setup_failed(target.error());
   if (keep_run_dir) {
     if (auto made = make_directories(ctx.run_dir); !made) return setup_failed(made.error());
+    // Reports are read back from here: a directory another user can write
+    // into could feed them a planted result or a symlink to our secrets.
+    if (auto trusted = check_trusted_path(ctx.run_dir, "log directory"); !trusted)
+      return setup_failed(trusted.error());
   } else {
     auto dir = make_private_run_dir(env, ctx.run_id);
     if (!dir) return setup_failed(dir.error());
@@ -168,6 +174,16 @@ Expected<int> run_command(const CliOptions& options) {
   if (!plan) {
     if (!keep_run_dir) remove_tree(ctx.run_dir);
     return setup_failed(plan.error());
+  }
+  if (keep_run_dir) {
+    // A reused log directory still holds the previous run's files: a rank of
+    // this run that writes none must not be reported with the old ones.
+    for (const auto& rank : plan->ranks) {
+      for (const auto& [path, what] :
+           {std::pair{rank.result_file, "result file"}, {rank.error_file, "error file"}}) {
+        if (auto removed = remove_stale_file(path, what); !removed) return setup_failed(removed.error());
+      }
+    }
   }
   for (const auto& notice : selection->notices)
     std::fputs(fmt::format("air-run: {}\n", notice).c_str(), stderr);

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
+#include <string>
 
 namespace air {
 
@@ -61,7 +63,14 @@ Status make_dirs(const std::string& dir) {
 Expected<UniqueFd> open_log_file(const std::string& path) {
   const auto slash = path.find_last_of('/');
   if (slash != std::string::npos && slash > 0) AIR_TRY(make_dirs(path.substr(0, slash)));
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  // A fresh file, never one found at the name: O_EXCL|O_NOFOLLOW so that a
+  // symlink planted in a shared log directory cannot make air-run overwrite
+  // another file, and a file another user left there is not written into.
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return usage_error("cannot replace log file " + path +
+                       " left by an earlier run: " + std::strerror(errno));
+  }
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
   if (!fd) return sys_error("open " + path, errno);
   return fd;
 }

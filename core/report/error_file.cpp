@@ -1,5 +1,6 @@
 #include "core/report/error_file.hpp"
 
+#include "core/base/json_depth.hpp"
 #include "core/os/file_read.hpp"
 
 #include <nlohmann/json.hpp>
@@ -76,6 +77,9 @@ std::pair<std::string, std::string> split_exception_message(std::string_view mes
 }
 
 ErrorFileRecord parse_error_file(std::string_view text) {
+  if (json_nesting_depth(text) > k_max_json_depth) {
+    return malformed("nested deeper than " + std::to_string(k_max_json_depth) + " levels", text);
+  }
   json data;
   try {
     data = json::parse(text.begin(), text.end());
@@ -114,7 +118,7 @@ ErrorFileRecord parse_error_file(std::string_view text) {
 
 std::optional<ErrorFileRecord> read_error_file(const std::string& path) {
   if (path.empty()) return std::nullopt;
-  FileRead file = read_small_file(path, k_max_error_file_bytes);
+  FileRead file = read_small_file(path, k_max_error_file_bytes, FileWriter::us);
   switch (file.state) {
   case FileRead::State::missing:
     return std::nullopt;

@@ -1,5 +1,6 @@
 #include "core/report/rank_result.hpp"
 
+#include "core/base/json_depth.hpp"
 #include "core/os/file_read.hpp"
 
 #include <string>
@@ -30,6 +31,13 @@ RankResult parse_rank_result(std::string_view text) {
     result.excerpt = std::string(text.substr(0, k_result_excerpt_bytes));
     return result;
   }
+  if (json_nesting_depth(text) > k_max_json_depth) {
+    result.state = RankResult::State::invalid;
+    result.error =
+        "the value nests arrays or objects deeper than " + std::to_string(k_max_json_depth) + " levels";
+    result.excerpt = std::string(text.substr(0, k_result_excerpt_bytes));
+    return result;
+  }
   try {
     result.value = nlohmann::ordered_json::parse(text.begin(), text.end());
     result.state = RankResult::State::ok;
@@ -45,7 +53,7 @@ RankResult parse_rank_result(std::string_view text) {
 RankResult read_rank_result(const std::string& path, std::uint64_t max_bytes) {
   RankResult result;
   if (path.empty()) return result;
-  FileRead file = read_small_file(path, max_bytes);
+  FileRead file = read_small_file(path, max_bytes, FileWriter::us);
   result.size_bytes = file.size;
   switch (file.state) {
   case FileRead::State::missing:

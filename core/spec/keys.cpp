@@ -10,14 +10,19 @@ namespace {
 
 using VT = ValueType;
 
+// Ranks one node may run: far above any machine (each rank is a process with
+// pipes and a log), low enough that a typo such as 2147483647 is refused
+// before air-run reserves memory for every rank.
+constexpr std::int64_t k_max_ranks_per_node = 4096;
+
 // Columns: key, long flag, short flag, env var, type, default, doc[, min, max].
 constexpr std::array k_spec_keys{
     SpecKey{"accelerator_type", "accelerator-type", "", "AIR_RUN_ACCELERATOR_TYPE", VT::string, "detected",
             "CPU or GPU_<n>x<MODEL> (GPU_1xA10, GPU_8xH100, GPU_2xH200...)"},
     SpecKey{"num_accelerators", "num-accelerators", "n", "AIR_RUN_NUM_ACCELERATORS", VT::integer,
-            "all detected GPUs", "ranks on this node, one accelerator each", 1},
+            "all detected GPUs", "ranks on this node, one accelerator each", 1, k_max_ranks_per_node},
     SpecKey{"cpu_ranks", "cpu-ranks", "", "AIR_RUN_CPU_RANKS", VT::integer, "1",
-            "ranks on CPU when num_accelerators is not given", 1},
+            "ranks on CPU when num_accelerators is not given", 1, k_max_ranks_per_node},
     SpecKey{"timeout", "timeout", "", "AIR_RUN_TIMEOUT", VT::opt_duration, "3h",
             "stop the run after this long: seconds, a duration (90m, 1h30m) or none"},
     SpecKey{"grace_period", "grace-period", "", "AIR_RUN_GRACE_PERIOD", VT::duration, "30s",

@@ -5,12 +5,15 @@
 #include "core/base/suggest.hpp"
 #include "core/spec/spec.hpp"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <set>
+#include <sstream>
 #include <variant>
 
 namespace air {
@@ -313,23 +316,54 @@ std::string suggest_key(std::string_view unknown) {
   return best;
 }
 
+// Where a second YAML document starts, when the text holds more than one.
+// Walks the event stream at most two documents far, so it always ends.
+std::optional<YAML::Mark> second_document(const std::string& text) {
+  struct FirstMark : YAML::EventHandler {
+    std::optional<YAML::Mark> mark;
+    void OnDocumentStart(const YAML::Mark& m) override {
+      if (!mark) mark = m;
+    }
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                         YAML::EmitterStyle::value) override {}
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                    YAML::EmitterStyle::value) override {}
+    void OnMapEnd() override {}
+  };
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  FirstMark first;
+  if (!parser.HandleNextDocument(first)) return std::nullopt;
+  FirstMark second;
+  if (!parser.HandleNextDocument(second)) return std::nullopt;
+  return second.mark.value_or(YAML::Mark());
+}
+
 class FileReader {
 public:
   FileReader(std::string file, std::vector<std::string>& warnings, std::vector<Assignment>& out)
       : file_(std::move(file)), warnings_(warnings), out_(out) {}
 
   Status read(const std::string& text) {
+    // One document, loaded with Load: yaml-cpp 0.7's LoadAll never ends on some
+    // malformed input (a file holding just ",") and eats memory without limit.
     std::vector<YAML::Node> docs;
     try {
-      docs = YAML::LoadAll(text);
+      YAML::Node first = YAML::Load(text);
+      docs.push_back(first);
+      if (const auto second = second_document(text)) {
+        return usage_error(mark_text(file_, *second) +
+                           ": expected one YAML document, found more (a '---' or a stray token)");
+      }
     } catch (const YAML::ParserException& e) {
       return usage_error(mark_text(file_, e.mark) + ": invalid YAML: " + e.msg);
     } catch (const YAML::Exception& e) {
       return usage_error(file_ + ": invalid YAML: " + e.what());
-    }
-    if (docs.size() > 1) {
-      return usage_error(mark_text(file_, docs[1].Mark()) + ": expected one YAML document, found " +
-                         std::to_string(docs.size()));
     }
     if (docs.empty() || docs[0].IsNull()) return ok_status(); // empty file: nothing set
     if (!docs[0].IsMap()) {
