@@ -469,10 +469,16 @@ Status ControlChannel::client_join() {
   }
   // Node 0 speaks first: its challenge. Answer it with our proof, then hello.
   std::string challenge;
+  std::vector<std::string> early; // lines that came with the challenge
   while (challenge.empty()) {
-    for (const auto& line : read_lines(*peer)) {
-      if (auto nonce = parse_challenge(line)) challenge = *nonce;
-      break; // the first line is the challenge or not our protocol
+    auto lines = read_lines(*peer);
+    if (!lines.empty()) {
+      // The first line is the challenge, or this is not our protocol.
+      if (auto nonce = parse_challenge(lines.front()))
+        challenge = *nonce;
+      else
+        peer->closed = true;
+      early.assign(lines.begin() + 1, lines.end());
     }
     if (!challenge.empty()) break;
     const auto now = Clock::now();
@@ -503,7 +509,10 @@ Status ControlChannel::client_join() {
   // Node 0 may itself wait up to join_timeout for slower nodes.
   const auto start_deadline = deadline + options_.join_timeout;
   for (;;) {
-    for (const auto& line : read_lines(*peer)) {
+    std::vector<std::string> lines = std::move(early);
+    early.clear();
+    for (auto& line : read_lines(*peer)) lines.push_back(std::move(line));
+    for (const auto& line : lines) {
       if (!node0_proven) {
         // Whoever answers must prove it holds the token before we believe it.
         if (auto proof = parse_proof(line);

@@ -85,6 +85,15 @@ Status check_trusted_contents(const std::string& dir, std::string_view what) {
 }
 
 Status remove_stale_file(const std::string& path, std::string_view what) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return ok_status();
+    return usage_error(fmt::format("cannot check the {} {}: {}", what, path, std::strerror(errno)));
+  }
+  // Only what a run could have left: a file or a symlink, never a device.
+  if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+    return usage_error(fmt::format("the {} {} is not a regular file; air-run leaves it alone", what, path));
+  }
   if (::unlink(path.c_str()) == 0 || errno == ENOENT) return ok_status();
   return usage_error(
       fmt::format("cannot remove the {} {} left by an earlier run: {}", what, path, std::strerror(errno)));

@@ -26,7 +26,8 @@ Status check_trusted_tree_root(const std::string& path, std::string_view what);
 Status check_trusted_contents(const std::string& dir, std::string_view what);
 
 /// Removes a file left at `path` by an earlier run, so that what is read back
-/// later is what this run's ranks wrote. `unlink` never follows a symlink. A
+/// later is what this run's ranks wrote. `unlink` never follows a symlink;
+/// only a regular file or a symlink is removed, anything else is refused. A
 /// missing file is fine; a name we cannot remove (another user's file in a
 /// sticky directory) is a usage error naming it.
 Status remove_stale_file(const std::string& path, std::string_view what);

@@ -358,7 +358,7 @@ public:
       docs.push_back(first);
       if (const auto second = second_document(text)) {
         return usage_error(mark_text(file_, *second) +
-                           ": expected one YAML document, found more (a '---' or a stray token)");
+                           ": expected one YAML document, found another (a '---' line or a stray token)");
       }
     } catch (const YAML::ParserException& e) {
       return usage_error(mark_text(file_, e.mark) + ": invalid YAML: " + e.msg);
