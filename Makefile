@@ -9,7 +9,7 @@ endif
 DEPS ?= test
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps configure build demo test unit e2e pytest asan format format-check lint bench clean
+.PHONY: all deps configure build demo test unit e2e pytest asan fuzz format format-check lint bench clean
 
 all: build
 
@@ -41,6 +41,16 @@ unit: build
 asan:
 	$(MAKE) test BUILD=build-asan CMAKE_FLAGS="-DAIR_WERROR=ON -DAIR_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug"
 
+# libFuzzer targets (fuzz/), one per parser of outside input, built with clang
+# and run FUZZ_SECONDS each from their corpus (fuzz/corpus/<target>/).
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 10
+fuzz:
+	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DAIR_FUZZ=ON -DAIR_BUILD_TESTS=OFF -DAIR_WITH_CUDA=OFF -DAIR_SANITIZE=fuzzer-no-link,address,undefined >/dev/null
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_targets
+	scripts/run-fuzz.sh $(FUZZ_BUILD)/fuzz $(FUZZ_SECONDS)
+
 format:
 	git ls-files '*.cpp' '*.hpp' | xargs clang-format -i
 
@@ -55,4 +65,4 @@ bench: build
 	python3 scripts/bench-launch.py --air-run $(BUILD)/cli/air-run --baseline $(BUILD)/fixtures/baseline_launcher
 
 clean:
-	rm -rf build build-asan compile_commands.json
+	rm -rf build build-asan build-fuzz compile_commands.json

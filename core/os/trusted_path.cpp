@@ -21,7 +21,8 @@ std::string distrust(const struct stat& st) {
     return fmt::format("is owned by uid {}, not by uid {} or root", st.st_uid, me);
   }
   const bool sticky_dir = S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX) != 0;
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && !sticky_dir) {
+  // A symlink's own mode bits mean nothing; its owner and directory do.
+  if (!S_ISLNK(st.st_mode) && (st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && !sticky_dir) {
     return fmt::format("is writable by other users (mode {})", mode_text(st.st_mode));
   }
   return {};
@@ -72,6 +73,7 @@ Status check_trusted_contents(const std::string& dir, std::string_view what) {
     return usage_error(fmt::format("cannot check {} {}: {}", what, dir, std::strerror(errno)));
   }
   if (auto why = distrust(st); !why.empty()) return refuse(what, dir, why);
+  if (!S_ISDIR(st.st_mode)) return ok_status();
   std::error_code ec;
   std::filesystem::recursive_directory_iterator it(dir, std::filesystem::directory_options::none, ec);
   for (const std::filesystem::recursive_directory_iterator end; !ec && it != end; it.increment(ec)) {

@@ -21,8 +21,9 @@ Status check_trusted_path(const std::string& path, std::string_view what);
 Status check_trusted_tree_root(const std::string& path, std::string_view what);
 
 /// `check_trusted_path` for every file and directory under `dir` (the top
-/// included), not following symlinks: symlinks themselves are fine (their
-/// target's directory is what an attacker would need to write).
+/// included), not following symlinks: of a symlink only the owner counts
+/// (its mode bits mean nothing). A `dir` that is a file or symlink is judged
+/// alone.
 Status check_trusted_contents(const std::string& dir, std::string_view what);
 
 /// Removes a file left at `path` by an earlier run, so that what is read back

@@ -2,6 +2,7 @@
 // Each source is first turned into a list of typed assignments (parsing and
 // validation happen there, so every error knows its place), then the lists
 // are applied in precedence order: file, env, flags.
+#include "core/base/redact.hpp"
 #include "core/base/suggest.hpp"
 #include "core/spec/spec.hpp"
 
@@ -707,8 +708,12 @@ std::pair<std::string, Origin> show(const LaunchSpec& s, std::string_view k) {
       return {"-r " + s.requirements_file.value, s.requirements_file.origin};
     return {show_list(s.dependencies.value), s.dependencies.origin};
   }
-  if (k == "environment.find_links") return {show_list(s.find_links.value), s.find_links.origin};
-  if (k == "environment.index_url") return {show_string(s.index_url.value), s.index_url.origin};
+  if (k == "environment.find_links") {
+    std::vector<std::string> links;
+    for (const auto& link : s.find_links.value) links.push_back(redact_urls(link));
+    return {show_list(links), s.find_links.origin};
+  }
+  if (k == "environment.index_url") return {show_string(redact_urls(s.index_url.value)), s.index_url.origin};
   if (k == "environment.no_index") return {show_bool(s.no_index.value), s.no_index.origin};
   if (k == "environment.system_site_packages") {
     return {show_bool(s.system_site_packages.value), s.system_site_packages.origin};
@@ -719,7 +724,8 @@ std::pair<std::string, Origin> show(const LaunchSpec& s, std::string_view k) {
   if (k == "rebuild_env") return {show_bool(s.rebuild_env.value), s.rebuild_env.origin};
   if (k == "env") {
     std::string out = "{";
-    for (const auto& [name, value] : s.env.value) out += (out.size() > 1 ? ", " : "") + name + "=" + value;
+    for (const auto& [name, value] : s.env.value)
+      out += (out.size() > 1 ? ", " : "") + name + "=" + redact_variable(name, value);
     return {out + "}", s.env.origin};
   }
   if (k == "command") return {show_list(s.command.value), s.command.origin};
