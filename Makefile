@@ -45,7 +45,8 @@ asan:
 # and run FUZZ_SECONDS each from their corpus (fuzz/corpus/<target>/).
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 10
-fuzz:
+fuzz: DEPS = test
+fuzz: deps
 	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DAIR_FUZZ=ON -DAIR_BUILD_TESTS=OFF -DAIR_WITH_CUDA=OFF -DAIR_SANITIZE=fuzzer-no-link,address,undefined >/dev/null
 	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_targets

@@ -174,6 +174,8 @@ Expected<std::vector<int>> expand_tasks_per_node(std::string_view text) {
     const auto n = to_number(count);
     if (!n || *n > 1'000'000)
       return usage_error(what + ": expected a whole number, got '" + std::string(count) + "'");
+    if (counts.size() + static_cast<std::size_t>(repeat) > k_max_hosts)
+      return usage_error(what + ": too many nodes");
     counts.insert(counts.end(), static_cast<std::size_t>(repeat), static_cast<int>(*n));
   }
   return counts;
