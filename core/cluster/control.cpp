@@ -51,8 +51,8 @@ constexpr milliseconds k_retry_interval{200};
 /// Bytes taken from one socket per read: a peer that floods cannot keep the
 /// agent reading (the rest waits in the kernel for the next poll).
 constexpr std::size_t k_max_read_per_call = 65536;
-/// Connections node 0 holds that have not said hello yet; more are closed at
-/// once, so strangers cannot exhaust its descriptors.
+/// Connections node 0 holds that have not said hello yet; past this the
+/// oldest is closed, so strangers cannot exhaust its descriptors.
 constexpr std::size_t k_max_pending = 64;
 /// How long a connection may take to authenticate and say hello.
 constexpr milliseconds k_hello_timeout{10'000};
@@ -323,17 +323,19 @@ Status ControlChannel::serve_join() {
     std::vector<pollfd> fds{{listener->get(), POLLIN, 0}};
     for (auto& p : pending) fds.push_back({p->fd.get(), POLLIN, 0});
     for (auto& [rank, p] : joined) fds.push_back({p->fd.get(), POLLIN, 0});
-    if (poll_retry(fds.data(), fds.size(), poll_timeout(now, deadline)) < 0)
+    // Wake at least every second while connections wait, to drop silent ones.
+    const int wait_ms =
+        pending.empty() ? poll_timeout(now, deadline) : std::min(poll_timeout(now, deadline), 1000);
+    if (poll_retry(fds.data(), fds.size(), wait_ms) < 0)
       return refuse_all(125, std::string("poll (control join): ") + std::strerror(errno), nullptr);
 
     if (fds[0].revents != 0) {
       for (;;) {
         const int fd = ::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) break;
-        if (pending.size() >= k_max_pending) {
-          ::close(fd);
-          continue;
-        }
+        // Full: the oldest waiting connection goes (a real agent authenticates
+        // within milliseconds of connecting; a stranger holding slots does not).
+        if (pending.size() >= k_max_pending) pending.erase(pending.begin());
         set_nodelay(fd);
         auto peer = std::make_unique<Peer>();
         peer->fd.reset(fd);

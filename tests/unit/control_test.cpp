@@ -406,3 +406,17 @@ TEST_CASE("peer text loses its control characters", "[control][auth]") {
                                       "31my") == "x?31my"); // C1 CSI
   CHECK(air::strip_control_characters("caf\xc3\xa9") == "caf\xc3\xa9");
 }
+
+TEST_CASE("silent connections filling node 0's queue do not lock out a real node", "[control][auth]") {
+  const int port = free_port();
+  auto server =
+      std::async(std::launch::async, [port] { return air::ControlChannel::join(options_for(0, port)); });
+  std::vector<int> silent;
+  for (int i = 0; i < 80; ++i) silent.push_back(connect_loopback(port));
+  Joined client = air::ControlChannel::join(options_for(1, port));
+  Joined node0 = server.get();
+  INFO((node0 ? "" : node0.error().message) << (client ? "" : client.error().message));
+  CHECK(node0.ok());
+  CHECK(client.ok());
+  for (int fd : silent) ::close(fd);
+}
