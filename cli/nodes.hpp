@@ -28,11 +28,14 @@ std::string describe_cluster(const ClusterContext& cluster, int ranks_per_node);
 /// On several nodes, joins the others through node 0's agent (blocking, up to
 /// join_timeout) and returns the channel to hand to `supervise`; nullptr on
 /// one node. `run_id` is node 0's proposal; the channel's run_id() is the one
-/// every node uses. Every connection proves it holds the job's secret:
-/// AIR_RUN_JOIN_TOKEN, else the file AIR_RUN_JOIN_TOKEN_FILE names (ours, mode
-/// 0600); without either node 0 warns that the join is unauthenticated.
+/// every node uses. Node 0 hands its MLflow run (ids, "" = none) on the same
+/// way. Every connection proves it holds the job's secret: AIR_RUN_JOIN_TOKEN
+/// from `env`, else the file AIR_RUN_JOIN_TOKEN_FILE names (ours, mode 0600);
+/// without either node 0 warns that the join is unauthenticated.
 Expected<std::unique_ptr<ControlChannel>> join_cluster(const ClusterContext& cluster, int ranks_per_node,
-                                                       const std::string& run_id, const Environment& env);
+                                                       const std::string& run_id, const Environment& env,
+                                                       const std::string& mlflow_experiment_id = "",
+                                                       const std::string& mlflow_run_id = "");
 
 /// Tells the other nodes that this node cannot run (its target is missing,
 /// its plan failed) with the exit code `error` will give, and closes the

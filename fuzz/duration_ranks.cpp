@@ -1,6 +1,7 @@
 // Fuzz target: durations ("1h30m") and rank lists ("0,2-3"), with the
 // promise that what is formatted parses back to the same value.
-#include "core/spec/spec.hpp"
+#include "core/base/duration.hpp"
+#include "core/base/text.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -2,6 +2,7 @@
 // heartbeats and the final agreement, over one TCP socket per node.
 #include "core/cluster/control.hpp"
 
+#include "core/base/duration.hpp"
 #include "core/base/sha256.hpp"
 #include "core/cluster/control_auth.hpp"
 #include "core/cluster/control_message.hpp"
@@ -71,13 +72,6 @@ std::string make_nonce() {
   std::string hex;
   for (unsigned char b : bytes) hex += fmt::format("{:02x}", b);
   return hex;
-}
-
-std::string describe_duration(milliseconds d) {
-  const auto ms = d.count();
-  if (ms % 60'000 == 0 && ms != 0) return std::to_string(ms / 60'000) + "m";
-  if (ms % 1000 == 0) return std::to_string(ms / 1000) + "s";
-  return std::to_string(ms) + "ms";
 }
 
 int poll_timeout(Clock::time_point now, Clock::time_point deadline) {
@@ -258,7 +252,8 @@ Error join_error(int code, std::string message) {
 } // namespace
 
 ControlChannel::ControlChannel(ControlOptions options)
-    : options_(std::move(options)), run_id_(options_.run_id) {}
+    : options_(std::move(options)), run_id_(options_.run_id),
+      mlflow_experiment_id_(options_.mlflow_experiment_id), mlflow_run_id_(options_.mlflow_run_id) {}
 
 ControlChannel::~ControlChannel() = default;
 
@@ -316,7 +311,7 @@ Status ControlChannel::serve_join() {
       if (count > 8) missing += fmt::format(" and {} more", count - 8);
       return refuse_all(125,
                         fmt::format("{} did not join within {} (node 0's agent waited on control port {}){}",
-                                    missing, describe_duration(options_.join_timeout), options_.port,
+                                    missing, format_duration(options_.join_timeout), options_.port,
                                     refused.empty() ? "" : "; refused a connection: " + refused),
                         nullptr);
     }
@@ -442,6 +437,8 @@ Status ControlChannel::serve_join() {
   ControlMessage start;
   start.kind = ControlMessage::Kind::start;
   start.text = run_id_;
+  start.mlflow_experiment_id = mlflow_experiment_id_;
+  start.mlflow_run_id = mlflow_run_id_;
   for (auto& [rank, peer] : joined) {
     if (!send_message(*peer, start))
       return refuse_all(125, fmt::format("{} left before the start", name_of(rank, peer->name)), nullptr);
@@ -465,7 +462,7 @@ Status ControlChannel::client_join() {
     if (peer->fd) break;
     if (Clock::now() + k_retry_interval >= deadline) {
       return Error{ErrorKind::system, fmt::format("could not reach node 0's agent at {} within {}: {}", where,
-                                                  describe_duration(options_.join_timeout), error)};
+                                                  format_duration(options_.join_timeout), error)};
     }
     poll_retry(nullptr, 0, static_cast<int>(k_retry_interval.count()));
   }
@@ -533,6 +530,8 @@ Status ControlChannel::client_join() {
       if (!m) continue;
       if (m->kind == ControlMessage::Kind::start) {
         run_id_ = m->text;
+        mlflow_experiment_id_ = m->mlflow_experiment_id;
+        mlflow_run_id_ = m->mlflow_run_id;
         peers_.push_back(std::move(peer));
         return ok_status();
       }
@@ -545,7 +544,7 @@ Status ControlChannel::client_join() {
     const auto now = Clock::now();
     if (now >= start_deadline) {
       return Error{ErrorKind::system, fmt::format("node 0's agent at {} did not start the job within {}",
-                                                  where, describe_duration(options_.join_timeout * 2))};
+                                                  where, format_duration(options_.join_timeout * 2))};
     }
     pollfd p{peer->fd.get(), POLLIN, 0};
     poll_retry(&p, 1, poll_timeout(now, start_deadline));
@@ -587,7 +586,7 @@ std::optional<RemoteFailure> ControlChannel::pump(Clock::time_point now) {
     if (peer->closed && !expected_end) {
       lost = "its agent closed the control connection (it exited or was killed)";
     } else if (!peer->closed && now - peer->last_heard > options_.heartbeat_timeout) {
-      lost = fmt::format("no word from its agent for {}", describe_duration(options_.heartbeat_timeout));
+      lost = fmt::format("no word from its agent for {}", format_duration(options_.heartbeat_timeout));
       peer->closed = true;
     }
     if (!lost.empty() && !failure) {

@@ -51,6 +51,10 @@ std::string format_control_message(const ControlMessage& m) {
     return fmt::format("hello {} {} {} {} {}\n", k_control_protocol_version, m.node_rank, m.num_nodes,
                        m.ranks_per_node, one_word(m.name));
   case ControlMessage::Kind::start:
+    if (!m.mlflow_run_id.empty()) {
+      return fmt::format("start {} {} {}\n", one_word(m.text), one_word(m.mlflow_experiment_id),
+                         one_word(m.mlflow_run_id));
+    }
     return fmt::format("start {}\n", one_word(m.text));
   case ControlMessage::Kind::refuse:
     return fmt::format("refuse {} {}\n", m.exit_code, one_line(m.text));
@@ -100,8 +104,15 @@ Expected<ControlMessage> parse_control_message(std::string_view line) {
   }
   if (verb == "start") {
     m.kind = ControlMessage::Kind::start;
-    if (rest.empty() || rest.find(' ') != std::string_view::npos) return bad("expected 'start RUN_ID'");
-    m.text = std::string(rest);
+    const auto w = split_words(rest, 3); // RUN_ID [MLFLOW_EXPERIMENT_ID MLFLOW_RUN_ID]
+    const bool plain = w.size() == 2 && !w[0].empty() && w[1].empty();
+    const bool tracked = w.size() == 4 && !w[2].empty() && w[3].empty() && !w[1].empty();
+    if (!plain && !tracked) return bad("expected 'start RUN_ID [MLFLOW_EXPERIMENT_ID MLFLOW_RUN_ID]'");
+    m.text = std::string(w[0]);
+    if (tracked) {
+      m.mlflow_experiment_id = std::string(w[1]);
+      m.mlflow_run_id = std::string(w[2]);
+    }
     return m;
   }
   if (verb == "refuse") {

@@ -11,14 +11,14 @@ namespace air {
 /// others (core/cluster/control.hpp). Text, one message per line, fields separated by
 /// single spaces; the free text comes last and may contain spaces:
 ///
-///   hello 1 NODE_RANK NUM_NODES RANKS_PER_NODE NAME   agent -> node 0, after connecting (1 = protocol
-///   version) start RUN_ID                                      node 0 -> all: everyone joined, launch refuse
-///   CODE TEXT                                  node 0 -> all: the job cannot start (exit CODE, TEXT says
-///   why) hb                                                both ways, every second fail NODE RANK CODE NAME
-///   TEXT                     agent -> node 0: this node failed abort NODE RANK CODE NAME TEXT node 0 -> all:
-///   node NODE failed, tear down done NODE                                         agent -> node 0: every
-///   rank here exited 0 finish                                            node 0 -> all: every node is done,
-///   exit 0
+///   hello 1 NODE_RANK NUM_NODES RANKS_PER_NODE NAME  agent -> node 0, after connecting (1 = version)
+///   start RUN_ID [MLFLOW_EXPERIMENT_ID MLFLOW_RUN_ID] node 0 -> all: everyone joined, launch
+///   refuse CODE TEXT                                 node 0 -> all: the job cannot start (exit CODE)
+///   hb                                               both ways, every second
+///   fail NODE RANK CODE NAME TEXT                    agent -> node 0: this node failed
+///   abort NODE RANK CODE NAME TEXT                   node 0 -> all: node NODE failed, tear down
+///   done NODE                                        agent -> node 0: every rank here exited 0
+///   finish                                           node 0 -> all: every node is done, exit 0
 ///
 /// RANK is the root cause's global rank (-1: none, e.g. an interrupt); CODE is
 /// the failing node's exit code, which every node then exits with.
@@ -32,6 +32,8 @@ struct ControlMessage {
   int exit_code = 0;      ///< fail, abort, refuse
   std::string name;       ///< hello, fail, abort: the node's name
   std::string text;       ///< start: run id; refuse, fail, abort: one line of explanation
+  /// start: the MLflow run node 0 created, sent as `start RUN_ID EXPERIMENT_ID MLFLOW_RUN_ID`; "" when none.
+  std::string mlflow_experiment_id, mlflow_run_id;
 };
 
 /// The protocol version `hello` carries; node 0 refuses any other.

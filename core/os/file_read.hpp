@@ -1,7 +1,5 @@
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <string>
 
@@ -37,9 +35,5 @@ enum class FileWriter {
 /// planted in a shared log directory never reaches a report.
 FileRead read_small_file(const std::string& path, std::uint64_t max_bytes,
                          FileWriter writer = FileWriter::anyone);
-
-/// nlohmann's exception text without its "[json.exception.parse_error.101] "
-/// prefix: "parse error at line 1, column 7: syntax error while parsing ...".
-std::string json_error_message(const nlohmann::json::exception& e);
 
 } // namespace air

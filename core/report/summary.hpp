@@ -22,7 +22,7 @@ inline constexpr int k_summary_schema_version = 1;
 /// core/base/redact.hpp (secret-looking names hidden, URL passwords hidden).
 nlohmann::ordered_json spec_settings_json(const LaunchSpec& spec);
 
-/// The JSON summary document (DESIGN section 6, docs/summary-schema.md).
+/// The JSON summary document (docs/summary-schema.md).
 /// Pure: everything comes from the report.
 nlohmann::ordered_json summary_json(const RunReport& report);
 

@@ -183,7 +183,7 @@ TEST_CASE("malformed control messages are errors quoting the line", "[control]")
   CHECK(air::parse_control_message("GET / HTTP/1.1").error().message ==
         "control message 'GET / HTTP/1.1': unknown message");
   CHECK(air::parse_control_message("start").error().message ==
-        "control message 'start': expected 'start RUN_ID'");
+        "control message 'start': expected 'start RUN_ID [MLFLOW_EXPERIMENT_ID MLFLOW_RUN_ID]'");
 }
 
 TEST_CASE("two agents join, node 0's run id wins, and a success is agreed", "[control]") {
