@@ -124,6 +124,12 @@ struct LaunchSpec {
   Setting<std::map<std::string, std::string>> mlflow_tags; ///< extra run tags
   Setting<bool> mlflow_required;                           ///< no run, no launch (exit 2)
   Setting<Millis> mlflow_timeout{Millis(15'000), {}};      ///< retry budget per tracking phase
+  Setting<bool> no_prefix;                                 ///< rank output without "[rankN]: "
+  Setting<std::string> nproc_per_node;                     ///< torchrun's N|gpu|cpu|auto, "" = not given
+  Setting<std::string> role{"default", {}};                ///< ROLE_NAME
+  Setting<std::string> redirects{"0", {}};                 ///< torchrun's -r (parse_std_streams)
+  Setting<std::string> tee{"0", {}};                       ///< torchrun's -t (parse_std_streams)
+  Setting<std::vector<int>> local_ranks_filter;            ///< empty = every local rank reaches the console
 
   std::string spec_path; ///< the -f file, "" when none
 };

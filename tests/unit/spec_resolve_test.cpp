@@ -88,7 +88,13 @@ TEST_CASE("key table has one row per LaunchSpec field, unique names", "[spec]") 
                                              "mlflow.run_name",
                                              "mlflow.tags",
                                              "mlflow.required",
-                                             "mlflow.timeout"};
+                                             "mlflow.timeout",
+                                             "no_prefix",
+                                             "nproc_per_node",
+                                             "role",
+                                             "redirects",
+                                             "tee",
+                                             "local_ranks_filter"};
   std::vector<std::string> keys;
   std::set<std::string_view> flags;
   std::set<std::string_view> envs;
@@ -187,6 +193,11 @@ mlflow:
   tags: {team: vision}
   required: true
   timeout: 1m
+no_prefix: true
+role: trainer
+redirects: "3"
+tee: "0:1,1:2"
+local_ranks_filter: "1"
 )");
   const auto& s = r.spec;
   CHECK(r.warnings.empty());
@@ -226,10 +237,16 @@ mlflow:
   CHECK(s.mlflow_tags.value == std::map<std::string, std::string>{{"team", "vision"}});
   CHECK(s.mlflow_required.value);
   CHECK(s.mlflow_timeout.value == Millis(60'000));
+  CHECK(s.no_prefix.value);
+  CHECK(s.role.value == "trainer");
+  CHECK(s.redirects.value == "3");
+  CHECK(s.tee.value == "0:1,1:2");
+  CHECK(s.local_ranks_filter.value == std::vector<int>{1});
   CHECK(s.spec_path == "job.yaml");
   for (const auto& line : air::describe_spec(s)) {
     INFO(line);
-    CHECK(line.find("(default)") == std::string::npos); // every key came from the file
+    // every key came from the file, but nproc_per_node (it excludes num_accelerators)
+    if (line.rfind("nproc_per_node", 0) != 0) CHECK(line.find("(default)") == std::string::npos);
   }
 }
 
@@ -296,6 +313,12 @@ TEST_CASE("describe_spec prints key = value (origin) in table order", "[spec]") 
       "mlflow.tags = {}  (default)",
       "mlflow.required = false  (default)",
       "mlflow.timeout = 15s  (default)",
+      "no_prefix = false  (default)",
+      "nproc_per_node = none  (default)",
+      "role = default  (default)",
+      "redirects = 0  (default)",
+      "tee = 0  (default)",
+      "local_ranks_filter = all  (default)",
   };
   CHECK(air::describe_spec(r.spec) == expected);
   CHECK(r.spec.requirements_file.value == "req.txt");
