@@ -22,7 +22,7 @@ RELEASE_FLAGS = -DCMAKE_BUILD_TYPE=Release -DAIR_PORTABLE=ON -DAIR_BUILD_TESTS=O
 # `make portable`: the same, built in a Debian 11 root (scripts/build-portable.sh).
 PORTABLE_BUILD ?= build-portable
 
-.PHONY: all deps configure build demo test unit e2e pytest asan format format-check lint bench soak clean \
+.PHONY: all deps configure build demo test unit e2e pytest asan fuzz format format-check lint bench soak clean \
 	install release package wheel portable test-install
 
 all: build
@@ -93,6 +93,17 @@ unit: build
 asan:
 	$(MAKE) test BUILD=build-asan CMAKE_FLAGS="-DAIR_WERROR=ON -DAIR_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug"
 
+# libFuzzer targets (fuzz/), one per parser of outside input, built with clang
+# and run FUZZ_SECONDS each from their corpus (fuzz/corpus/<target>/).
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 10
+fuzz: DEPS = test
+fuzz: deps
+	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DAIR_FUZZ=ON -DAIR_BUILD_TESTS=OFF -DAIR_WITH_CUDA=OFF -DAIR_SANITIZE=fuzzer-no-link,address,undefined >/dev/null
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_targets
+	scripts/run-fuzz.sh $(FUZZ_BUILD)/fuzz $(FUZZ_SECONDS)
+
 format:
 	git ls-files '*.cpp' '*.hpp' | xargs clang-format -i
 
@@ -111,4 +122,4 @@ soak: build
 	python3 scripts/soak.py --air-run $(BUILD)/cli/air-run --fixtures $(BUILD)/fixtures $(SOAK_ARGS)
 
 clean:
-	rm -rf build build-asan $(RELEASE_BUILD) $(PORTABLE_BUILD) compile_commands.json
+	rm -rf build build-asan build-fuzz $(RELEASE_BUILD) $(PORTABLE_BUILD) compile_commands.json

@@ -7,6 +7,7 @@
 #include "core/mlflow/tracker.hpp"
 #include "core/os/atomic_file.hpp"
 #include "core/os/host.hpp"
+#include "core/os/trusted_path.hpp"
 #include "core/pyenv/cache.hpp"
 #include "core/run/console_style.hpp"
 #include "core/run/plan.hpp"
@@ -26,6 +27,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 
 namespace air::cli {
 
@@ -253,9 +255,9 @@ Expected<int> run_command(const CliOptions& options) {
   // Several nodes: wait for all of them (node 0's run id wins); from here on a
   // failure before launch is told to the other nodes so they stop too.
   auto control = tracker_ptr != nullptr && tracker_ptr->has_run()
-                     ? join_cluster(*cluster, selection->ranks, ctx.run_id, tracker_ptr->run().experiment_id,
-                                    tracker_ptr->run().run_id)
-                     : join_cluster(*cluster, selection->ranks, ctx.run_id);
+                     ? join_cluster(*cluster, selection->ranks, ctx.run_id, env,
+                                    tracker_ptr->run().experiment_id, tracker_ptr->run().run_id)
+                     : join_cluster(*cluster, selection->ranks, ctx.run_id, env);
   if (!control) {
     end_tracking(control.error());
     return control.error();
@@ -282,6 +284,10 @@ Expected<int> run_command(const CliOptions& options) {
   if (auto ok = check_report_path(spec.junit_file.value, "JUnit file"); !ok) return setup_failed(ok.error());
   if (keep_run_dir) {
     if (auto made = make_directories(ctx.run_dir); !made) return setup_failed(made.error());
+    // Reports are read back from here: a directory another user can write
+    // into could feed them a planted result or a symlink to our secrets.
+    if (auto trusted = check_trusted_path(ctx.run_dir, "log directory"); !trusted)
+      return setup_failed(trusted.error());
   } else {
     auto dir = make_private_run_dir(env, ctx.run_id);
     if (!dir) return setup_failed(dir.error());
@@ -301,6 +307,16 @@ Expected<int> run_command(const CliOptions& options) {
   if (!plan) {
     if (!keep_run_dir) remove_tree(ctx.run_dir);
     return setup_failed(plan.error());
+  }
+  if (keep_run_dir) {
+    // A reused log directory still holds the previous run's files: a rank of
+    // this run that writes none must not be reported with the old ones.
+    for (const auto& rank : plan->ranks) {
+      for (const auto& [path, what] :
+           {std::pair{rank.result_file, "result file"}, {rank.error_file, "error file"}}) {
+        if (auto removed = remove_stale_file(path, what); !removed) return setup_failed(removed.error());
+      }
+    }
   }
   if (tracker_ptr != nullptr) tracker_ptr->add_rank_environment(*plan);
   if (auto shim = write_stack_shim(*plan); !shim) {

@@ -3,10 +3,14 @@
 #include "core/cluster/slurm.hpp"
 #include "core/os/capture.hpp"
 #include "core/os/host.hpp"
+#include "core/os/trusted_path.hpp"
 
 #include <fmt/format.h>
 
+#include <sys/stat.h>
+
 #include <chrono>
+#include <cstdio>
 
 namespace air::cli {
 
@@ -98,12 +102,44 @@ void report_setup_failure(ControlChannel* control, const Error& error) {
   control->finish(outcome); // already reported: this only closes the connection politely
 }
 
+Expected<std::string> join_token(const Environment& env) {
+  if (auto token = env_or(env, "AIR_RUN_JOIN_TOKEN"); !token.empty()) return token;
+  const std::string file = env_or(env, "AIR_RUN_JOIN_TOKEN_FILE");
+  if (file.empty()) return std::string();
+  // A secret: only we may have written it, and only we may read it.
+  AIR_TRY(check_trusted_path(file, "join token file"));
+  struct stat st {};
+  if (::stat(file.c_str(), &st) == 0 && (st.st_mode & (S_IRGRP | S_IROTH)) != 0) {
+    return usage_error(
+        fmt::format("join token file {} is readable by other users (mode {:04o}); chmod 600 it", file,
+                    static_cast<unsigned>(st.st_mode & 07777)));
+  }
+  auto text = read_text_file(file, "join token file");
+  if (!text) return text.error();
+  std::string token = *text;
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' '))
+    token.pop_back();
+  if (token.empty()) return usage_error(fmt::format("join token file {} is empty", file));
+  return token;
+}
+
 Expected<std::unique_ptr<ControlChannel>> join_cluster(const ClusterContext& c, int ranks_per_node,
-                                                       const std::string& run_id,
+                                                       const std::string& run_id, const Environment& env,
                                                        const std::string& mlflow_experiment_id,
                                                        const std::string& mlflow_run_id) {
   if (!c.multi_node()) return std::unique_ptr<ControlChannel>();
+  auto token = join_token(env);
+  if (!token) return token.error();
+  if (token->empty() && c.node_rank == 0) {
+    std::fputs(
+        "air-run: warning: the control connection is not authenticated: anyone who reaches the control "
+        "port during the join can pose as a node; give every node the same secret in "
+        "AIR_RUN_JOIN_TOKEN (or AIR_RUN_JOIN_TOKEN_FILE)\n",
+        stderr);
+  }
   ControlOptions options;
+  options.join_token = *token;
+  options.job_id = c.job_id;
   options.node_rank = c.node_rank;
   options.num_nodes = c.num_nodes;
   options.ranks_per_node = ranks_per_node;

@@ -28,9 +28,12 @@ std::string describe_cluster(const ClusterContext& cluster, int ranks_per_node);
 /// On several nodes, joins the others through node 0's agent (blocking, up to
 /// join_timeout) and returns the channel to hand to `supervise`; nullptr on
 /// one node. `run_id` is node 0's proposal; the channel's run_id() is the one
-/// every node uses. Node 0 hands its MLflow run (ids, "" = none) on the same way.
+/// every node uses. Node 0 hands its MLflow run (ids, "" = none) on the same
+/// way. Every connection proves it holds the job's secret: AIR_RUN_JOIN_TOKEN
+/// from `env`, else the file AIR_RUN_JOIN_TOKEN_FILE names (ours, mode 0600);
+/// without either node 0 warns that the join is unauthenticated.
 Expected<std::unique_ptr<ControlChannel>> join_cluster(const ClusterContext& cluster, int ranks_per_node,
-                                                       const std::string& run_id,
+                                                       const std::string& run_id, const Environment& env,
                                                        const std::string& mlflow_experiment_id = "",
                                                        const std::string& mlflow_run_id = "");
 

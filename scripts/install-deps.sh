@@ -44,6 +44,7 @@ case $what in
     packages+=(
       libxml2-utils                   # xmllint: validates the JUnit report in tests
       clang-format clang-tidy         # make format / make lint
+      clang libclang-rt-14-dev        # make fuzz: clang++ -fsanitize=fuzzer (libFuzzer)
       python3 python3-torch python3-pytest python3-cloudpickle python3-venv python3-pip
       python3-setuptools python3-wheel  # tests/e2e/test_install_wheel.sh builds the wheel
       python3-jsonschema              # validates the JSON summary against docs/summary.schema.json

@@ -10,8 +10,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace air {
 namespace {
@@ -134,7 +135,9 @@ Expected<std::vector<int>> parse_rank_list(std::string_view text, std::string_vi
   const auto bad = [&] {
     return usage_error(std::string(what) + ": expected ranks like 0,2-3, got " + single_quoted(text));
   };
-  std::set<int> ranks;
+  // Ranges first, expanded once after merging: "0-99999" repeated a thousand
+  // times costs one expansion, not a thousand.
+  std::vector<std::pair<int, int>> ranges;
   if (text.empty() || text == "all") return std::vector<int>();
   const auto parse_rank = [&](std::string_view item, int& out) -> bool {
     while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
@@ -167,10 +170,17 @@ Expected<std::vector<int>> parse_rank_list(std::string_view text, std::string_vi
                          std::to_string(k_max_rank) + ")");
     }
     if (lo > hi) return usage_error(std::string(what) + ": range " + single_quoted(item) + " goes backwards");
-    for (int r = lo; r <= hi; ++r) ranks.insert(r);
+    ranges.emplace_back(lo, hi);
     start = comma + 1;
   }
-  return std::vector<int>(ranks.begin(), ranks.end());
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<int> ranks;
+  int next = 0; // the lowest rank not yet listed
+  for (const auto& [lo, hi] : ranges) {
+    for (int r = std::max(lo, next); r <= hi; ++r) ranks.push_back(r);
+    next = std::max(next, hi + 1);
+  }
+  return ranks;
 }
 
 std::string format_rank_list(const std::vector<int>& ranks, std::string_view separator) {

@@ -59,7 +59,7 @@ void compress(std::array<std::uint32_t, 8>& h, const unsigned char* block) {
 
 } // namespace
 
-std::string sha256_hex(std::string_view data) {
+Sha256Digest sha256(std::string_view data) {
   std::array<std::uint32_t, 8> h{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                                  0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
   const auto* bytes = reinterpret_cast<const unsigned char*>(data.data()); // NOLINT
@@ -77,13 +77,53 @@ std::string sha256_hex(std::string_view data) {
   compress(h, tail.data());
   if (tail_size == 128) compress(h, tail.data() + 64);
 
-  static constexpr char k_hex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(64);
-  for (std::uint32_t word : h) {
-    for (int shift = 28; shift >= 0; shift -= 4) out += k_hex[(word >> shift) & 0xf];
+  Sha256Digest out{};
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    for (std::size_t b = 0; b < 4; ++b) out[4 * i + b] = static_cast<unsigned char>(h[i] >> (24 - 8 * b));
   }
   return out;
+}
+
+std::string to_hex(const Sha256Digest& digest) {
+  static constexpr char k_hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * digest.size());
+  for (unsigned char byte : digest) {
+    out += k_hex[byte >> 4];
+    out += k_hex[byte & 0xf];
+  }
+  return out;
+}
+
+std::string sha256_hex(std::string_view data) { return to_hex(sha256(data)); }
+
+std::string hmac_sha256_hex(std::string_view key, std::string_view message) {
+  // RFC 2104: a key longer than the block is hashed first; then
+  // H((K ^ opad) || H((K ^ ipad) || message)).
+  constexpr std::size_t k_block = 64;
+  std::string k(key);
+  if (k.size() > k_block) {
+    const Sha256Digest d = sha256(k);
+    k.assign(reinterpret_cast<const char*>(d.data()), d.size()); // NOLINT
+  }
+  k.resize(k_block, '\0');
+  std::string inner(k_block, '\0');
+  std::string outer(k_block, '\0');
+  for (std::size_t i = 0; i < k_block; ++i) {
+    inner[i] = static_cast<char>(k[i] ^ 0x36);
+    outer[i] = static_cast<char>(k[i] ^ 0x5c);
+  }
+  inner.append(message);
+  const Sha256Digest inner_digest = sha256(inner);
+  outer.append(reinterpret_cast<const char*>(inner_digest.data()), inner_digest.size()); // NOLINT
+  return to_hex(sha256(outer));
+}
+
+bool equal_in_constant_time(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
 }
 
 } // namespace air

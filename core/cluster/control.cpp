@@ -3,7 +3,10 @@
 #include "core/cluster/control.hpp"
 
 #include "core/base/duration.hpp"
+#include "core/base/sha256.hpp"
+#include "core/cluster/control_auth.hpp"
 #include "core/cluster/control_message.hpp"
+#include "core/os/host.hpp"
 
 #include <fmt/format.h>
 
@@ -11,6 +14,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -31,6 +35,9 @@ struct ControlChannel::Peer {
   bool done = false;   ///< node 0's side: it said `done`
   bool closed = false; ///< EOF or a socket error: nothing more will come
   Clock::time_point last_heard{};
+  std::string nonce;          ///< node 0's side: the challenge it sent
+  bool authenticated = false; ///< node 0's side: its `auth` checked out
+  Clock::time_point connected{};
 };
 
 namespace {
@@ -42,6 +49,30 @@ constexpr std::size_t k_max_line = 8192;
 constexpr milliseconds k_linger{2'000};
 /// Pause between connection attempts while node 0's agent is not up yet.
 constexpr milliseconds k_retry_interval{200};
+/// Bytes taken from one socket per read: a peer that floods cannot keep the
+/// agent reading (the rest waits in the kernel for the next poll).
+constexpr std::size_t k_max_read_per_call = 65536;
+/// Connections node 0 holds that have not said hello yet; past this the
+/// oldest is closed, so strangers cannot exhaust its descriptors.
+constexpr std::size_t k_max_pending = 64;
+/// How long a connection may take to authenticate and say hello.
+constexpr milliseconds k_hello_timeout{10'000};
+
+/// 32 random hex digits for a join challenge.
+std::string make_nonce() {
+  unsigned char bytes[16] = {};
+  std::size_t filled = 0;
+  while (filled < sizeof bytes) {
+    const ssize_t n = ::getrandom(bytes + filled, sizeof bytes - filled, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    filled += static_cast<std::size_t>(n);
+  }
+  if (filled < sizeof bytes) return make_run_id() + make_run_id(); // /dev/urandom, else pid and clock
+  std::string hex;
+  for (unsigned char b : bytes) hex += fmt::format("{:02x}", b);
+  return hex;
+}
 
 int poll_timeout(Clock::time_point now, Clock::time_point deadline) {
   const auto wait = std::chrono::ceil<milliseconds>(deadline - now).count();
@@ -86,11 +117,12 @@ std::vector<std::string> read_lines(ControlChannel::Peer& peer) {
   std::vector<std::string> lines;
   if (peer.closed) return lines;
   char buf[4096];
-  for (;;) {
+  for (std::size_t taken = 0; taken < k_max_read_per_call;) {
     const ssize_t n = ::recv(peer.fd.get(), buf, sizeof(buf), MSG_DONTWAIT);
     if (n > 0) {
       peer.in.append(buf, static_cast<std::size_t>(n));
       peer.last_heard = Clock::now();
+      taken += static_cast<std::size_t>(n);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -99,8 +131,14 @@ std::vector<std::string> read_lines(ControlChannel::Peer& peer) {
     break;
   }
   std::size_t start = 0;
-  for (std::size_t nl; (nl = peer.in.find('\n', start)) != std::string::npos; start = nl + 1)
-    lines.push_back(peer.in.substr(start, nl - start));
+  // Peer text reaches terminals and reports: no control characters survive.
+  for (std::size_t nl; (nl = peer.in.find('\n', start)) != std::string::npos; start = nl + 1) {
+    if (nl - start > k_max_line) {
+      peer.closed = true;
+      break;
+    }
+    lines.push_back(strip_control_characters(std::string_view(peer.in).substr(start, nl - start)));
+  }
   peer.in.erase(0, start);
   if (peer.in.size() > k_max_line) peer.closed = true;
   return lines;
@@ -248,6 +286,7 @@ Status ControlChannel::serve_join() {
   std::vector<std::unique_ptr<Peer>> pending;  // connected, no hello yet
   std::map<int, std::unique_ptr<Peer>> joined; // by node rank
   std::string refused;                         // last stray connection we dropped, for the timeout message
+  const JoinSecret secret{options_.join_token, options_.job_id};
 
   // Refuses everyone connected so far, so no agent waits for a start that will never come.
   const auto refuse_all = [&](int code, const std::string& message, Peer* also) {
@@ -279,16 +318,25 @@ Status ControlChannel::serve_join() {
     std::vector<pollfd> fds{{listener->get(), POLLIN, 0}};
     for (auto& p : pending) fds.push_back({p->fd.get(), POLLIN, 0});
     for (auto& [rank, p] : joined) fds.push_back({p->fd.get(), POLLIN, 0});
-    if (poll_retry(fds.data(), fds.size(), poll_timeout(now, deadline)) < 0)
+    // Wake at least every second while connections wait, to drop silent ones.
+    const int wait_ms =
+        pending.empty() ? poll_timeout(now, deadline) : std::min(poll_timeout(now, deadline), 1000);
+    if (poll_retry(fds.data(), fds.size(), wait_ms) < 0)
       return refuse_all(125, std::string("poll (control join): ") + std::strerror(errno), nullptr);
 
     if (fds[0].revents != 0) {
       for (;;) {
         const int fd = ::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) break;
+        // Full: the oldest waiting connection goes (a real agent authenticates
+        // within milliseconds of connecting; a stranger holding slots does not).
+        if (pending.size() >= k_max_pending) pending.erase(pending.begin());
         set_nodelay(fd);
         auto peer = std::make_unique<Peer>();
         peer->fd.reset(fd);
+        peer->connected = Clock::now();
+        peer->nonce = make_nonce();
+        if (!send_all(fd, format_challenge(peer->nonce))) peer->closed = true;
         pending.push_back(std::move(peer));
       }
     }
@@ -304,10 +352,41 @@ Status ControlChannel::serve_join() {
     }
     for (auto& p : pending) {
       const auto lines = read_lines(*p);
+      if (Clock::now() - p->connected > k_hello_timeout) {
+        refused = "a connection that did not authenticate and say hello within 10s";
+        p->closed = true;
+        continue;
+      }
       if (lines.empty()) continue;
-      auto hello = parse_control_message(lines.front());
+      std::size_t next = 0; // the line that must be hello
+      // Nothing a connection says counts before it proves it holds the join
+      // token: a stranger is dropped without disturbing the join.
+      if (!p->authenticated) {
+        const auto auth = parse_auth(lines.front());
+        if (!auth || !equal_in_constant_time(auth->proof,
+                                             join_proof(secret, JoinRole::agent, p->nonce, auth->nonce))) {
+          refused = "a connection that failed authentication (not this job, or another join token)";
+          ControlMessage m;
+          m.kind = ControlMessage::Kind::refuse;
+          m.exit_code = 2;
+          m.text = "node 0's agent refused the connection: wrong join token or job id (AIR_RUN_JOIN_TOKEN)";
+          send_message(*p, m);
+          p->closed = true;
+          continue;
+        }
+        p->authenticated = true;
+        if (!send_all(p->fd.get(),
+                      format_proof(join_proof(secret, JoinRole::node0, p->nonce, auth->nonce)))) {
+          p->closed = true;
+          continue;
+        }
+        next = 1;
+        if (lines.size() < 2) continue;
+      }
+      const std::string& line = lines[next];
+      auto hello = parse_control_message(line);
       if (!hello || hello->kind != ControlMessage::Kind::hello) {
-        refused = hello ? fmt::format("expected hello, got '{}'", lines.front()) : hello.error().message;
+        refused = hello ? fmt::format("expected hello, got '{}'", line) : hello.error().message;
         ControlMessage m;
         m.kind = ControlMessage::Kind::refuse;
         m.exit_code = 2;
@@ -387,6 +466,36 @@ Status ControlChannel::client_join() {
     }
     poll_retry(nullptr, 0, static_cast<int>(k_retry_interval.count()));
   }
+  // Node 0 speaks first: its challenge. Answer it with our proof, then hello.
+  std::string challenge;
+  std::vector<std::string> early; // lines that came with the challenge
+  while (challenge.empty()) {
+    auto lines = read_lines(*peer);
+    if (!lines.empty()) {
+      // The first line is the challenge, or this is not our protocol.
+      if (auto nonce = parse_challenge(lines.front()))
+        challenge = *nonce;
+      else
+        peer->closed = true;
+      early.assign(lines.begin() + 1, lines.end());
+    }
+    if (!challenge.empty()) break;
+    const auto now = Clock::now();
+    if (peer->closed || now >= deadline + options_.join_timeout) {
+      return Error{ErrorKind::system,
+                   fmt::format("node 0's agent at {} sent no join challenge (not an air-run agent of this "
+                               "version?)",
+                               where)};
+    }
+    pollfd p{peer->fd.get(), POLLIN, 0};
+    poll_retry(&p, 1, std::min(poll_timeout(now, deadline + options_.join_timeout), 1000));
+  }
+  const JoinSecret secret{options_.join_token, options_.job_id};
+  const std::string nonce = make_nonce();
+  if (!send_all(peer->fd.get(), format_auth(nonce, join_proof(secret, JoinRole::agent, challenge, nonce))))
+    return Error{ErrorKind::system, fmt::format("node 0's agent at {} closed the connection", where)};
+  bool node0_proven = false;
+
   ControlMessage hello;
   hello.kind = ControlMessage::Kind::hello;
   hello.node_rank = options_.node_rank;
@@ -399,7 +508,24 @@ Status ControlChannel::client_join() {
   // Node 0 may itself wait up to join_timeout for slower nodes.
   const auto start_deadline = deadline + options_.join_timeout;
   for (;;) {
-    for (const auto& line : read_lines(*peer)) {
+    std::vector<std::string> lines = std::move(early);
+    early.clear();
+    for (auto& line : read_lines(*peer)) lines.push_back(std::move(line));
+    for (const auto& line : lines) {
+      if (!node0_proven) {
+        // Whoever answers must prove it holds the token before we believe it.
+        if (auto proof = parse_proof(line);
+            proof && equal_in_constant_time(*proof, join_proof(secret, JoinRole::node0, challenge, nonce))) {
+          node0_proven = true;
+          continue;
+        }
+        auto m = parse_control_message(line);
+        if (m && m->kind == ControlMessage::Kind::refuse) return join_error(2, m->text);
+        return Error{ErrorKind::usage,
+                     fmt::format("the agent at {} could not prove it holds this job's join token "
+                                 "(AIR_RUN_JOIN_TOKEN differs between the nodes, or it is not node 0)",
+                                 where)};
+      }
       auto m = parse_control_message(line);
       if (!m) continue;
       if (m->kind == ControlMessage::Kind::start) {

@@ -24,6 +24,8 @@ struct ControlOptions {
   std::string run_id;                  ///< node 0's run id, handed to every node with `start`
   std::string mlflow_experiment_id;    ///< node 0's MLflow run, handed on with `start` ("" = none)
   std::string mlflow_run_id;
+  std::string join_token; ///< the job's shared secret (AIR_RUN_JOIN_TOKEN), "" when none
+  std::string job_id;     ///< bound into the join proofs (Slurm's job id), "" when none
   std::chrono::milliseconds join_timeout{300'000};
   std::chrono::milliseconds heartbeat_interval{1'000};
   std::chrono::milliseconds heartbeat_timeout{5'000}; ///< a peer silent this long is a dead agent

@@ -11,8 +11,12 @@ namespace air {
 
 namespace {
 
-/// Host lists past this size are a typo ("node[1-99999999]"), not a cluster.
-constexpr std::size_t k_max_hosts = 1'000'000;
+/// Host lists past this size are a typo ("node[1-99999999]"), not a cluster
+/// (the most nodes a job may have, as --nnodes).
+constexpr std::size_t k_max_hosts = 100'000;
+/// All names of a host list together: bounded too, since long names times
+/// many ranges would otherwise take gigabytes and minutes.
+constexpr std::size_t k_max_hostlist_bytes = 8 * 1024 * 1024;
 
 /// Parses a small non-negative decimal; nullopt when not one.
 std::optional<long long> to_number(std::string_view s) {
@@ -74,12 +78,15 @@ Expected<std::vector<std::string>> expand_name(std::string_view name, const std:
   auto rest = expand_name(name.substr(close + 1), what);
   if (!rest) return rest.error();
   std::vector<std::string> out;
+  std::size_t bytes = 0;
   for (std::string_view range : split_top_level(inner)) {
     auto numbers = expand_range(range, what);
     if (!numbers) return numbers.error();
     for (const auto& n : *numbers) {
       for (const auto& tail : *rest) {
-        if (out.size() >= k_max_hosts) return usage_error(what + ": too many hosts");
+        bytes += prefix.size() + n.size() + tail.size();
+        if (out.size() >= k_max_hosts || bytes > k_max_hostlist_bytes)
+          return usage_error(what + ": too many hosts");
         std::string host(prefix);
         host += n;
         host += tail;
@@ -143,6 +150,7 @@ Expected<std::vector<std::string>> expand_hostlist(std::string_view text) {
     if (part.empty()) return usage_error(what + ": empty host name");
     auto names = expand_name(part, what);
     if (!names) return names.error();
+    if (hosts.size() + names->size() > k_max_hosts) return usage_error(what + ": too many hosts");
     hosts.insert(hosts.end(), names->begin(), names->end());
   }
   return hosts;
@@ -166,6 +174,8 @@ Expected<std::vector<int>> expand_tasks_per_node(std::string_view text) {
     const auto n = to_number(count);
     if (!n || *n > 1'000'000)
       return usage_error(what + ": expected a whole number, got '" + std::string(count) + "'");
+    if (counts.size() + static_cast<std::size_t>(repeat) > k_max_hosts)
+      return usage_error(what + ": too many nodes");
     counts.insert(counts.end(), static_cast<std::size_t>(repeat), static_cast<int>(*n));
   }
   return counts;

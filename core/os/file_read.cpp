@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 
 namespace air {
 namespace {
@@ -19,11 +20,14 @@ FileRead unreadable(const std::string& path, const std::string& why) {
 
 } // namespace
 
-FileRead read_small_file(const std::string& path, std::uint64_t max_bytes) {
+FileRead read_small_file(const std::string& path, std::uint64_t max_bytes, FileWriter writer) {
   // O_NONBLOCK: a FIFO planted at the path would otherwise block open() forever.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  const int follow = writer == FileWriter::us ? O_NOFOLLOW : 0;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | follow);
   if (fd < 0) {
     if (errno == ENOENT) return {};
+    if (errno == ELOOP && writer == FileWriter::us)
+      return unreadable(path, "a symlink, not a file a rank wrote");
     return unreadable(path, std::strerror(errno));
   }
   struct stat st {};
@@ -35,6 +39,11 @@ FileRead read_small_file(const std::string& path, std::uint64_t max_bytes) {
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
     return unreadable(path, "not a regular file");
+  }
+  if (writer == FileWriter::us && st.st_uid != ::geteuid()) {
+    ::close(fd);
+    return unreadable(path,
+                      "owned by uid " + std::to_string(st.st_uid) + ", not written by this run's ranks");
   }
   FileRead r;
   r.size = static_cast<std::uint64_t>(st.st_size);

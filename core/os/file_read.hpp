@@ -21,10 +21,19 @@ struct FileRead {
   std::string error; ///< "cannot read /x/error.json: Permission denied"
 };
 
+/// Who may have written a file air-run reads back.
+enum class FileWriter {
+  anyone, ///< a file the user named (the spec): symlinks followed, any owner
+  us,     ///< a file this run's ranks wrote: no symlink, owned by air-run's own uid
+};
+
 /// Reads `path` whole when it holds at most `max_bytes`. Opens with
 /// O_NONBLOCK so a FIFO at the path cannot block; only regular files are read.
 /// The size is checked with fstat before reading and enforced while reading
-/// (the file may still be growing).
-FileRead read_small_file(const std::string& path, std::uint64_t max_bytes);
+/// (the file may still be growing). With `FileWriter::us` a symlink at the
+/// path or a file owned by another user is unreadable: what another user
+/// planted in a shared log directory never reaches a report.
+FileRead read_small_file(const std::string& path, std::uint64_t max_bytes,
+                         FileWriter writer = FileWriter::anyone);
 
 } // namespace air

@@ -1,5 +1,6 @@
 #include "core/os/host.hpp"
 
+#include "core/os/file_read.hpp"
 #include "core/os/process.hpp"
 
 #include <fmt/format.h>
@@ -162,23 +163,25 @@ std::string host_name() {
 namespace air {
 
 Expected<std::string> read_text_file(const std::string& path, const std::string& what) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return usage_error(fmt::format("cannot read {} {}: {}", what, path, std::strerror(errno)));
-  std::string text;
-  char buf[65536];
-  for (;;) {
-    const ssize_t n = read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      close(fd);
-      return usage_error(fmt::format("cannot read {} {}: {}", what, path, std::strerror(err)));
-    }
-    if (n == 0) break;
-    text.append(buf, static_cast<size_t>(n));
+  // Regular files only, opened without blocking and read with a bound: "-f
+  // /dev/zero" would read until memory runs out and "-f FIFO" would block
+  // beyond any signal.
+  FileRead file = read_small_file(path, k_max_text_file_bytes);
+  switch (file.state) {
+  case FileRead::State::ok:
+    return std::move(file.text);
+  case FileRead::State::missing:
+    return usage_error(fmt::format("cannot read {} {}: {}", what, path, std::strerror(ENOENT)));
+  case FileRead::State::too_large:
+    return usage_error(
+        fmt::format("cannot read {} {}: larger than {} bytes", what, path, k_max_text_file_bytes));
+  case FileRead::State::unreadable:
+    break;
   }
-  close(fd);
-  return text;
+  // file.error reads "cannot read PATH: WHY"; say which file it was.
+  const std::string prefix = "cannot read " + path + ": ";
+  const std::string why = file.error.rfind(prefix, 0) == 0 ? file.error.substr(prefix.size()) : file.error;
+  return usage_error(fmt::format("cannot read {} {}: {}", what, path, why));
 }
 
 std::string self_exe_dir() {

@@ -3,6 +3,7 @@
 #include "core/base/environment.hpp"
 #include "core/base/error.hpp"
 
+#include <cstdint>
 #include <string>
 
 namespace air {
@@ -43,7 +44,12 @@ std::string host_name();
 
 namespace air {
 
-/// Reads a whole text file (the spec). Errors are usage errors naming the path.
+/// The largest spec or requirements file air-run reads (a spec is a few hundred bytes).
+inline constexpr std::uint64_t k_max_text_file_bytes = 4 * 1024 * 1024;
+
+/// Reads a whole text file (the spec). Only a regular file of at most
+/// `k_max_text_file_bytes` is read; a FIFO or device is refused without
+/// blocking. Errors are usage errors naming the path.
 Expected<std::string> read_text_file(const std::string& path, const std::string& what);
 
 /// The directory holding air-run's own executable (from /proc/self/exe).

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <string>
 
 namespace air {
@@ -162,8 +163,28 @@ Status make_dirs(const std::string& dir) {
 Expected<UniqueFd> open_log_file(const std::string& path) {
   const auto slash = path.find_last_of('/');
   if (slash != std::string::npos && slash > 0) AIR_TRY(make_dirs(path.substr(0, slash)));
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (!fd) return sys_error("open " + path, errno);
+  // Never through a symlink (O_NOFOLLOW), never into a file another user left
+  // in a shared log directory, never into a second name of some other file:
+  // a planted name could otherwise make air-run overwrite what it points at.
+  // O_NONBLOCK: a FIFO planted at the name fails at once instead of blocking.
+  UniqueFd fd(
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0644));
+  if (!fd) {
+    if (errno == ELOOP) return usage_error("log file " + path + " is a symlink; air-run does not follow it");
+    return sys_error("open " + path, errno);
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return sys_error("fstat " + path, errno);
+  if (S_ISREG(st.st_mode)) {
+    if (st.st_uid != ::geteuid() || st.st_nlink > 1) {
+      return usage_error("log file " + path + " was left there by uid " + std::to_string(st.st_uid) +
+                         (st.st_nlink > 1 ? " with another name (a hard link)" : "") +
+                         "; air-run writes only files of its own");
+    }
+    if (::ftruncate(fd.get(), 0) != 0) return sys_error("ftruncate " + path, errno);
+  }
+  const int flags = ::fcntl(fd.get(), F_GETFL);
+  if (flags >= 0) ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
   return fd;
 }
 

@@ -87,7 +87,11 @@ private:
 int write_all(int fd, std::string_view data);
 
 /// Opens (truncating) a per-rank log file, creating missing parent
-/// directories; close-on-exec. Errors name the call and the path:
+/// directories; close-on-exec. A symlink at the path, a regular file owned by
+/// another user or one with a second name is refused (usage error naming
+/// it), so names planted in a shared log directory are never written
+/// through; a device the user names (/dev/null) is used as is. Errors name
+/// the call and the path:
 /// "open /x/rank0.log: Permission denied".
 Expected<UniqueFd> open_log_file(const std::string& path);
 

@@ -4,12 +4,14 @@
 
 #include "core/base/duration.hpp"
 #include "core/base/line_splitter.hpp"
+#include "core/base/redact.hpp"
 #include "core/base/sha256.hpp"
 #include "core/os/atomic_file.hpp"
 #include "core/os/capture.hpp"
 #include "core/os/file_read.hpp"
 #include "core/os/host.hpp"
 #include "core/os/log_sink.hpp"
+#include "core/os/trusted_path.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -132,7 +134,11 @@ Expected<InterpreterIdentity> identify_interpreter(const std::string& resolved, 
                                        st.st_ino, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
                                        st.st_ctim.tv_sec, st.st_ctim.tv_nsec, env_or(env, "PYTHONHOME"));
     memo = cache_dir + "/.interpreters/" + sha256_hex(id).substr(0, 32);
-    if (auto known = parse_probe_output(read_own_file(memo), realpath_text)) return known;
+    // A memo another user could have written is not believed (asked afresh instead).
+    const bool trusted = check_trusted_contents(cache_dir + "/.interpreters", "interpreter memo").ok();
+    if (trusted) {
+      if (auto known = parse_probe_output(read_own_file(memo), realpath_text)) return known;
+    }
   }
   OutputSinks sinks;
   sinks.keep_output = true;
@@ -165,6 +171,14 @@ std::string published_prefix(const std::string& cache, const std::string& key) {
   struct stat st {};
   if (stat((prefix + "/" + k_marker).c_str(), &st) != 0) return "";
   return prefix;
+}
+
+/// Refuses a cached environment another user could have written: its
+/// publish link and every file and directory of its tree must be ours (or
+/// root's) and not writable by others.
+Status check_cached_env(const std::string& link, const std::string& prefix) {
+  AIR_TRY(check_trusted_contents(link, "cached environment link"));
+  return check_trusted_contents(prefix, "cached environment");
 }
 
 std::string link_target_name(const std::string& cache, const std::string& key) {
@@ -262,8 +276,9 @@ std::string marker_json(const EnvRequest& request, const std::string& key, doubl
   j["prefix"] = request.interpreter.prefix;
   j["version"] = request.interpreter.version;
   j["requirements"] = request.requirements;
-  j["find_links"] = request.sources.find_links;
-  j["index_url"] = request.sources.index_url;
+  j["index_url"] = redact_urls(request.sources.index_url); // the marker is readable by others
+  j["find_links"] = nlohmann::json::array();
+  for (const auto& link : request.sources.find_links) j["find_links"].push_back(redact_urls(link));
   j["no_index"] = request.sources.no_index;
   j["system_site_packages"] = request.system_site_packages;
   j["created"] = format_utc(std::time(nullptr));
@@ -441,6 +456,10 @@ Expected<PreparedEnv> prepare_python_env(const LaunchSpec& spec, const Environme
 
   auto cache = env_cache_dir(spec, env);
   if (!cache) return cache.error();
+  // Like ssh with its files: nothing in a cache another user could have
+  // written is used, since its python would then run as us.
+  std::error_code exists_ec;
+  if (fs::exists(*cache, exists_ec)) AIR_TRY(check_trusted_tree_root(*cache, "environment cache directory"));
   auto resolved = check_executable(spec.python.value, env);
   if (!resolved) {
     return Error{resolved.error().kind,
@@ -464,6 +483,7 @@ Expected<PreparedEnv> prepare_python_env(const LaunchSpec& spec, const Environme
 
   if (dry_run) {
     const std::string prefix = published_prefix(*cache, out.key);
+    if (!prefix.empty()) AIR_TRY(check_cached_env(out.path, prefix));
     out.existed = !prefix.empty();
     out.prefix = out.existed ? prefix : out.path;
     fill_rank_view(out, spec, env);
@@ -475,6 +495,7 @@ Expected<PreparedEnv> prepare_python_env(const LaunchSpec& spec, const Environme
   }
 
   AIR_TRY(make_directories(*cache));
+  AIR_TRY(check_trusted_tree_root(*cache, "environment cache directory"));
   remove_leftovers(*cache);
   auto lock_fd = open_lock(*cache, out.key);
   if (!lock_fd) return lock_fd.error();
@@ -512,6 +533,7 @@ Expected<PreparedEnv> prepare_python_env(const LaunchSpec& spec, const Environme
   } else {
     out.existed = true;
   }
+  if (out.existed) AIR_TRY(check_cached_env(out.path, prefix));
   if (out.existed) {
     std::fputs(fmt::format("air-run: using cached environment {} ({})\n", k12, out.path).c_str(), stderr);
   }

@@ -10,7 +10,7 @@ namespace air {
 
 std::optional<ErrorFileRecord> read_error_file(const std::string& path) {
   if (path.empty()) return std::nullopt;
-  FileRead file = read_small_file(path, k_max_error_file_bytes);
+  FileRead file = read_small_file(path, k_max_error_file_bytes, FileWriter::us);
   switch (file.state) {
   case FileRead::State::missing:
     return std::nullopt;
@@ -29,7 +29,7 @@ std::optional<ErrorFileRecord> read_error_file(const std::string& path) {
 RankResult read_rank_result(const std::string& path, std::uint64_t max_bytes) {
   RankResult result;
   if (path.empty()) return result;
-  FileRead file = read_small_file(path, max_bytes);
+  FileRead file = read_small_file(path, max_bytes, FileWriter::us);
   result.size_bytes = file.size;
   switch (file.state) {
   case FileRead::State::missing:

@@ -1,5 +1,6 @@
 #include "core/report/error_file.hpp"
 
+#include "core/base/json_depth.hpp"
 #include "core/base/json_error.hpp"
 
 #include <nlohmann/json.hpp>
@@ -76,6 +77,9 @@ std::pair<std::string, std::string> split_exception_message(std::string_view mes
 }
 
 ErrorFileRecord parse_error_file(std::string_view text) {
+  if (json_nesting_depth(text) > k_max_json_depth) {
+    return malformed_error_file("nested deeper than " + std::to_string(k_max_json_depth) + " levels", text);
+  }
   json data;
   try {
     data = json::parse(text.begin(), text.end());

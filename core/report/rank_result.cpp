@@ -1,5 +1,6 @@
 #include "core/report/rank_result.hpp"
 
+#include "core/base/json_depth.hpp"
 #include "core/base/json_error.hpp"
 
 #include <string>
@@ -27,6 +28,13 @@ RankResult parse_rank_result(std::string_view text) {
     // Said in our words: nlohmann's wording for empty input differs between releases.
     result.state = RankResult::State::invalid;
     result.error = "the file is empty (expected one JSON value)";
+    result.excerpt = std::string(text.substr(0, k_result_excerpt_bytes));
+    return result;
+  }
+  if (json_nesting_depth(text) > k_max_json_depth) {
+    result.state = RankResult::State::invalid;
+    result.error =
+        "the value nests arrays or objects deeper than " + std::to_string(k_max_json_depth) + " levels";
     result.excerpt = std::string(text.substr(0, k_result_excerpt_bytes));
     return result;
   }

@@ -125,18 +125,9 @@ Json mlflow_json(const mlflow::RunInfo& m) {
 
 } // namespace
 
-bool looks_secret(std::string_view name) {
-  std::string upper;
-  for (char c : name) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  for (const char* word : {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL", "AUTH"}) {
-    if (upper.find(word) != std::string::npos) return true;
-  }
-  return false;
-}
-
 Json spec_settings_json(const LaunchSpec& s) {
   Json env = Json::object();
-  for (const auto& [name, value] : s.env.value) env[name] = looks_secret(name) ? "<redacted>" : value;
+  for (const auto& [name, value] : s.env.value) env[name] = redact_variable(name, value);
   Json out;
   out["accelerator_type"] = setting(s.accelerator_type, s.accelerator_type.value);
   out["num_accelerators"] =

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "core/base/redact.hpp"
 #include "core/report/collect.hpp"
 #include "core/spec/spec.hpp"
 
@@ -17,12 +18,9 @@ inline constexpr int k_summary_schema_version = 1;
 
 /// The spec as resolved, one entry per key:
 /// {"timeout": {"value": 10800, "origin": "default", "where": null}, ...}.
-/// Durations are in seconds; values of `env` whose name looks secret
-/// (TOKEN, SECRET, PASSWORD, KEY, CREDENTIAL, AUTH) are replaced by "<redacted>".
+/// Durations are in seconds; values of `env` are redacted by the one rule of
+/// core/base/redact.hpp (secret-looking names hidden, URL passwords hidden).
 nlohmann::ordered_json spec_settings_json(const LaunchSpec& spec);
-
-/// Whether an environment variable's value is redacted in the summary.
-bool looks_secret(std::string_view name);
 
 /// The JSON summary document (docs/summary-schema.md).
 /// Pure: everything comes from the report.

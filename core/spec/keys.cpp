@@ -11,15 +11,21 @@ namespace {
 using VT = ValueType;
 namespace G = key_group;
 
+// Ranks one node may run: far above any machine (each rank is a process with
+// pipes and a log), low enough that a typo such as 2147483647 is refused
+// before air-run reserves memory for every rank.
+constexpr std::int64_t k_max_ranks_per_node = 4096;
+
 // Columns: key, long flag, short flag, env var, type, default, doc, help group,
 // value name[, min, max].
 constexpr std::array k_spec_keys{
     SpecKey{"accelerator_type", "accelerator-type", "", "AIR_RUN_ACCELERATOR_TYPE", VT::string, "detected",
             "CPU or GPU_<n>x<MODEL> (GPU_1xA10, GPU_8xH100, GPU_2xH200...)", G::accelerators, "TYPE"},
     SpecKey{"num_accelerators", "num-accelerators", "n", "AIR_RUN_NUM_ACCELERATORS", VT::integer,
-            "all detected GPUs", "ranks on this node, one accelerator each", G::accelerators, "N", 1},
+            "all detected GPUs", "ranks on this node, one accelerator each", G::accelerators, "N", 1,
+            k_max_ranks_per_node},
     SpecKey{"cpu_ranks", "cpu-ranks", "", "AIR_RUN_CPU_RANKS", VT::integer, "1",
-            "ranks on CPU when num_accelerators is not given", G::accelerators, "N", 1},
+            "ranks on CPU when num_accelerators is not given", G::accelerators, "N", 1, k_max_ranks_per_node},
     SpecKey{"timeout", "timeout", "", "AIR_RUN_TIMEOUT", VT::opt_duration, "3h",
             "stop the run after this long: seconds, a duration (90m, 1h30m) or none", G::launch, "DURATION"},
     SpecKey{"grace_period", "grace-period", "", "AIR_RUN_GRACE_PERIOD", VT::duration, "30s",
@@ -104,11 +110,13 @@ constexpr std::array k_spec_keys{
     SpecKey{"nproc_per_node", "nproc-per-node", "", "", VT::string, "none",
             "torchrun's ranks per node: N, gpu, cpu or auto; more ranks than GPUs share them", G::torchrun,
             "N|gpu|cpu|auto"},
-    SpecKey{"role", "role", "", "", VT::string, "default", "ROLE_NAME given to every rank", G::torchrun, "ROLE"},
+    SpecKey{"role", "role", "", "", VT::string, "default", "ROLE_NAME given to every rank", G::torchrun,
+            "ROLE"},
     SpecKey{"redirects", "redirects", "r", "", VT::string, "0",
             "rank output to files only: 1 stdout, 2 stderr, 3 both, or per local rank (0:3,1:2)", G::torchrun,
             "MODE"},
-    SpecKey{"tee", "tee", "t", "", VT::string, "0", "like redirects, and to the console as well", G::torchrun, "MODE"},
+    SpecKey{"tee", "tee", "t", "", VT::string, "0", "like redirects, and to the console as well", G::torchrun,
+            "MODE"},
     SpecKey{"local_ranks_filter", "local-ranks-filter", "", "", VT::rank_list, "all",
             "local ranks whose output reaches the console, like 0,2-3", G::torchrun, "RANKS"},
 };

@@ -2,17 +2,21 @@
 // Each source is first turned into a list of typed assignments (parsing and
 // validation happen there, so every error knows its place), then the lists
 // are applied in precedence order: file, env, flags.
+#include "core/base/redact.hpp"
 #include "core/base/suggest.hpp"
 #include "core/spec/accelerator_type.hpp"
 #include "core/spec/spec.hpp"
 #include "core/spec/torchrun.hpp"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <set>
+#include <sstream>
 #include <variant>
 
 namespace air {
@@ -296,23 +300,54 @@ std::string suggest_key(std::string_view unknown) {
   return best;
 }
 
+// Where a second YAML document starts, when the text holds more than one.
+// Walks the event stream at most two documents far, so it always ends.
+std::optional<YAML::Mark> second_document(const std::string& text) {
+  struct FirstMark : YAML::EventHandler {
+    std::optional<YAML::Mark> mark;
+    void OnDocumentStart(const YAML::Mark& m) override {
+      if (!mark) mark = m;
+    }
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                         YAML::EmitterStyle::value) override {}
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                    YAML::EmitterStyle::value) override {}
+    void OnMapEnd() override {}
+  };
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  FirstMark first;
+  if (!parser.HandleNextDocument(first)) return std::nullopt;
+  FirstMark second;
+  if (!parser.HandleNextDocument(second)) return std::nullopt;
+  return second.mark.value_or(YAML::Mark());
+}
+
 class FileReader {
 public:
   FileReader(std::string file, std::vector<std::string>& warnings, std::vector<Assignment>& out)
       : file_(std::move(file)), warnings_(warnings), out_(out) {}
 
   Status read(const std::string& text) {
+    // One document, loaded with Load: yaml-cpp 0.7's LoadAll never ends on some
+    // malformed input (a file holding just ",") and eats memory without limit.
     std::vector<YAML::Node> docs;
     try {
-      docs = YAML::LoadAll(text);
+      YAML::Node first = YAML::Load(text);
+      docs.push_back(first);
+      if (const auto second = second_document(text)) {
+        return usage_error(mark_text(file_, *second) +
+                           ": expected one YAML document, found another (a '---' line or a stray token)");
+      }
     } catch (const YAML::ParserException& e) {
       return usage_error(mark_text(file_, e.mark) + ": invalid YAML: " + e.msg);
     } catch (const YAML::Exception& e) {
       return usage_error(file_ + ": invalid YAML: " + e.what());
-    }
-    if (docs.size() > 1) {
-      return usage_error(mark_text(file_, docs[1].Mark()) + ": expected one YAML document, found " +
-                         std::to_string(docs.size()));
     }
     if (docs.empty() || docs[0].IsNull()) return ok_status(); // empty file: nothing set
     if (!docs[0].IsMap()) {
@@ -681,8 +716,12 @@ std::pair<std::string, Origin> show(const LaunchSpec& s, std::string_view k) {
       return {"-r " + s.requirements_file.value, s.requirements_file.origin};
     return {show_list(s.dependencies.value), s.dependencies.origin};
   }
-  if (k == "environment.find_links") return {show_list(s.find_links.value), s.find_links.origin};
-  if (k == "environment.index_url") return {show_string(s.index_url.value), s.index_url.origin};
+  if (k == "environment.find_links") {
+    std::vector<std::string> links;
+    for (const auto& link : s.find_links.value) links.push_back(redact_urls(link));
+    return {show_list(links), s.find_links.origin};
+  }
+  if (k == "environment.index_url") return {show_string(redact_urls(s.index_url.value)), s.index_url.origin};
   if (k == "environment.no_index") return {show_bool(s.no_index.value), s.no_index.origin};
   if (k == "environment.system_site_packages") {
     return {show_bool(s.system_site_packages.value), s.system_site_packages.origin};
@@ -693,7 +732,8 @@ std::pair<std::string, Origin> show(const LaunchSpec& s, std::string_view k) {
   if (k == "rebuild_env") return {show_bool(s.rebuild_env.value), s.rebuild_env.origin};
   if (k == "env") {
     std::string out = "{";
-    for (const auto& [name, value] : s.env.value) out += (out.size() > 1 ? ", " : "") + name + "=" + value;
+    for (const auto& [name, value] : s.env.value)
+      out += (out.size() > 1 ? ", " : "") + name + "=" + redact_variable(name, value);
     return {out + "}", s.env.origin};
   }
   if (k == "command") return {show_list(s.command.value), s.command.origin};

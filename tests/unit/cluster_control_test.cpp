@@ -1,5 +1,6 @@
 // The multi-node control protocol: its lines, and real agents joined over loopback.
 #include "core/cluster/control.hpp"
+#include "core/cluster/control_auth.hpp"
 #include "core/cluster/control_message.hpp"
 #include "core/os/host.hpp"
 #include "tests/unit/catch.hpp"
@@ -7,6 +8,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <future>
@@ -40,7 +42,49 @@ air::ControlOptions options_for(int node_rank, int port, int ranks = 2) {
   o.join_timeout = 5s;
   o.heartbeat_interval = 100ms;
   o.heartbeat_timeout = 500ms;
+  o.join_token = "s3cret-join-token";
+  o.job_id = "4242";
   return o;
+}
+
+/// Connects to node 0's control port on loopback, retrying while it starts.
+int connect_loopback(int port) {
+  int fd = -1;
+  for (int i = 0; i < 100 && fd < 0; ++i) {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(static_cast<uint16_t>(port));
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) { // NOLINT
+      ::close(fd);
+      fd = -1;
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+  REQUIRE(fd >= 0);
+  return fd;
+}
+
+/// Reads one line (without '\n') from a blocking socket; "" on EOF.
+std::string read_line(int fd) {
+  std::string line;
+  char c = 0;
+  while (::recv(fd, &c, 1, 0) == 1 && c != '\n') line += c;
+  return line;
+}
+
+void send_text(int fd, const std::string& text) {
+  REQUIRE(::send(fd, text.data(), text.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(text.size()));
+}
+
+/// A hand-made agent's side of the join handshake under `token`.
+void authenticate(int fd, const std::string& token) {
+  const auto challenge = air::parse_challenge(read_line(fd));
+  REQUIRE(challenge.has_value());
+  const std::string nonce = "0123456789abcdef0123456789abcdef";
+  const air::JoinSecret secret{token, "4242"};
+  send_text(fd, air::format_auth(nonce, air::join_proof(secret, air::JoinRole::agent, *challenge, nonce)));
 }
 
 int free_port() {
@@ -230,21 +274,9 @@ TEST_CASE("an agent that stops talking is noticed after the heartbeat timeout", 
   const int port = free_port();
   auto server =
       std::async(std::launch::async, [port] { return air::ControlChannel::join(options_for(0, port)); });
-  // A hand-made agent: says hello, then never sends a heartbeat.
-  int fd = -1;
-  for (int i = 0; i < 100 && fd < 0; ++i) {
-    fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(static_cast<uint16_t>(port));
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) { // NOLINT
-      ::close(fd);
-      fd = -1;
-      std::this_thread::sleep_for(20ms);
-    }
-  }
-  REQUIRE(fd >= 0);
+  // A hand-made agent: authenticates, says hello, then never sends a heartbeat.
+  const int fd = connect_loopback(port);
+  authenticate(fd, "s3cret-join-token");
   const std::string hello = "hello 1 1 2 2 mute\n";
   REQUIRE(::send(fd, hello.data(), hello.size(), 0) == static_cast<ssize_t>(hello.size()));
   Joined node0 = server.get();
@@ -294,4 +326,97 @@ TEST_CASE("a node that never joins is named after the join timeout", "[control]"
   REQUIRE_FALSE(node1.ok());
   CHECK(node1.error().message == "could not reach node 0's agent at 127.0.0.1:" + std::to_string(o.port) +
                                      " within 300ms: Connection refused");
+}
+
+TEST_CASE("strangers on the control port cannot join, abort the join or inject text", "[control][auth]") {
+  const int port = free_port();
+  auto server =
+      std::async(std::launch::async, [port] { return air::ControlChannel::join(options_for(0, port)); });
+  // 1: no authentication at all, a hello that would abort the join (node 7 of 9).
+  const int bare = connect_loopback(port);
+  CHECK(air::parse_challenge(read_line(bare)).has_value());
+  send_text(bare, "hello 1 7 9 2 intruder\n");
+  // 2: the wrong token, posing as node 1.
+  const int wrong = connect_loopback(port);
+  authenticate(wrong, "guessed-token");
+  send_text(wrong, "hello 1 1 2 2 beta\n");
+  // 3: a flood without newlines.
+  const int flood = connect_loopback(port);
+  send_text(flood, std::string(100'000, 'x'));
+  CHECK(read_line(bare).rfind("refuse 2 ", 0) == 0);
+  CHECK(read_line(wrong).rfind("refuse 2 ", 0) == 0);
+  CHECK(read_line(bare).empty()); // then closed
+  // The real node 1 still joins, and the job starts.
+  Joined client = air::ControlChannel::join(options_for(1, port));
+  Joined node0 = server.get();
+  INFO((node0 ? "" : node0.error().message) << (client ? "" : client.error().message));
+  REQUIRE(node0.ok());
+  REQUIRE(client.ok());
+  CHECK((*client)->run_id() == "run-from-node0");
+  ::close(bare);
+  ::close(wrong);
+  ::close(flood);
+}
+
+TEST_CASE("an agent with another join token is refused with a clear error", "[control][auth]") {
+  const int port = free_port();
+  auto o0 = options_for(0, port);
+  o0.join_timeout = 2s;
+  auto server = std::async(std::launch::async, [o0] { return air::ControlChannel::join(o0); });
+  auto o1 = options_for(1, port);
+  o1.join_token = "another-token";
+  Joined client = air::ControlChannel::join(o1);
+  REQUIRE_FALSE(client.ok());
+  CHECK(client.error().message.find("wrong join token") != std::string::npos);
+  Joined node0 = server.get();
+  REQUIRE_FALSE(node0.ok()); // node 1 never joined
+  CHECK(node0.error().message.find("failed authentication") != std::string::npos);
+}
+
+TEST_CASE("an agent does not believe a node 0 that cannot prove the token", "[control][auth]") {
+  const int port = free_port();
+  // A fake node 0: sends a challenge, then `start` without a proof.
+  auto listener = std::async(std::launch::async, [port] {
+    const int l = ::socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    ::setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(static_cast<uint16_t>(port));
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(l, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)); // NOLINT
+    ::listen(l, 1);
+    const int c = ::accept(l, nullptr, nullptr);
+    const std::string lines = "challenge 0123456789abcdef0123456789abcdef\nstart fake-run\n";
+    ::send(c, lines.data(), lines.size(), MSG_NOSIGNAL);
+    std::this_thread::sleep_for(500ms);
+    ::close(c);
+    ::close(l);
+  });
+  Joined client = air::ControlChannel::join(options_for(1, port));
+  listener.get();
+  REQUIRE_FALSE(client.ok());
+  INFO(client.error().message);
+  CHECK(client.error().message.find("could not prove it holds this job's join token") != std::string::npos);
+}
+
+TEST_CASE("peer text loses its control characters", "[control][auth]") {
+  CHECK(air::strip_control_characters("a\x1b[2Jb\r\n\x7f") == "a?[2Jb???");
+  CHECK(air::strip_control_characters("x\xc2\x9b"
+                                      "31my") == "x?31my"); // C1 CSI
+  CHECK(air::strip_control_characters("caf\xc3\xa9") == "caf\xc3\xa9");
+}
+
+TEST_CASE("silent connections filling node 0's queue do not lock out a real node", "[control][auth]") {
+  const int port = free_port();
+  auto server =
+      std::async(std::launch::async, [port] { return air::ControlChannel::join(options_for(0, port)); });
+  std::vector<int> silent;
+  for (int i = 0; i < 80; ++i) silent.push_back(connect_loopback(port));
+  Joined client = air::ControlChannel::join(options_for(1, port));
+  Joined node0 = server.get();
+  INFO((node0 ? "" : node0.error().message) << (client ? "" : client.error().message));
+  CHECK(node0.ok());
+  CHECK(client.ok());
+  for (int fd : silent) ::close(fd);
 }

@@ -289,3 +289,17 @@ TEST_CASE("a one-node srun step keeps loopback and a free port", "[cluster]") {
   CHECK(c->master_port == 0);
   CHECK(spec.run_id.value == "slurm-9.1");
 }
+
+TEST_CASE("host lists and task counts are bounded in size", "[slurm]") {
+  // Found by fuzzing: two ranges multiply into 99,980,001 names.
+  auto product = air::expand_hostlist("a[0001-9999]b[0001-9999]");
+  REQUIRE_FALSE(product.ok());
+  CHECK(product.error().message.find("too many hosts") != std::string::npos);
+  std::string parts;
+  for (int i = 0; i < 3; ++i) parts += "n[1-60000],";
+  CHECK_FALSE(air::expand_hostlist(parts + "x").ok());
+  std::string repeats;
+  for (int i = 0; i < 40; ++i) repeats += "1(x100000),";
+  CHECK_FALSE(air::expand_tasks_per_node(repeats + "1").ok());
+  CHECK(air::expand_hostlist("n[1-100000]")->size() == 100'000);
+}

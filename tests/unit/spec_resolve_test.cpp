@@ -98,9 +98,10 @@ TEST_CASE("key table has one row per LaunchSpec field, unique names", "[spec]") 
   std::vector<std::string> keys;
   std::set<std::string_view> flags;
   std::set<std::string_view> envs;
-  const std::set<std::string_view> groups = {air::key_group::launch, air::key_group::accelerators,
+  const std::set<std::string_view> groups = {air::key_group::launch,      air::key_group::accelerators,
                                              air::key_group::environment, air::key_group::nodes,
-                                             air::key_group::output};
+                                             air::key_group::output,      air::key_group::mlflow,
+                                             air::key_group::torchrun};
   for (const auto& row : air::spec_keys()) {
     keys.emplace_back(row.key);
     CHECK_FALSE(row.doc.empty());
@@ -352,8 +353,9 @@ TEST_CASE("bad files give exact file:line:col: key: messages", "[spec]") {
       {"timeout: [1]\n", "job.yaml:1:10: timeout: expected a duration like 90m, 3h or none, got a list"},
       {"num_accelerators: eight\n", "job.yaml:1:19: num_accelerators: expected a whole number, got 'eight'"},
       {"num_accelerators: 8.5\n", "job.yaml:1:19: num_accelerators: expected a whole number, got '8.5'"},
-      {"num_accelerators: 0\n", "job.yaml:1:19: num_accelerators: must be at least 1, got 0"},
-      {"cpu_ranks: -1\n", "job.yaml:1:12: cpu_ranks: must be at least 1, got -1"},
+      {"num_accelerators: 0\n", "job.yaml:1:19: num_accelerators: must be between 1 and 4096, got 0"},
+      {"cpu_ranks: -1\n", "job.yaml:1:12: cpu_ranks: must be between 1 and 4096, got -1"},
+      {"cpu_ranks: 2147483647\n", "job.yaml:1:12: cpu_ranks: must be between 1 and 4096, got 2147483647"},
       {"tail_lines: -1\n", "job.yaml:1:13: tail_lines: must be between 0 and 1000000, got -1"},
       {"master_port: 70000\n", "job.yaml:1:14: master_port: must be between 0 and 65535, got 70000"},
       {"master_port: 99999999999999999999\n",
@@ -396,7 +398,9 @@ TEST_CASE("bad files give exact file:line:col: key: messages", "[spec]") {
       {"command: [a, b\n", "job.yaml:2:1: invalid YAML: end of sequence flow not found"},
       {"- a\n- b\n", "job.yaml:1:1: expected a mapping of keys at the top level, got a list"},
       {"just text\n", "job.yaml:1:1: expected a mapping of keys at the top level, got 'just text'"},
-      {"timeout: 1h\n---\ntimeout: 2h\n", "job.yaml:3:1: expected one YAML document, found 2"},
+      {"timeout: 1h\n---\ntimeout: 2h\n",
+       "job.yaml:2:1: expected one YAML document, found another (a '---' line or a stray token)"},
+      {",", "job.yaml:1:1: expected one YAML document, found another (a '---' line or a stray token)"},
   };
   for (const auto& c : cases) {
     INFO(c.yaml);
@@ -408,7 +412,7 @@ TEST_CASE("variables and flags name themselves in errors", "[spec]") {
   CHECK(resolve_error("", {{"AIR_RUN_TIMEOUT", "soon"}}) ==
         "environment variable AIR_RUN_TIMEOUT: expected a duration like 90m, 3h or none, got 'soon'");
   CHECK(resolve_error("", {{"AIR_RUN_NUM_ACCELERATORS", "0"}}) ==
-        "environment variable AIR_RUN_NUM_ACCELERATORS: must be at least 1, got 0");
+        "environment variable AIR_RUN_NUM_ACCELERATORS: must be between 1 and 4096, got 0");
   CHECK(resolve_error("", {{"AIR_RUN_JSON", "maybe"}}) ==
         "environment variable AIR_RUN_JSON: expected true or false (or 1/0, yes/no), got 'maybe'");
   CHECK(resolve_error("", {}, {{"timeout", "soon", "--timeout"}}) ==
@@ -534,7 +538,7 @@ TEST_CASE("legacy names warn and still work", "[spec]") {
           "--num-accelerators: also given as '--gpus'; remove the deprecated '--gpus'");
     CHECK(resolve_error("", {}, {{"num_accelerators", "3", "--num-accelerators"}, {"gpus", "2", "--gpus"}}) ==
           "--gpus: also given as '--num-accelerators'; remove the deprecated '--gpus'");
-    CHECK(resolve_error("", {}, {{"gpus", "0", "--gpus"}}) == "--gpus: must be at least 1, got 0");
+    CHECK(resolve_error("", {}, {{"gpus", "0", "--gpus"}}) == "--gpus: must be between 1 and 4096, got 0");
   }
   SECTION("variables") {
     const auto r = resolve_ok("", {{"AIR_RUN_GPUS", "4"}});
