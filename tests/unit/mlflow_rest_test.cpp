@@ -127,9 +127,9 @@ TEST_CASE("mlflow rest: recorded answers are read", "[mlflow]") {
     const Json run_answer = exchange(rec, "runs/create", 200)["response"];
     const auto run = air::mlflow::parse_run(run_answer.dump());
     REQUIRE(run.ok());
-    CHECK(run->run_id == run_answer["run"]["info"]["run_id"]);
+    CHECK(run->run_id == run_answer["run"]["info"]["run_id"].get<std::string>());
     CHECK(run->experiment_id == "3");
-    CHECK(run->artifact_uri == run_answer["run"]["info"]["artifact_uri"]);
+    CHECK(run->artifact_uri == run_answer["run"]["info"]["artifact_uri"].get<std::string>());
     const auto got = air::mlflow::parse_run(exchange(rec, "runs/get", 200)["response"].dump());
     REQUIRE(got.ok());
 
