@@ -1,10 +1,13 @@
+#include "cli/attempt_hooks.hpp"
 #include "cli/commands.hpp"
 #include "cli/nodes.hpp"
 #include "cli/write_reports.hpp"
 #include "core/hw/hardware.hpp"
 #include "core/os/host.hpp"
+#include "core/os/signals.hpp"
 #include "core/pyenv/cache.hpp"
 #include "core/run/plan.hpp"
+#include "core/run/attempts.hpp"
 #include "core/run/supervisor.hpp"
 #include "core/spec/spec.hpp"
 
@@ -116,7 +119,7 @@ Expected<int> run_command(const CliOptions& options) {
   PlanContext ctx;
   ctx.run_id = spec.run_id.value.empty() ? make_run_id() : spec.run_id.value;
   ctx.master_port = cluster->master_port;
-  ctx.node_rank = cluster->node_rank;
+  ctx.node_rank = std::max(0, cluster->node_rank); // c10d: -1 until the join (a dry run shows node 0)
   ctx.num_nodes = cluster->num_nodes;
   ctx.node_name = cluster->node_name;
   ctx.cluster_source = cluster->source;
@@ -143,12 +146,36 @@ Expected<int> run_command(const CliOptions& options) {
 
   print_lines(cluster->notices, stderr);
   // Several nodes: wait for all of them (node 0's run id wins); from here on a
-  // failure before launch is told to the other nodes so they stop too.
-  auto control = join_cluster(*cluster, selection->ranks, ctx.run_id);
-  if (!control) return control.error();
+  // failure before launch is told to the other nodes so they stop too. Ctrl-C
+  // and SIGTERM end the wait (exit 128+N), as they end a run.
+  std::optional<InterruptWatch> interrupts;
+  if (cluster->multi_node()) {
+    auto watch = InterruptWatch::open();
+    if (!watch) return watch.error();
+    interrupts = std::move(*watch);
+  }
+  int interrupted_by = 0;
+  auto control =
+      join_cluster(*cluster, selection->ranks, ctx.run_id, interrupts ? interrupts->fd() : -1, &interrupted_by);
+  if (!control) {
+    if (interrupted_by == 0) return control.error();
+    std::fputs(fmt::format("air-run: {}\n", control.error().message).c_str(), stderr);
+    return 128 + interrupted_by;
+  }
   ControlChannel* const channel = control->get();
   if (channel != nullptr) {
     ctx.run_id = channel->run_id();
+    if (cluster->c10d) {
+      // The join gave this node its rank, the node count (MIN:MAX) and node 0's master port.
+      cluster->node_rank = channel->node_rank();
+      cluster->num_nodes = channel->num_nodes();
+      cluster->master_port = channel->master_port();
+      ctx.node_rank = std::max(0, cluster->node_rank); // c10d: -1 until the join (a dry run shows node 0)
+      ctx.num_nodes = cluster->num_nodes;
+      ctx.master_port = cluster->master_port;
+      expand_after_join(spec, *cluster);
+      if (keep_run_dir) ctx.run_dir = spec.log_dir.value;
+    }
     std::fputs(fmt::format("air-run: {}\n", describe_cluster(*cluster, selection->ranks)).c_str(), stderr);
   }
   const auto setup_failed = [channel](Error error) {
@@ -177,7 +204,8 @@ Expected<int> run_command(const CliOptions& options) {
   if (spec.json.value) console.stdout_fd = STDERR_FILENO; // stdout carries only the JSON summary
   std::fflush(stdout);
   std::fflush(stderr);
-  RunOutcome outcome = supervise(*plan, console, channel);
+  CliAttemptHooks attempt_hooks(channel, plan->master_addr);
+  RunOutcome outcome = run_attempts(*plan, console, channel, attempt_hooks); // once, or more with --max-restarts
   if (channel != nullptr) channel->finish(outcome); // every node agrees on the end (and its exit code)
   const int code = report_run(spec, hardware, *selection, *plan, outcome, env);
   if (!keep_run_dir) remove_tree(ctx.run_dir);

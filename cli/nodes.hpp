@@ -29,8 +29,15 @@ std::string describe_cluster(const ClusterContext& cluster, int ranks_per_node);
 /// join_timeout) and returns the channel to hand to `supervise`; nullptr on
 /// one node. `run_id` is node 0's proposal; the channel's run_id() is the one
 /// every node uses.
+/// A signal on `interrupt_fd` (an InterruptWatch) ends the wait, with
+/// `*interrupted_by` set to it.
 Expected<std::unique_ptr<ControlChannel>> join_cluster(const ClusterContext& cluster, int ranks_per_node,
-                                                       const std::string& run_id);
+                                                       const std::string& run_id, int interrupt_fd,
+                                                       int* interrupted_by);
+
+/// Replaces {node_rank} and {node_name} in the summary, JUnit and log paths;
+/// under c10d rendezvous, once the join has given this node its rank.
+void expand_after_join(LaunchSpec& spec, const ClusterContext& cluster);
 
 /// Tells the other nodes that this node cannot run (its target is missing,
 /// its plan failed) with the exit code `error` will give, and closes the

@@ -51,7 +51,13 @@ std::string format_control_message(const ControlMessage& m) {
     return fmt::format("hello {} {} {} {} {}\n", k_control_protocol_version, m.node_rank, m.num_nodes,
                        m.ranks_per_node, one_word(m.name));
   case ControlMessage::Kind::start:
-    return fmt::format("start {}\n", one_word(m.text));
+    return fmt::format("start {} {} {} {}\n", m.node_rank, m.num_nodes, m.master_port, one_word(m.text));
+  case ControlMessage::Kind::over:
+    return fmt::format("over {} {}\n", m.node_rank, m.restartable ? 1 : 0);
+  case ControlMessage::Kind::restart:
+    return fmt::format("restart {} {}\n", m.attempt, m.master_port);
+  case ControlMessage::Kind::stop:
+    return "stop\n";
   case ControlMessage::Kind::refuse:
     return fmt::format("refuse {} {}\n", m.exit_code, one_line(m.text));
   case ControlMessage::Kind::heartbeat:
@@ -98,10 +104,35 @@ Expected<ControlMessage> parse_control_message(std::string_view line) {
     m.kind = ControlMessage::Kind::finish;
     return m;
   }
+  if (verb == "stop" && rest.empty()) {
+    m.kind = ControlMessage::Kind::stop;
+    return m;
+  }
   if (verb == "start") {
     m.kind = ControlMessage::Kind::start;
-    if (rest.empty() || rest.find(' ') != std::string_view::npos) return bad("expected 'start RUN_ID'");
-    m.text = std::string(rest);
+    const auto w = split_words(rest, 3);
+    if (w.size() != 4 || w[3].empty() || w[3].find(' ') != std::string_view::npos)
+      return bad("expected 'start NODE NODES MASTER_PORT RUN_ID'");
+    if (!number(w[0], m.node_rank)) return bad(fmt::format("bad number '{}'", w[0]));
+    if (!number(w[1], m.num_nodes)) return bad(fmt::format("bad number '{}'", w[1]));
+    if (!number(w[2], m.master_port)) return bad(fmt::format("bad number '{}'", w[2]));
+    m.text = std::string(w[3]);
+    return m;
+  }
+  if (verb == "over") {
+    m.kind = ControlMessage::Kind::over;
+    const auto w = split_words(rest, 1);
+    int flag = 0;
+    if (w.size() != 2 || !number(w[0], m.node_rank) || !number(w[1], flag) || (flag != 0 && flag != 1))
+      return bad("expected 'over NODE 0|1'");
+    m.restartable = flag == 1;
+    return m;
+  }
+  if (verb == "restart") {
+    m.kind = ControlMessage::Kind::restart;
+    const auto w = split_words(rest, 1);
+    if (w.size() != 2 || !number(w[0], m.attempt) || !number(w[1], m.master_port))
+      return bad("expected 'restart ATTEMPT MASTER_PORT'");
     return m;
   }
   if (verb == "refuse") {
