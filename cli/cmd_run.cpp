@@ -6,8 +6,8 @@
 #include "core/os/host.hpp"
 #include "core/os/signals.hpp"
 #include "core/pyenv/cache.hpp"
-#include "core/run/plan.hpp"
 #include "core/run/attempts.hpp"
+#include "core/run/plan.hpp"
 #include "core/run/supervisor.hpp"
 #include "core/spec/spec.hpp"
 
@@ -155,8 +155,8 @@ Expected<int> run_command(const CliOptions& options) {
     interrupts = std::move(*watch);
   }
   int interrupted_by = 0;
-  auto control =
-      join_cluster(*cluster, selection->ranks, ctx.run_id, interrupts ? interrupts->fd() : -1, &interrupted_by);
+  auto control = join_cluster(*cluster, selection->ranks, ctx.run_id, interrupts ? interrupts->fd() : -1,
+                              &interrupted_by);
   if (!control) {
     if (interrupted_by == 0) return control.error();
     std::fputs(fmt::format("air-run: {}\n", control.error().message).c_str(), stderr);
@@ -205,7 +205,8 @@ Expected<int> run_command(const CliOptions& options) {
   std::fflush(stdout);
   std::fflush(stderr);
   CliAttemptHooks attempt_hooks(channel, plan->master_addr);
-  RunOutcome outcome = run_attempts(*plan, console, channel, attempt_hooks); // once, or more with --max-restarts
+  RunOutcome outcome =
+      run_attempts(*plan, console, channel, attempt_hooks); // once, or more with --max-restarts
   if (channel != nullptr) channel->finish(outcome); // every node agrees on the end (and its exit code)
   const int code = report_run(spec, hardware, *selection, *plan, outcome, env);
   if (!keep_run_dir) remove_tree(ctx.run_dir);

@@ -271,8 +271,7 @@ Expected<std::unique_ptr<ControlChannel>> ControlChannel::join(const ControlOpti
     if (!bound) return bound.error();
     listener = std::move(*bound);
   }
-  const Status joined =
-      listener ? channel->serve_join(std::move(listener)) : channel->client_join();
+  const Status joined = listener ? channel->serve_join(std::move(listener)) : channel->client_join();
   if (interrupted_by != nullptr) *interrupted_by = channel->interrupted_by_;
   if (!joined) return joined.error();
   const auto now = Clock::now();
@@ -318,7 +317,8 @@ Status ControlChannel::serve_join(UniqueFd listener_fd) {
                         fmt::format("only {} of at least {} nodes joined within {} (node 0's agent waited on "
                                     "port {}){}",
                                     joined.size() + 1, min_nodes, describe_duration(options_.join_timeout),
-                                    options_.port, refused.empty() ? "" : "; refused a connection: " + refused),
+                                    options_.port,
+                                    refused.empty() ? "" : "; refused a connection: " + refused),
                         nullptr);
     }
     if (now >= deadline) {
@@ -391,12 +391,13 @@ Status ControlChannel::serve_join(UniqueFd listener_fd) {
         continue;
       }
       if (options_.c10d != (hello->node_rank < 0)) {
-        return refuse_all(2,
-                          fmt::format("the agent on {} uses {} rendezvous but node 0 ({}) uses {}: give every "
-                                      "node the same --rdzv-backend",
-                                      hello->name, hello->node_rank < 0 ? "c10d" : "static",
-                                      options_.node_name, options_.c10d ? "c10d" : "static"),
-                          p.get());
+        return refuse_all(
+            2,
+            fmt::format("the agent on {} uses {} rendezvous but node 0 ({}) uses {}: give every "
+                        "node the same --rdzv-backend",
+                        hello->name, hello->node_rank < 0 ? "c10d" : "static", options_.node_name,
+                        options_.c10d ? "c10d" : "static"),
+            p.get());
       }
       if (options_.c10d && static_cast<int>(joined.size()) + 1 >= max_nodes) {
         ControlMessage m;
@@ -536,9 +537,10 @@ Status ControlChannel::client_join() {
       fail.name = options_.node_name;
       fail.text = fmt::format("was interrupted by {} while waiting for the start", signal_name(sig));
       send_message(*peer, fail);
-      return Error{ErrorKind::system, fmt::format("interrupted by {} while waiting for node 0's agent at {} to "
-                                                  "start the job",
-                                                  signal_name(sig), where)};
+      return Error{ErrorKind::system,
+                   fmt::format("interrupted by {} while waiting for node 0's agent at {} to "
+                               "start the job",
+                               signal_name(sig), where)};
     }
   }
 }

@@ -32,15 +32,15 @@ struct ControlMessage {
   enum class Kind { hello, start, refuse, heartbeat, fail, abort, done, finish, over, restart, stop };
   Kind kind = Kind::heartbeat;
   int node_rank = -1;
-  int num_nodes = 0;      ///< hello
-  int ranks_per_node = 0; ///< hello
-  int rank = -1;          ///< fail, abort
-  int exit_code = 0;      ///< fail, abort, refuse
-  int master_port = 0;    ///< start, restart
-  int attempt = 0;        ///< restart
+  int num_nodes = 0;        ///< hello
+  int ranks_per_node = 0;   ///< hello
+  int rank = -1;            ///< fail, abort
+  int exit_code = 0;        ///< fail, abort, refuse
+  int master_port = 0;      ///< start, restart
+  int attempt = 0;          ///< restart
   bool restartable = false; ///< over
-  std::string name;       ///< hello, fail, abort: the node's name
-  std::string text;       ///< start: run id; refuse, fail, abort: one line of explanation
+  std::string name;         ///< hello, fail, abort: the node's name
+  std::string text;         ///< start: run id; refuse, fail, abort: one line of explanation
 };
 
 /// The protocol version `hello` carries; node 0 refuses any other.

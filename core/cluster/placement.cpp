@@ -111,12 +111,14 @@ Expected<ClusterContext> apply_cluster(LaunchSpec& spec, const Environment& env,
   c.last_call_timeout = spec.last_call_timeout.value;
   c.read_timeout = spec.read_timeout.value;
   if (c.source == "static" && spec.rdzv_backend.value == "c10d") {
-    auto endpoint = parse_endpoint(spec.rdzv_endpoint.value, place(spec.rdzv_endpoint.origin, "rdzv_endpoint"));
+    auto endpoint =
+        parse_endpoint(spec.rdzv_endpoint.value, place(spec.rdzv_endpoint.origin, "rdzv_endpoint"));
     if (!endpoint) return endpoint.error();
     if (!spec.node_rank.is_default()) {
-      c.notices.push_back(fmt::format("air-run: {} is not used with c10d rendezvous: node ranks are handed out "
-                                      "in order of arrival",
-                                      place(spec.node_rank.origin, "node_rank")));
+      c.notices.push_back(
+          fmt::format("air-run: {} is not used with c10d rendezvous: node ranks are handed out "
+                      "in order of arrival",
+                      place(spec.node_rank.origin, "node_rank")));
     }
     c.source = "c10d";
     c.c10d = true;

@@ -1,9 +1,8 @@
 #include "core/os/signals.hpp"
 
+#include <pthread.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
-
-#include <pthread.h>
 
 #include <cerrno>
 

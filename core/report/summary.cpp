@@ -153,8 +153,6 @@ Json spec_settings_json(const LaunchSpec& s) {
   out["json"] = setting(s.json, s.json.value);
   out["junit_file"] = setting(s.junit_file, s.junit_file.value);
   out["tail_lines"] = setting(s.tail_lines, s.tail_lines.value);
-  out["max_restarts"] = setting(s.max_restarts, s.max_restarts.value);
-  out["rdzv_backend"] = setting(s.rdzv_backend, s.rdzv_backend.value);
   return out;
 }
 

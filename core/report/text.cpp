@@ -98,8 +98,7 @@ std::string format_report(const RunReport& report) {
   const RunOutcome& o = report.outcome;
   const std::string run = "air-run: run " + report.plan.run_id + " ";
   const std::string restarts =
-      o.restarts() == 0 ? ""
-                        : fmt::format(" and {} restart{}", o.restarts(), o.restarts() == 1 ? "" : "s");
+      o.restarts() == 0 ? "" : fmt::format(" and {} restart{}", o.restarts(), o.restarts() == 1 ? "" : "s");
   if (o.status == RunOutcome::Status::succeeded) {
     const std::size_t n = o.ranks.size();
     return run + "succeeded after " + format_seconds(o.duration_s) + restarts + ": " + std::to_string(n) +

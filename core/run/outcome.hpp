@@ -50,11 +50,11 @@ std::string remote_failure_reason(const RemoteFailure& failure);
 /// One attempt of a run that was restarted (--max-restarts): how the
 /// worker group ended before the next one started.
 struct AttemptRecord {
-  int attempt = 0; ///< 0-based: TORCHELASTIC_RESTART_COUNT during it
-  int exit_code = 0;              ///< the failing rank's code (or the failing node's)
-  int root_cause_rank = -1;       ///< global rank, -1 when another node's failure ended it
-  std::string reason;             ///< the attempt's one line, as a run's `reason`
-  std::string error;              ///< the root cause's error file headline ("ValueError: bad batch"), "" if none
+  int attempt = 0;          ///< 0-based: TORCHELASTIC_RESTART_COUNT during it
+  int exit_code = 0;        ///< the failing rank's code (or the failing node's)
+  int root_cause_rank = -1; ///< global rank, -1 when another node's failure ended it
+  std::string reason;       ///< the attempt's one line, as a run's `reason`
+  std::string error;        ///< the root cause's error file headline ("ValueError: bad batch"), "" if none
   std::optional<RemoteFailure> remote_failure;
   int master_port = 0;
   std::chrono::system_clock::time_point started_at{};

@@ -82,7 +82,8 @@ Status settle_rendezvous(LaunchSpec& spec, const PlaceOf& place) {
   if (spec.standalone.value) {
     if (spec.nnodes.value > 1) {
       return usage_error(place(spec.standalone.origin, "standalone") + ": runs one node, but " +
-                         place(spec.nnodes.origin, "nnodes") + " asks for " + std::to_string(spec.nnodes.value));
+                         place(spec.nnodes.origin, "nnodes") + " asks for " +
+                         std::to_string(spec.nnodes.value));
     }
     backend.value = "c10d";
     backend.origin = spec.standalone.origin;
@@ -118,9 +119,10 @@ Status settle_rendezvous(LaunchSpec& spec, const PlaceOf& place) {
              c == '_' || c == '-';
     });
     if (!safe || id == "." || id == "..") {
-      return usage_error(place(spec.rdzv_id.origin, "rdzv_id") +
-                         ": becomes the run id, which may contain only letters, digits, '.', '_' and '-', got " +
-                         quoted(id));
+      return usage_error(
+          place(spec.rdzv_id.origin, "rdzv_id") +
+          ": becomes the run id, which may contain only letters, digits, '.', '_' and '-', got " +
+          quoted(id));
     }
     spec.run_id.value = id;
     spec.run_id.origin = spec.rdzv_id.origin;

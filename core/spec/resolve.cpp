@@ -3,8 +3,8 @@
 // validation happen there, so every error knows its place), then the lists
 // are applied in precedence order: file, env, flags.
 #include "core/base/suggest.hpp"
-#include "core/spec/spec.hpp"
 #include "core/spec/rendezvous.hpp"
+#include "core/spec/spec.hpp"
 
 #include <yaml-cpp/yaml.h>
 

@@ -122,14 +122,14 @@ struct LaunchSpec {
   /// tolerated (nullopt: the control connection's own 5 s).
   Setting<Millis> last_call_timeout{Millis(30'000), {}};
   Setting<std::optional<Millis>> read_timeout;
-  Setting<std::string> log_dir;                      ///< "" = no per-rank log files
-  Setting<std::vector<int>> console_ranks;           ///< empty = every rank reaches the console
-  Setting<bool> isolate_gpus;                        ///< one GPU per rank via CUDA_VISIBLE_DEVICES
-  Setting<std::string> run_id;                       ///< "" = generate
-  Setting<std::string> summary_file;                 ///< JSON summary path, "" = none
-  Setting<bool> json;                                ///< print the JSON summary on stdout
-  Setting<std::string> junit_file;                   ///< JUnit XML path, "" = none
-  Setting<int> tail_lines{50, {}};                   ///< output lines kept per rank for reports
+  Setting<std::string> log_dir;            ///< "" = no per-rank log files
+  Setting<std::vector<int>> console_ranks; ///< empty = every rank reaches the console
+  Setting<bool> isolate_gpus;              ///< one GPU per rank via CUDA_VISIBLE_DEVICES
+  Setting<std::string> run_id;             ///< "" = generate
+  Setting<std::string> summary_file;       ///< JSON summary path, "" = none
+  Setting<bool> json;                      ///< print the JSON summary on stdout
+  Setting<std::string> junit_file;         ///< JUnit XML path, "" = none
+  Setting<int> tail_lines{50, {}};         ///< output lines kept per rank for reports
 
   std::string spec_path; ///< the -f file, "" when none
 };
