@@ -17,9 +17,7 @@
 
 namespace air::cli {
 
-namespace {
-
-/// The one table from error kinds to exit codes (DESIGN section 5).
+/// The one table from error kinds to exit codes (the README lists them).
 int exit_code_for(ErrorKind kind) {
   switch (kind) {
   case ErrorKind::usage:
@@ -35,6 +33,8 @@ int exit_code_for(ErrorKind kind) {
   }
   return 125;
 }
+
+namespace {
 
 constexpr const char* k_footer = R"(
 Examples:

@@ -1,6 +1,11 @@
 #pragma once
 
+#include "core/base/error.hpp"
+
 namespace air::cli {
+
+/// The one table from error kinds to exit codes (DESIGN section 5).
+int exit_code_for(ErrorKind kind);
 
 /// The whole command line: parses flags and the spec, detects hardware, plans,
 /// supervises, reports. The one place where errors become exit codes.

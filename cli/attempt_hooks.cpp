@@ -1,7 +1,7 @@
 #include "cli/attempt_hooks.hpp"
 
 #include "core/os/host.hpp"
-#include "core/report/error_file.hpp"
+#include "core/report/collect.hpp"
 
 namespace air::cli {
 

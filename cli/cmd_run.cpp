@@ -1,20 +1,28 @@
+#include "cli/app.hpp"
 #include "cli/attempt_hooks.hpp"
 #include "cli/commands.hpp"
 #include "cli/nodes.hpp"
 #include "cli/write_reports.hpp"
 #include "core/hw/hardware.hpp"
+#include "core/mlflow/settings.hpp"
+#include "core/mlflow/tracker.hpp"
+#include "core/os/atomic_file.hpp"
 #include "core/os/host.hpp"
 #include "core/os/signals.hpp"
 #include "core/pyenv/cache.hpp"
 #include "core/run/attempts.hpp"
+#include "core/run/console_style.hpp"
 #include "core/run/plan.hpp"
+#include "core/run/stacks.hpp"
 #include "core/run/supervisor.hpp"
+#include "core/spec/path_template.hpp"
 #include "core/spec/spec.hpp"
 
 #include <fmt/format.h>
 
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 
@@ -26,16 +34,11 @@ void print_lines(const std::vector<std::string>& lines, std::FILE* to) {
   for (const auto& line : lines) std::fputs((line + "\n").c_str(), to);
 }
 
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 /// Fails before launch when the target cannot start, so a typo costs no ranks:
 /// the interpreter or executable must resolve, a script must be readable.
 Status check_target(const LaunchSpec& spec, const Environment& env) {
   const auto& command = spec.command.value;
-  const bool python_target =
-      !spec.no_python.value && (spec.module.value || ends_with(command.front(), ".py"));
+  const bool python_target = !spec.no_python.value && (spec.module.value || command.front().ends_with(".py"));
   if (python_target) {
     auto python = check_executable(spec.python.value, env);
     if (!python) {
@@ -57,7 +60,7 @@ void anchor_command_to_spec_dir(LaunchSpec& spec) {
   auto& command = spec.command.value;
   if (spec.command.origin.kind != Origin::Kind::file || command.empty() || spec.module.value) return;
   const std::filesystem::path target = command.front();
-  const bool is_path = ends_with(command.front(), ".py") || command.front().find('/') != std::string::npos;
+  const bool is_path = command.front().ends_with(".py") || command.front().find('/') != std::string::npos;
   if (!is_path || target.is_absolute()) return;
   const auto spec_dir = std::filesystem::path(spec.spec_path).parent_path();
   if (!spec_dir.empty()) command.front() = (spec_dir / target).lexically_normal().string();
@@ -74,12 +77,57 @@ std::optional<std::string> requested_type(const LaunchSpec& spec) {
 Hardware hardware_for(const LaunchSpec& spec, const Environment& env) {
   const auto type = requested_type(spec);
   if (!type) return detect_hardware(env);
-  const auto parsed = parse_accelerator_type(*type, spec.num_accelerators.value);
+  const auto parsed = parse_accelerator_type(*type);
   if (!parsed || !parsed->cpu) return detect_hardware(env); // a bad type is reported by the selection
   Hardware skipped;
   skipped.source = "skipped";
   skipped.reason = "accelerator_type is CPU: GPUs not probed";
   return skipped;
+}
+
+/// The paths a run writes, as given (with placeholders), and their check:
+/// an unknown placeholder is a usage error before anything starts.
+struct PathTemplates {
+  std::string log_dir, summary_file, junit_file;
+
+  static Expected<PathTemplates> of(const LaunchSpec& spec) {
+    AIR_TRY(check_placeholders(spec.log_dir.value, {"run_id", "node_rank", "rank"}, "log_dir (--log-dir)"));
+    AIR_TRY(check_placeholders(spec.summary_file.value, {"run_id", "node_rank"}, "summary_file (--summary)"));
+    AIR_TRY(check_placeholders(spec.junit_file.value, {"run_id", "node_rank"}, "junit_file (--junit)"));
+    return PathTemplates{spec.log_dir.value, spec.summary_file.value, spec.junit_file.value};
+  }
+
+  /// Puts the run's values into the spec's paths ({rank} stays for the planner).
+  void apply(LaunchSpec& spec, const std::string& run_id, int node_rank) const {
+    const auto fill = [&](const std::string& text) {
+      return substitute_placeholder(substitute_placeholder(text, "run_id", run_id), "node_rank",
+                                    std::to_string(node_rank));
+    };
+    spec.log_dir.value = fill(log_dir);
+    spec.summary_file.value = fill(summary_file);
+    spec.junit_file.value = fill(junit_file);
+  }
+};
+
+/// A report file must be writable before the run starts: finding out after
+/// hours of training that --summary points into a read-only folder loses it.
+Status check_report_path(const std::string& path, const char* what) {
+  if (path.empty()) return ok_status();
+  auto dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  if (auto made = make_directories(dir.string()); !made)
+    return usage_error(fmt::format("{} {}: {}", what, path, made.error().message));
+  if (::access(dir.c_str(), W_OK) != 0)
+    return usage_error(fmt::format("{} {}: folder {} is not writable", what, path, dir.string()));
+  return ok_status();
+}
+
+/// Writes the sitecustomize.py that arms faulthandler in Python ranks, when the plan arms them.
+Status write_stack_shim(const LaunchPlan& plan) {
+  if (plan.stack_signal <= 0) return ok_status();
+  AIR_TRY(make_directories(plan.stack_shim_dir));
+  return write_file_atomically(plan.stack_shim_dir + "/" + std::string(k_stack_shim_name),
+                               std::string(stack_shim_source()));
 }
 
 } // namespace
@@ -92,9 +140,13 @@ Expected<int> run_command(const CliOptions& options) {
   LaunchSpec& spec = resolved->spec;
   spec.spec_path = options.spec_file;
   anchor_command_to_spec_dir(spec);
+  mlflow::apply_standard_variables(spec, env); // MLFLOW_TRACKING_URI & co. as defaults
   if (spec.command.value.empty()) {
     return usage_error("no target given: use `air-run [options] TARGET [ARGS...]` or `command:` in the spec");
   }
+
+  auto paths = PathTemplates::of(spec);
+  if (!paths) return paths.error();
 
   const Hardware hardware = hardware_for(spec, env);
   auto selection =
@@ -113,6 +165,10 @@ Expected<int> run_command(const CliOptions& options) {
     for (const auto& [name, value] : python_env->vars) spec.env.value[name] = value;
   }
 
+  // MLflow (core/mlflow/): nullptr without a tracking URI; then no MLflow code runs.
+  auto tracker = mlflow::Tracker::create(spec, env);
+  if (!tracker) return tracker.error();
+
   // Nodes (cli/nodes.cpp): Slurm or --nnodes/--node-rank; decides the master port.
   auto cluster = resolve_cluster(spec, env, options.dry_run);
   if (!cluster) return cluster.error();
@@ -123,9 +179,12 @@ Expected<int> run_command(const CliOptions& options) {
   ctx.num_nodes = cluster->num_nodes;
   ctx.node_name = cluster->node_name;
   ctx.cluster_source = cluster->source;
+  paths->apply(spec, ctx.run_id, ctx.node_rank);
   // Result and error files live in the log directory when there is one (kept),
-  // else in a private temporary directory removed after the report.
-  const bool keep_run_dir = !spec.log_dir.value.empty();
+  // else (also when each rank has its own log folder) in a private temporary
+  // directory removed after the report.
+  const bool keep_run_dir =
+      !spec.log_dir.value.empty() && spec.log_dir.value.find("{rank}") == std::string::npos;
   ctx.run_dir = keep_run_dir ? spec.log_dir.value : fmt::format("/tmp/air-run-{}", ctx.run_id);
 
   if (options.dry_run) {
@@ -139,12 +198,29 @@ Expected<int> run_command(const CliOptions& options) {
                stdout);
     print_lines(selection->notices, stdout);
     if (python_env->active) std::fputs(fmt::format("Python {}\n", python_env->status).c_str(), stdout);
+    if (*tracker) std::fputs(((*tracker)->describe() + "\n").c_str(), stdout);
     std::fputs("Plan:\n", stdout);
     for (const auto& line : describe_plan(*plan)) std::fputs(("  " + line + "\n").c_str(), stdout);
     return 0;
   }
 
   print_lines(cluster->notices, stderr);
+  // Node 0 creates the MLflow run before any rank starts; a required run that
+  // cannot be created fails the launch once the nodes have joined (below).
+  mlflow::Tracker* const tracker_ptr = tracker->get();
+  Status tracking = ok_status();
+  if (tracker_ptr != nullptr && ctx.node_rank == 0) {
+    tracking =
+        tracker_ptr->start(mlflow::gather_launch_facts(spec, *selection, ctx.num_nodes, ctx.run_id, env));
+    if (const int sig = tracker_ptr->interrupted_by(); sig != 0) {
+      tracker_ptr->abandon(RunOutcome::Status::interrupted, 128 + sig); // when the run exists already
+      return 128 + sig;
+    }
+  }
+  const auto end_tracking = [&](const Error& error) {
+    if (tracker_ptr != nullptr && ctx.node_rank == 0)
+      tracker_ptr->abandon(RunOutcome::Status::launch_failed, exit_code_for(error.kind));
+  };
   // Several nodes: wait for all of them (node 0's run id wins); from here on a
   // failure before launch is told to the other nodes so they stop too. Ctrl-C
   // and SIGTERM end the wait (exit 128+N), as they end a run.
@@ -155,9 +231,13 @@ Expected<int> run_command(const CliOptions& options) {
     interrupts = std::move(*watch);
   }
   int interrupted_by = 0;
-  auto control = join_cluster(*cluster, selection->ranks, ctx.run_id, interrupts ? interrupts->fd() : -1,
-                              &interrupted_by);
+  const int interrupt_fd = interrupts ? interrupts->fd() : -1;
+  auto control = tracker_ptr != nullptr && tracker_ptr->has_run()
+                     ? join_cluster(*cluster, selection->ranks, ctx.run_id, interrupt_fd, &interrupted_by,
+                                    tracker_ptr->run().experiment_id, tracker_ptr->run().run_id)
+                     : join_cluster(*cluster, selection->ranks, ctx.run_id, interrupt_fd, &interrupted_by);
   if (!control) {
+    end_tracking(control.error());
     if (interrupted_by == 0) return control.error();
     std::fputs(fmt::format("air-run: {}\n", control.error().message).c_str(), stderr);
     return 128 + interrupted_by;
@@ -170,20 +250,27 @@ Expected<int> run_command(const CliOptions& options) {
       cluster->node_rank = channel->node_rank();
       cluster->num_nodes = channel->num_nodes();
       cluster->master_port = channel->master_port();
-      ctx.node_rank = std::max(0, cluster->node_rank); // c10d: -1 until the join (a dry run shows node 0)
+      ctx.node_rank = cluster->node_rank;
       ctx.num_nodes = cluster->num_nodes;
       ctx.master_port = cluster->master_port;
-      expand_after_join(spec, *cluster);
-      if (keep_run_dir) ctx.run_dir = spec.log_dir.value;
     }
+    if (tracker_ptr != nullptr && ctx.node_rank != 0)
+      tracker_ptr->adopt(channel->mlflow_experiment_id(), channel->mlflow_run_id());
+    paths->apply(spec, ctx.run_id, ctx.node_rank);
+    if (keep_run_dir) ctx.run_dir = spec.log_dir.value;
     std::fputs(fmt::format("air-run: {}\n", describe_cluster(*cluster, selection->ranks)).c_str(), stderr);
   }
-  const auto setup_failed = [channel](Error error) {
+  const auto setup_failed = [channel, &end_tracking](Error error) {
     report_setup_failure(channel, error);
+    end_tracking(error);
     return error;
   };
+  if (!tracking) return setup_failed(tracking.error());
 
   if (auto target = check_target(spec, env); !target) return setup_failed(target.error());
+  if (auto ok = check_report_path(spec.summary_file.value, "summary file"); !ok)
+    return setup_failed(ok.error());
+  if (auto ok = check_report_path(spec.junit_file.value, "JUnit file"); !ok) return setup_failed(ok.error());
   if (keep_run_dir) {
     if (auto made = make_directories(ctx.run_dir); !made) return setup_failed(made.error());
   } else {
@@ -191,10 +278,17 @@ Expected<int> run_command(const CliOptions& options) {
     if (!dir) return setup_failed(dir.error());
     ctx.run_dir = *dir;
   }
+  // A spare real-time signal arms faulthandler in Python ranks (core/run/stacks.hpp).
+  ctx.stack_signal = SIGRTMIN + 3;
   auto plan = make_plan(spec, *selection, env, ctx);
   if (!plan) {
     if (!keep_run_dir) remove_tree(ctx.run_dir);
     return setup_failed(plan.error());
+  }
+  if (tracker_ptr != nullptr) tracker_ptr->add_rank_environment(*plan);
+  if (auto shim = write_stack_shim(*plan); !shim) {
+    if (!keep_run_dir) remove_tree(ctx.run_dir);
+    return setup_failed(shim.error());
   }
   for (const auto& notice : selection->notices)
     std::fputs(fmt::format("air-run: {}\n", notice).c_str(), stderr);
@@ -202,13 +296,15 @@ Expected<int> run_command(const CliOptions& options) {
 
   ConsoleOptions console;
   if (spec.json.value) console.stdout_fd = STDERR_FILENO; // stdout carries only the JSON summary
+  console.stdout_color = use_color(::isatty(console.stdout_fd) == 1, env);
+  console.stderr_color = use_color(::isatty(STDERR_FILENO) == 1, env);
   std::fflush(stdout);
   std::fflush(stderr);
   CliAttemptHooks attempt_hooks(channel, plan->master_addr);
   RunOutcome outcome =
       run_attempts(*plan, console, channel, attempt_hooks); // once, or more with --max-restarts
   if (channel != nullptr) channel->finish(outcome); // every node agrees on the end (and its exit code)
-  const int code = report_run(spec, hardware, *selection, *plan, outcome, env);
+  const int code = report_run(spec, hardware, *selection, *plan, outcome, env, tracker_ptr);
   if (!keep_run_dir) remove_tree(ctx.run_dir);
   return code;
 }

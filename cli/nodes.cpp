@@ -1,17 +1,12 @@
 #include "cli/nodes.hpp"
 
 #include "core/cluster/slurm.hpp"
+#include "core/os/capture.hpp"
 #include "core/os/host.hpp"
-#include "core/os/process.hpp"
 
 #include <fmt/format.h>
 
-#include <poll.h>
-#include <sys/wait.h>
-
-#include <cerrno>
 #include <chrono>
-#include <csignal>
 
 namespace air::cli {
 
@@ -24,45 +19,9 @@ constexpr std::chrono::seconds k_helper_timeout{10};
 /// Runs a helper program and returns its stdout; nullopt when it cannot be
 /// started, fails, or outlives k_helper_timeout (then it is killed).
 std::optional<std::string> capture(const std::vector<std::string>& argv, const Environment& env) {
-  auto child = spawn_process(argv, env);
-  if (!child) return std::nullopt;
-  std::string out;
-  const auto deadline = std::chrono::steady_clock::now() + k_helper_timeout;
-  UniqueFd* fds[2] = {&child->stdout_fd, &child->stderr_fd};
-  bool timed_out = false;
-  while (child->stdout_fd || child->stderr_fd) {
-    std::vector<pollfd> p;
-    std::vector<UniqueFd*> owners;
-    for (UniqueFd* fd : fds) {
-      if (!*fd) continue;
-      p.push_back({fd->get(), POLLIN, 0});
-      owners.push_back(fd);
-    }
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
-    }
-    if (::poll(p.data(), p.size(), static_cast<int>(left.count())) < 0 && errno != EINTR) break;
-    for (std::size_t i = 0; i < p.size(); ++i) {
-      if (p[i].revents == 0) continue;
-      char buf[4096];
-      const ssize_t n = ::read(owners[i]->get(), buf, sizeof(buf));
-      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      if (n <= 0) {
-        owners[i]->reset();
-      } else if (owners[i] == &child->stdout_fd) {
-        out.append(buf, static_cast<std::size_t>(n));
-      }
-    }
-  }
-  if (timed_out) ::kill(-child->pid, SIGKILL);
-  int status = 0;
-  while (::waitpid(child->pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (timed_out || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
-  return out;
+  auto run = run_captured(argv, env, k_helper_timeout);
+  if (!run || run->timed_out || !run->status.success()) return std::nullopt;
+  return std::move(run->out);
 }
 
 /// Node 0's address as Slurm knows it (NodeAddr), which ranks can reach even
@@ -154,9 +113,9 @@ void report_setup_failure(ControlChannel* control, const Error& error) {
   control->finish(outcome); // already reported: this only closes the connection politely
 }
 
-Expected<std::unique_ptr<ControlChannel>> join_cluster(const ClusterContext& c, int ranks_per_node,
-                                                       const std::string& run_id, int interrupt_fd,
-                                                       int* interrupted_by) {
+Expected<std::unique_ptr<ControlChannel>>
+join_cluster(const ClusterContext& c, int ranks_per_node, const std::string& run_id, int interrupt_fd,
+             int* interrupted_by, const std::string& mlflow_experiment_id, const std::string& mlflow_run_id) {
   if (!c.multi_node()) return std::unique_ptr<ControlChannel>();
   ControlOptions options;
   options.node_rank = c.node_rank;
@@ -167,6 +126,8 @@ Expected<std::unique_ptr<ControlChannel>> join_cluster(const ClusterContext& c, 
   options.master_host = c.master_host;
   options.port = c.control_port;
   options.run_id = run_id;
+  options.mlflow_experiment_id = mlflow_experiment_id;
+  options.mlflow_run_id = mlflow_run_id;
   options.join_timeout = c.join_timeout;
   options.c10d = c.c10d;
   options.may_host = c.may_host;

@@ -28,12 +28,14 @@ std::string describe_cluster(const ClusterContext& cluster, int ranks_per_node);
 /// On several nodes, joins the others through node 0's agent (blocking, up to
 /// join_timeout) and returns the channel to hand to `supervise`; nullptr on
 /// one node. `run_id` is node 0's proposal; the channel's run_id() is the one
-/// every node uses.
-/// A signal on `interrupt_fd` (an InterruptWatch) ends the wait, with
+/// every node uses. Node 0 hands its MLflow run (ids, "" = none) on the same
+/// way. A signal on `interrupt_fd` (an InterruptWatch) ends the wait, with
 /// `*interrupted_by` set to it.
 Expected<std::unique_ptr<ControlChannel>> join_cluster(const ClusterContext& cluster, int ranks_per_node,
                                                        const std::string& run_id, int interrupt_fd,
-                                                       int* interrupted_by);
+                                                       int* interrupted_by,
+                                                       const std::string& mlflow_experiment_id = "",
+                                                       const std::string& mlflow_run_id = "");
 
 /// Replaces {node_rank} and {node_name} in the summary, JUnit and log paths;
 /// under c10d rendezvous, once the join has given this node its rank.

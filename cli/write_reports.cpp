@@ -40,12 +40,18 @@ bool write_report_file(const std::string& path, const std::string& content, cons
 } // namespace
 
 int report_run(const LaunchSpec& spec, const Hardware& hardware, const Selection& selection,
-               const LaunchPlan& plan, const RunOutcome& outcome, const Environment& env) {
+               const LaunchPlan& plan, const RunOutcome& outcome, const Environment& env,
+               mlflow::Tracker* tracker) {
   int code = outcome.exit_code();
-  const RunReport report = collect_report(spec, hardware, selection, plan, outcome, code, host_name());
+  RunReport report = collect_report(spec, hardware, selection, plan, outcome, code, host_name());
+  if (tracker != nullptr) {
+    report.mlflow = &tracker->info();
+    tracker->finish(outcome, code, plan.node_rank == 0, [&report] { return summary_text(report); });
+  }
 
   std::fflush(stdout);
   std::fputs(format_report(report).c_str(), stderr);
+  if (tracker != nullptr) std::fputs(("air-run: " + tracker->report_line() + "\n").c_str(), stderr);
   bool written = true;
   const std::string summary = summary_text(report);
   if (!spec.summary_file.value.empty())
@@ -55,7 +61,18 @@ int report_run(const LaunchSpec& spec, const Hardware& hardware, const Selection
   if (github_actions_enabled(env)) {
     // GitHub reads workflow commands from both streams; keep stdout pure JSON under --json.
     std::FILE* to = spec.json.value ? stderr : stdout;
-    for (const auto& line : github_annotations(report)) std::fputs((line + "\n").c_str(), to);
+    for (const auto& line : github_annotations(report, env_or(env, "GITHUB_WORKSPACE")))
+      std::fputs((line + "\n").c_str(), to);
+    // The job's summary page: GitHub appends what each step adds to this file.
+    if (const std::string page = env_or(env, "GITHUB_STEP_SUMMARY"); !page.empty()) {
+      if (std::FILE* f = std::fopen(page.c_str(), "ae")) {
+        std::fputs(github_step_summary(report).c_str(), f);
+        std::fclose(f);
+      } else {
+        std::fputs(fmt::format("air-run: warning: GITHUB_STEP_SUMMARY {} not written\n", page).c_str(),
+                   stderr);
+      }
+    }
   }
   if (spec.json.value) {
     std::fputs(summary.c_str(), stdout);

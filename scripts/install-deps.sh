@@ -20,6 +20,7 @@ packages=(
   libyaml-cpp-dev                     # spec files, with line/column marks for errors
   libfmt-dev                          # formatting
   nlohmann-json3-dev                  # summary, result and error files
+  libcurl4-openssl-dev                # MLflow tracking: REST over HTTP(S) (core/mlflow/ only)
   catch2                              # unit tests (v2 on Debian 12); CMake builds them by default
 )
 case $what in
@@ -36,6 +37,7 @@ case $what in
       clang-format clang-tidy         # make format / make lint
       python3 python3-torch python3-pytest python3-cloudpickle python3-venv python3-pip
       python3-jsonschema              # validates the JSON summary against docs/summary.schema.json
+      python3-fsspec                  # air.data reads URLs through fsspec (tested with memory://)
       procps                          # ps/pgrep for the end-to-end tests
       slurm-wlm munge                 # real Slurm for the multi-node end-to-end test
     )

@@ -1,9 +1,14 @@
-// Durations ("1h30m"), rank lists ("0,2-3") and one-string commands: the small
-// value grammars of the spec, kept apart from the YAML walk so they can be
-// tested alone.
-#include "core/spec/spec.hpp"
+// Durations ("1h30m"), elapsed times, UTC timestamps and rank lists ("0,2-3"):
+// the small value grammars of the spec and the reports, kept apart from the
+// YAML walk so they can be tested alone.
+#include "core/base/duration.hpp"
+
+#include "core/base/text.hpp"
+
+#include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <set>
 #include <string>
@@ -19,8 +24,6 @@ constexpr std::int64_t k_ms_per_h = 60 * k_ms_per_m;
 constexpr std::int64_t k_max_duration_ms = 8760 * k_ms_per_h;
 // Bounds the vector a range like "0-999999999" would otherwise allocate.
 constexpr int k_max_rank = 1'000'000;
-
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
 enum class DurationParse { ok, malformed, too_long };
 
@@ -80,8 +83,6 @@ DurationParse parse_duration_ms(std::string_view text, std::int64_t& out) {
   out = total;
   return DurationParse::ok;
 }
-
-std::string single_quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
 
 } // namespace
 
@@ -186,43 +187,38 @@ std::string format_rank_list(const std::vector<int>& ranks, std::string_view sep
   return out;
 }
 
-Expected<std::vector<std::string>> split_command_line(std::string_view text, std::string_view what) {
-  std::vector<std::string> words;
-  std::string word;
-  bool in_word = false;
-  char quote = 0;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (quote == '\'') {
-      if (c == '\'')
-        quote = 0;
-      else
-        word += c;
-    } else if (quote == '"') {
-      if (c == '"')
-        quote = 0;
-      else if (c == '\\' && i + 1 < text.size() && (text[i + 1] == '"' || text[i + 1] == '\\'))
-        word += text[++i];
-      else
-        word += c;
-    } else if (c == ' ' || c == '\t' || c == '\n') {
-      if (in_word) words.push_back(std::move(word));
-      word.clear();
-      in_word = false;
-    } else if (c == '\'' || c == '"') {
-      quote = c;
-      in_word = true;
-    } else if (c == '\\' && i + 1 < text.size()) {
-      word += text[++i];
-      in_word = true;
-    } else {
-      word += c;
-      in_word = true;
-    }
+std::string format_seconds(double seconds) {
+  if (!(seconds >= 0)) seconds = 0;
+  if (seconds > 1e12) seconds = 1e12; // keeps llround in range for absurd inputs
+  if (seconds < 59.95) return fmt::format("{:.1f}s", seconds);
+  const long long total = std::llround(seconds);
+  const long long h = total / 3600;
+  const long long m = (total % 3600) / 60;
+  const long long s = total % 60;
+  if (h > 0) return fmt::format("{}h{:02d}m{:02d}s", h, m, s);
+  return fmt::format("{}m{:02d}s", m, s);
+}
+
+std::string format_utc(std::chrono::system_clock::time_point t) {
+  using namespace std::chrono;
+  const auto ms_total = duration_cast<milliseconds>(t.time_since_epoch()).count();
+  auto secs = static_cast<std::time_t>(ms_total / 1000);
+  auto ms = static_cast<int>(ms_total % 1000);
+  if (ms < 0) { // before 1970: floor, not truncate
+    ms += 1000;
+    secs -= 1;
   }
-  if (quote != 0) return usage_error(std::string(what) + ": unterminated quote in " + single_quoted(text));
-  if (in_word) words.push_back(std::move(word));
-  return words;
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  return fmt::format("{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}.{:03d}Z", tm.tm_year + 1900, tm.tm_mon + 1,
+                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+}
+
+std::string format_utc(std::time_t t) {
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  return fmt::format("{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}Z", tm.tm_year + 1900, tm.tm_mon + 1,
+                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
 }
 
 } // namespace air

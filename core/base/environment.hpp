@@ -8,7 +8,7 @@ namespace air {
 
 /// A process environment as a sorted name -> value map. Ranks get a private
 /// copy built from the parent's snapshot; air-run never calls setenv, so one
-/// rank's variables cannot leak into the next (aesthetics 12.8).
+/// rank's variables cannot leak into the next.
 using Environment = std::map<std::string, std::string>;
 
 /// Snapshot of this process's `environ`, taken once in the CLI.

@@ -5,7 +5,7 @@
 namespace air {
 
 /// A decoded wait status: exited with a code, or killed by a signal. Never a
-/// raw int, so a signal is never collapsed into "exit 1" (aesthetics habit 11).
+/// raw int, so a signal is never collapsed into "exit 1".
 struct ExitStatus {
   enum class Kind { not_exited, exited, signaled };
   Kind kind = Kind::not_exited;

@@ -8,7 +8,7 @@ namespace air {
 
 /// Owns one file descriptor and closes it on destruction. Move-only, so an fd
 /// has exactly one owner and is closed exactly once; every fd the supervisor
-/// creates lives in one of these (aesthetics 12.5: no fd leaks by construction).
+/// creates lives in one of these, so no fd leaks by construction.
 class UniqueFd {
 public:
   UniqueFd() = default;

@@ -2,6 +2,7 @@
 // heartbeats and the final agreement, over one TCP socket per node.
 #include "core/cluster/control.hpp"
 
+#include "core/base/duration.hpp"
 #include "core/base/exit_status.hpp"
 #include "core/cluster/control_message.hpp"
 
@@ -44,13 +45,6 @@ constexpr std::size_t k_max_line = 8192;
 constexpr milliseconds k_linger{2'000};
 /// Pause between connection attempts while node 0's agent is not up yet.
 constexpr milliseconds k_retry_interval{200};
-
-std::string describe_duration(milliseconds d) {
-  const auto ms = d.count();
-  if (ms % 60'000 == 0 && ms != 0) return std::to_string(ms / 60'000) + "m";
-  if (ms % 1000 == 0) return std::to_string(ms / 1000) + "s";
-  return std::to_string(ms) + "ms";
-}
 
 int poll_timeout(Clock::time_point now, Clock::time_point deadline) {
   const auto wait = std::chrono::ceil<milliseconds>(deadline - now).count();
@@ -224,7 +218,8 @@ Error join_error(int code, std::string message) {
 } // namespace
 
 ControlChannel::ControlChannel(ControlOptions options)
-    : options_(std::move(options)), run_id_(options_.run_id) {}
+    : options_(std::move(options)), run_id_(options_.run_id),
+      mlflow_experiment_id_(options_.mlflow_experiment_id), mlflow_run_id_(options_.mlflow_run_id) {}
 
 ControlChannel::~ControlChannel() = default;
 
@@ -316,7 +311,7 @@ Status ControlChannel::serve_join(UniqueFd listener_fd) {
       return refuse_all(125,
                         fmt::format("only {} of at least {} nodes joined within {} (node 0's agent waited on "
                                     "port {}){}",
-                                    joined.size() + 1, min_nodes, describe_duration(options_.join_timeout),
+                                    joined.size() + 1, min_nodes, format_duration(options_.join_timeout),
                                     options_.port,
                                     refused.empty() ? "" : "; refused a connection: " + refused),
                         nullptr);
@@ -331,7 +326,7 @@ Status ControlChannel::serve_join(UniqueFd listener_fd) {
       if (count > 8) missing += fmt::format(" and {} more", count - 8);
       return refuse_all(125,
                         fmt::format("{} did not join within {} (node 0's agent waited on control port {}){}",
-                                    missing, describe_duration(options_.join_timeout), options_.port,
+                                    missing, format_duration(options_.join_timeout), options_.port,
                                     refused.empty() ? "" : "; refused a connection: " + refused),
                         nullptr);
     }
@@ -454,6 +449,8 @@ Status ControlChannel::serve_join(UniqueFd listener_fd) {
   start.text = run_id_;
   start.num_nodes = options_.num_nodes;
   start.master_port = master_port_;
+  start.mlflow_experiment_id = mlflow_experiment_id_;
+  start.mlflow_run_id = mlflow_run_id_;
   for (auto& [rank, peer] : joined) {
     start.node_rank = rank;
     if (!send_message(*peer, start))
@@ -478,7 +475,7 @@ Status ControlChannel::client_join() {
     if (peer->fd) break;
     if (Clock::now() + k_retry_interval >= deadline) {
       return Error{ErrorKind::system, fmt::format("could not reach node 0's agent at {} within {}: {}", where,
-                                                  describe_duration(options_.join_timeout), error)};
+                                                  format_duration(options_.join_timeout), error)};
     }
     pollfd wait{options_.interrupt_fd, POLLIN, 0};
     poll_retry(&wait, 1, static_cast<int>(k_retry_interval.count()));
@@ -508,6 +505,8 @@ Status ControlChannel::client_join() {
         options_.node_rank = m->node_rank;
         options_.num_nodes = m->num_nodes;
         master_port_ = m->master_port;
+        mlflow_experiment_id_ = m->mlflow_experiment_id;
+        mlflow_run_id_ = m->mlflow_run_id;
         peers_.push_back(std::move(peer));
         return ok_status();
       }
@@ -524,7 +523,7 @@ Status ControlChannel::client_join() {
     const auto now = Clock::now();
     if (now >= start_deadline) {
       return Error{ErrorKind::system, fmt::format("node 0's agent at {} did not start the job within {}",
-                                                  where, describe_duration(options_.join_timeout * 2))};
+                                                  where, format_duration(options_.join_timeout * 2))};
     }
     pollfd p[2] = {{peer->fd.get(), POLLIN, 0}, {options_.interrupt_fd, POLLIN, 0}};
     poll_retry(p, 2, poll_timeout(now, start_deadline));
@@ -580,7 +579,7 @@ std::optional<RemoteFailure> ControlChannel::pump(Clock::time_point now) {
     if (peer->closed && !expected_end) {
       lost = "its agent closed the control connection (it exited or was killed)";
     } else if (!peer->closed && now - peer->last_heard > options_.heartbeat_timeout) {
-      lost = fmt::format("no word from its agent for {}", describe_duration(options_.heartbeat_timeout));
+      lost = fmt::format("no word from its agent for {}", format_duration(options_.heartbeat_timeout));
       peer->closed = true;
     }
     if (!lost.empty() && !failure) {

@@ -22,6 +22,8 @@ struct ControlOptions {
   std::string master_host;             ///< where node 0's agent listens (used by nodes > 0)
   int port = 0;                        ///< node 0's control port
   std::string run_id;                  ///< node 0's run id, handed to every node with `start`
+  std::string mlflow_experiment_id;    ///< node 0's MLflow run, handed on with `start` ("" = none)
+  std::string mlflow_run_id;
   std::chrono::milliseconds join_timeout{300'000};
   std::chrono::milliseconds heartbeat_interval{1'000};
   std::chrono::milliseconds heartbeat_timeout{5'000}; ///< a peer silent this long is a dead agent
@@ -94,6 +96,10 @@ public:
   /// came: then `outcome` says interrupted).
   std::optional<int> agree_restart(RunOutcome& outcome, bool restartable, int attempt, int master_port);
 
+  /// The MLflow run node 0 created ("" when none): every node's ranks log into it.
+  const std::string& mlflow_experiment_id() const { return mlflow_experiment_id_; }
+  const std::string& mlflow_run_id() const { return mlflow_run_id_; }
+
   /// Tells the other nodes that this node failed before or without
   /// supervising (a target that cannot start): they stop with `exit_code`.
   void report_failure(int exit_code, int rank, const std::string& reason);
@@ -127,6 +133,8 @@ private:
 
   ControlOptions options_;
   std::string run_id_;
+  std::string mlflow_experiment_id_;
+  std::string mlflow_run_id_;
   std::vector<std::unique_ptr<Peer>> peers_; ///< node 0: one per other node; others: node 0
   std::chrono::steady_clock::time_point next_heartbeat_{};
   bool failure_reported_ = false;       ///< this node's failure (or node 0's abort) is out

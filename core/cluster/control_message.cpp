@@ -51,6 +51,10 @@ std::string format_control_message(const ControlMessage& m) {
     return fmt::format("hello {} {} {} {} {}\n", k_control_protocol_version, m.node_rank, m.num_nodes,
                        m.ranks_per_node, one_word(m.name));
   case ControlMessage::Kind::start:
+    if (!m.mlflow_run_id.empty()) {
+      return fmt::format("start {} {} {} {} {} {}\n", m.node_rank, m.num_nodes, m.master_port,
+                         one_word(m.text), one_word(m.mlflow_experiment_id), one_word(m.mlflow_run_id));
+    }
     return fmt::format("start {} {} {} {}\n", m.node_rank, m.num_nodes, m.master_port, one_word(m.text));
   case ControlMessage::Kind::over:
     return fmt::format("over {} {}\n", m.node_rank, m.restartable ? 1 : 0);
@@ -110,9 +114,15 @@ Expected<ControlMessage> parse_control_message(std::string_view line) {
   }
   if (verb == "start") {
     m.kind = ControlMessage::Kind::start;
-    const auto w = split_words(rest, 3);
-    if (w.size() != 4 || w[3].empty() || w[3].find(' ') != std::string_view::npos)
-      return bad("expected 'start NODE NODES MASTER_PORT RUN_ID'");
+    const auto w = split_words(rest, 6); // NODE NODES MASTER_PORT RUN_ID [MLFLOW_EXPERIMENT_ID MLFLOW_RUN_ID]
+    const bool plain = w.size() == 5 && !w[3].empty() && w[4].empty();
+    const bool tracked = w.size() == 7 && !w[3].empty() && !w[4].empty() && !w[5].empty() && w[6].empty();
+    if (!plain && !tracked)
+      return bad("expected 'start NODE NODES MASTER_PORT RUN_ID [MLFLOW_EXPERIMENT_ID MLFLOW_RUN_ID]'");
+    if (tracked) {
+      m.mlflow_experiment_id = std::string(w[4]);
+      m.mlflow_run_id = std::string(w[5]);
+    }
     if (!number(w[0], m.node_rank)) return bad(fmt::format("bad number '{}'", w[0]));
     if (!number(w[1], m.num_nodes)) return bad(fmt::format("bad number '{}'", w[1]));
     if (!number(w[2], m.master_port)) return bad(fmt::format("bad number '{}'", w[2]));

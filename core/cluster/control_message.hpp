@@ -13,8 +13,9 @@ namespace air {
 ///
 ///   hello 2 NODE_RANK NUM_NODES RANKS_PER_NODE NAME   agent -> node 0, after connecting (2 = protocol
 ///                                                     version; NODE_RANK -1: c10d, assign me one)
-///   start NODE_RANK NUM_NODES MASTER_PORT RUN_ID      node 0 -> each: everyone joined, launch (with
-///                                                     that node's rank and the job's node count)
+///   start NODE_RANK NUM_NODES MASTER_PORT RUN_ID [MLFLOW_EXPERIMENT_ID MLFLOW_RUN_ID]
+///                                                     node 0 -> each: everyone joined, launch (with
+///                                                     that node's rank, the node count, its MLflow run)
 ///   refuse CODE TEXT                                  node 0 -> all: the job cannot start (exit CODE)
 ///   hb                                                both ways, every second
 ///   fail NODE RANK CODE NAME TEXT                     agent -> node 0: this node failed
@@ -41,6 +42,8 @@ struct ControlMessage {
   bool restartable = false; ///< over
   std::string name;         ///< hello, fail, abort: the node's name
   std::string text;         ///< start: run id; refuse, fail, abort: one line of explanation
+  /// start: the MLflow run node 0 created (`start ... RUN_ID EXPERIMENT_ID MLFLOW_RUN_ID`); "" when none.
+  std::string mlflow_experiment_id, mlflow_run_id;
 };
 
 /// The protocol version `hello` carries; node 0 refuses any other.

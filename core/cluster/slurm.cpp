@@ -1,6 +1,8 @@
 // Slurm's environment, host lists and scontrol output, parsed without the OS.
 #include "core/cluster/slurm.hpp"
 
+#include "core/base/text.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -12,22 +14,12 @@ namespace {
 /// Host lists past this size are a typo ("node[1-99999999]"), not a cluster.
 constexpr std::size_t k_max_hosts = 1'000'000;
 
-bool all_digits(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
 /// Parses a small non-negative decimal; nullopt when not one.
 std::optional<long long> to_number(std::string_view s) {
   if (!all_digits(s) || s.size() > 12) return std::nullopt;
   long long n = 0;
   for (char c : s) n = n * 10 + (c - '0');
   return n;
-}
-
-std::string trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n')) s.remove_suffix(1);
-  return std::string(s);
 }
 
 /// Splits on commas that are not inside brackets.
@@ -144,7 +136,7 @@ std::optional<std::string> value_after(std::string_view text, std::string_view k
 
 Expected<std::vector<std::string>> expand_hostlist(std::string_view text) {
   const std::string what = fmt::format("host list '{}'", text);
-  const std::string trimmed = trim(text);
+  const std::string trimmed(trim(text));
   if (trimmed.empty()) return usage_error(what + ": empty");
   std::vector<std::string> hosts;
   for (std::string_view part : split_top_level(trimmed)) {
@@ -159,7 +151,7 @@ Expected<std::vector<std::string>> expand_hostlist(std::string_view text) {
 Expected<std::vector<int>> expand_tasks_per_node(std::string_view text) {
   const std::string what = fmt::format("tasks per node '{}'", text);
   std::vector<int> counts;
-  const std::string trimmed = trim(text);
+  const std::string trimmed(trim(text));
   for (std::string_view part : split_top_level(trimmed)) {
     std::string_view count = part;
     long long repeat = 1;

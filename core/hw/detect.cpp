@@ -1,5 +1,6 @@
 // GPU detection: AIR_RUN_FAKE_GPUS (tests) or NVML, then an inherited
 // CUDA_VISIBLE_DEVICES applied the way the CUDA runtime applies it.
+#include "core/base/text.hpp"
 #include "core/hw/hardware.hpp"
 #include "core/hw/nvml.hpp"
 
@@ -14,19 +15,6 @@ namespace air {
 namespace {
 
 constexpr int kMaxFakeGpus = 255; // fake bus ids are 00000000:NN:00.0 with NN = 01..FF
-
-std::string_view trim(std::string_view text) {
-  const auto space = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
-  while (!text.empty() && space(text.front())) text.remove_prefix(1);
-  while (!text.empty() && space(text.back())) text.remove_suffix(1);
-  return text;
-}
-
-std::string lower(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 bool starts_with_ci(std::string_view text, std::string_view prefix) {
   return text.size() >= prefix.size() && lower(text.substr(0, prefix.size())) == lower(prefix);

@@ -2,6 +2,7 @@
 
 #include "core/base/environment.hpp"
 #include "core/base/error.hpp"
+#include "core/spec/accelerator_type.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -55,19 +56,6 @@ std::vector<GpuInfo> apply_visible_devices(const std::vector<GpuInfo>& gpus, std
 /// "NVIDIA A10" -> "A10", "NVIDIA B300 SXM6 AC" -> "B300". Unknown names give a
 /// sanitised upper-case token.
 std::string model_family(std::string_view gpu_name);
-
-/// A parsed accelerator type: CPU, or GPU_<count>x<model>.
-struct AcceleratorType {
-  bool cpu = false;
-  int count = 0;
-  std::string model;
-  bool legacy = false;           ///< written in a legacy short form ("H100")
-  std::string canonical() const; ///< "CPU" or "GPU_8xH100"
-};
-
-/// Parses "CPU", "GPU_8xH100", and legacy short models "A10"/"H100"/"B300"
-/// (count taken from `legacy_count`, default 1). Case-insensitive model.
-Expected<AcceleratorType> parse_accelerator_type(std::string_view text, std::optional<int> legacy_count);
 
 /// The canonical type of what was detected: "GPU_2xH200", or "CPU" without GPUs.
 /// Mixed models give the most common family.

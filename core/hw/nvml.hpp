@@ -2,7 +2,7 @@
 
 #include "core/base/error.hpp"
 #include "core/hw/hardware.hpp"
-#include "core/preflight/health.hpp"
+#include "core/hw/health_reading.hpp"
 
 #include <cstddef>
 #include <string>

@@ -1,5 +1,6 @@
 // Model families, accelerator types, and matching a requested type and count
 // against detected hardware. Pure: no system calls.
+#include "core/base/text.hpp"
 #include "core/hw/hardware.hpp"
 
 #include <fmt/format.h>
@@ -14,22 +15,6 @@ namespace air {
 namespace {
 
 bool is_alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
-bool is_digit(char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }
-bool is_alpha(char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0; }
-
-std::string upper(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return out;
-}
-
-bool all_digits(std::string_view text) {
-  return !text.empty() && std::all_of(text.begin(), text.end(), is_digit);
-}
-
-bool all_alnum(std::string_view text) {
-  return !text.empty() && std::all_of(text.begin(), text.end(), is_alnum);
-}
 
 /// Upper-cased runs of letters and digits: "NVIDIA A100-SXM4-80GB" gives
 /// NVIDIA, A100, SXM4, 80GB.
@@ -95,46 +80,6 @@ std::string model_family(std::string_view gpu_name) {
   return "UNKNOWN";
 }
 
-std::string AcceleratorType::canonical() const {
-  return cpu ? std::string("CPU") : fmt::format("GPU_{}x{}", count, model);
-}
-
-Expected<AcceleratorType> parse_accelerator_type(std::string_view text, std::optional<int> legacy_count) {
-  const auto invalid = [&](std::string_view why) {
-    return usage_error(fmt::format("invalid accelerator type '{}': {}", text, why));
-  };
-  const auto expected_form = [&] { return invalid("expected GPU_<n>x<MODEL> (e.g. GPU_8xH100) or CPU"); };
-  const std::string upper_text = upper(text);
-  AcceleratorType type;
-  if (upper_text == "CPU") {
-    type.cpu = true;
-    return type;
-  }
-  if (upper_text.rfind("GPU_", 0) == 0) {
-    const std::string_view rest = std::string_view(upper_text).substr(4);
-    const auto x = rest.find('X');
-    if (x == std::string_view::npos || x == 0) return expected_form();
-    const std::string_view digits = rest.substr(0, x);
-    const std::string_view model = rest.substr(x + 1);
-    if (!all_digits(digits) || !all_alnum(model)) return expected_form();
-    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), type.count);
-    if (ec != std::errc() || end != digits.data() + digits.size()) return invalid("count is too large");
-    if (type.count < 1) return invalid("count must be at least 1");
-    type.model = std::string(model);
-    return type;
-  }
-  // Legacy serverless_gpu values are a bare model ("A10", "H100", "B300"): a
-  // letter first, at least one digit, nothing but letters and digits.
-  const bool legacy_model = !upper_text.empty() && is_alpha(upper_text.front()) && all_alnum(upper_text) &&
-                            std::any_of(upper_text.begin(), upper_text.end(), is_digit);
-  if (!legacy_model) return expected_form();
-  type.legacy = true;
-  type.model = upper_text;
-  type.count = legacy_count.value_or(1);
-  if (type.count < 1) return invalid("count must be at least 1");
-  return type;
-}
-
 std::string detected_accelerator_type(const Hardware& hw) { return type_of(hw.gpus); }
 
 Expected<Selection> select_accelerators(std::optional<std::string> requested_type,
@@ -148,8 +93,8 @@ Expected<Selection> select_accelerators(std::optional<std::string> requested_typ
 
   std::optional<AcceleratorType> type;
   if (requested_type) {
-    auto parsed = parse_accelerator_type(*requested_type, requested_count);
-    if (!parsed) return parsed.error();
+    auto parsed = parse_accelerator_type(*requested_type);
+    if (!parsed) return usage_error("accelerator_type: " + parsed.error().message);
     type = std::move(*parsed);
   }
 
@@ -178,21 +123,29 @@ Expected<Selection> select_accelerators(std::optional<std::string> requested_typ
     return selection;
   }
 
-  const std::string requested = type->canonical();
   if (!type->legacy && requested_count && *requested_count != type->count) {
     return usage_error(fmt::format("accelerator_type {} asks for {} "
                                    "accelerators but num_accelerators is {}",
-                                   requested, type->count, *requested_count));
+                                   type->canonical(), type->count, *requested_count));
   }
   if (hw.gpus.empty()) {
-    return hardware_error(fmt::format("requested {}, found no GPU ({})", requested, no_gpu_reason(hw)));
+    return hardware_error(
+        fmt::format("requested {}, found no GPU ({})", type->canonical(), no_gpu_reason(hw)));
   }
   std::vector<GpuInfo> matching;
   for (const auto& gpu : hw.gpus) {
     if (gpu.model == type->model) matching.push_back(gpu);
   }
-  if (matching.empty()) return hardware_error(fmt::format("requested {}, found {}", requested, found));
+  if (matching.empty())
+    return hardware_error(fmt::format("requested {}, found {}", type->canonical(), found));
   const int available = static_cast<int>(matching.size());
+  // A legacy model names the family only: the count comes from
+  // num_accelerators, else every GPU of that family.
+  if (type->legacy) {
+    type->legacy = false;
+    type->count = requested_count.value_or(available);
+  }
+  const std::string requested = type->canonical();
   if (type->count > available) {
     // On a mixed machine, name what there is of the requested model.
     return hardware_error(fmt::format("requested {}, found {}", requested, type_of(matching)));

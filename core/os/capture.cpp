@@ -1,5 +1,6 @@
-// A helper program run to completion with its output captured: the preflight
-// runs air-nccl-check this way. Ranks go through the supervisor instead.
+// Helper programs run to completion with their output captured: the
+// preflight's air-nccl-check, the environment build, scontrol. Ranks go
+// through the supervisor instead.
 #include "core/os/capture.hpp"
 
 #include "core/os/process.hpp"
@@ -19,13 +20,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 /// Reads what is there now; false at EOF or on an error other than EAGAIN/EINTR.
-bool drain(UniqueFd& fd, std::string& into, std::size_t max_bytes) {
+bool drain(UniqueFd& fd, std::string& into, bool from_stderr, const CaptureOptions& options) {
   char buffer[65536];
   while (true) {
     const ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
     if (n > 0) {
-      const std::size_t room = max_bytes > into.size() ? max_bytes - into.size() : 0;
-      into.append(buffer, std::min(room, static_cast<std::size_t>(n)));
+      const std::string_view chunk(buffer, static_cast<std::size_t>(n));
+      if (options.on_output) options.on_output(chunk, from_stderr);
+      const std::size_t room = options.max_bytes > into.size() ? options.max_bytes - into.size() : 0;
+      into.append(chunk.substr(0, room));
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -35,25 +38,42 @@ bool drain(UniqueFd& fd, std::string& into, std::size_t max_bytes) {
   }
 }
 
+/// Waits for `pid` until `until`; true when it was reaped (status in `wstatus`).
+bool reap_until(pid_t pid, int& wstatus, std::optional<Clock::time_point> until) {
+  while (true) {
+    const pid_t got = ::waitpid(pid, &wstatus, until ? WNOHANG : 0);
+    if (got == pid) return true;
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return true; // not our child any more: nothing left to wait for
+    if (until && Clock::now() >= *until) return false;
+    ::usleep(10'000);
+  }
+}
+
 } // namespace
 
 Expected<CapturedRun> run_captured(const std::vector<std::string>& argv, const Environment& env,
-                                   std::chrono::milliseconds timeout, std::size_t max_bytes) {
+                                   const CaptureOptions& options) {
   const auto started = Clock::now();
   auto child = spawn_process(argv, env);
   if (!child) return child.error();
   CapturedRun run;
-  const auto deadline = started + timeout;
+  const std::optional<Clock::time_point> deadline =
+      options.timeout ? std::optional(started + *options.timeout) : std::nullopt;
 
   // Read both pipes until both reach EOF (the child and anything it forked
-  // closed them) or the deadline passes.
-  while (child->stdout_fd || child->stderr_fd) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) {
-      run.timed_out = true;
-      break;
+  // closed them), the deadline passes or a stop is asked for.
+  while ((child->stdout_fd || child->stderr_fd) && !run.timed_out && !run.stopped) {
+    long long wait_ms = 1000;
+    if (deadline) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now());
+      if (left.count() <= 0) {
+        run.timed_out = true;
+        break;
+      }
+      wait_ms = std::min<long long>(left.count(), wait_ms);
     }
-    pollfd fds[2];
+    pollfd fds[3];
     nfds_t count = 0;
     UniqueFd* owners[2];
     for (UniqueFd* fd : {&child->stdout_fd, &child->stderr_fd}) {
@@ -61,33 +81,50 @@ Expected<CapturedRun> run_captured(const std::vector<std::string>& argv, const E
       fds[count] = {fd->get(), POLLIN, 0};
       owners[count++] = fd;
     }
-    const int ready = ::poll(fds, count, static_cast<int>(std::min<long long>(left.count(), 1000)));
+    const nfds_t streams = count;
+    if (options.stop_fd >= 0) fds[count++] = {options.stop_fd, POLLIN, 0};
+    const int ready = ::poll(fds, count, static_cast<int>(wait_ms));
     if (ready < 0 && errno != EINTR) return sys_error("poll", errno);
-    for (nfds_t i = 0; ready > 0 && i < count; ++i) {
+    if (ready <= 0) continue;
+    for (nfds_t i = 0; i < streams; ++i) {
       if (fds[i].revents == 0) continue;
-      drain(*owners[i], owners[i] == &child->stdout_fd ? run.out : run.err, max_bytes);
+      const bool from_stderr = owners[i] == &child->stderr_fd;
+      drain(*owners[i], from_stderr ? run.err : run.out, from_stderr, options);
     }
+    if (options.stop_fd >= 0 && (fds[streams].revents & POLLIN) != 0) run.stopped = true;
   }
-  if (run.timed_out) ::kill(-child->pid, SIGKILL);
 
   int wstatus = 0;
-  while (true) {
-    const pid_t got = ::waitpid(child->pid, &wstatus, run.timed_out ? 0 : WNOHANG);
-    if (got == child->pid) break;
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) return sys_error("waitpid", errno);
-    // Both pipes closed but the child still runs (it closed them itself):
-    // give it the rest of the deadline, then kill it.
-    if (Clock::now() >= deadline) {
-      run.timed_out = true;
+  if (run.timed_out) {
+    ::kill(-child->pid, SIGKILL);
+    reap_until(child->pid, wstatus, std::nullopt);
+  } else if (run.stopped) {
+    // A helper such as pip may have started build subprocesses: stop the
+    // whole group, politely first.
+    ::kill(-child->pid, SIGTERM);
+    if (!reap_until(child->pid, wstatus, Clock::now() + options.stop_grace)) {
       ::kill(-child->pid, SIGKILL);
-      continue;
+      reap_until(child->pid, wstatus, std::nullopt);
     }
-    ::usleep(10'000);
+    ::kill(-child->pid, SIGKILL); // stragglers left in the group
+  } else if (!reap_until(child->pid, wstatus, deadline)) {
+    // Both pipes closed but the child still runs (it closed them itself):
+    // it had the rest of the deadline.
+    run.timed_out = true;
+    ::kill(-child->pid, SIGKILL);
+    reap_until(child->pid, wstatus, std::nullopt);
   }
   run.status = ExitStatus::from_wait_status(wstatus);
   run.duration_s = std::chrono::duration<double>(Clock::now() - started).count();
   return run;
+}
+
+Expected<CapturedRun> run_captured(const std::vector<std::string>& argv, const Environment& env,
+                                   std::chrono::milliseconds timeout, std::size_t max_bytes) {
+  CaptureOptions options;
+  options.timeout = timeout;
+  options.max_bytes = max_bytes;
+  return run_captured(argv, env, options);
 }
 
 } // namespace air

@@ -1,7 +1,5 @@
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <string>
 
@@ -28,9 +26,5 @@ struct FileRead {
 /// The size is checked with fstat before reading and enforced while reading
 /// (the file may still be growing).
 FileRead read_small_file(const std::string& path, std::uint64_t max_bytes);
-
-/// nlohmann's exception text without its "[json.exception.parse_error.101] "
-/// prefix: "parse error at line 1, column 7: syntax error while parsing ...".
-std::string json_error_message(const nlohmann::json::exception& e);
 
 } // namespace air

@@ -14,6 +14,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 
 namespace air {
@@ -105,8 +106,15 @@ std::string make_run_id() {
         static_cast<unsigned long>(getpid()) * 2654435761UL ^ static_cast<unsigned long>(time(nullptr));
     for (size_t i = 0; i < sizeof(bytes); ++i) bytes[i] = static_cast<unsigned char>(mix >> (8 * i));
   }
-  std::string id;
-  for (unsigned char b : bytes) id += fmt::format("{:02x}", b);
+  // UTC time first, so that run ids (and the folders named after them) sort
+  // by when the run started; the random part keeps same-second runs apart.
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  ::gmtime_r(&now, &utc);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S-", &utc);
+  std::string id = stamp;
+  for (std::size_t i = 0; i < 3; ++i) id += fmt::format("{:02x}", bytes[i]);
   return id;
 }
 

@@ -19,7 +19,8 @@ bool is_local_address(const std::string& host);
 /// as such before launch instead of as a crash of rank 0 (usage error, exit 2).
 Status check_port_free(const std::string& addr, int port);
 
-/// A fresh run id: 12 lowercase hex characters from /dev/urandom.
+/// A fresh run id that sorts by start time: "20261201-025512-a1b2c3" (UTC
+/// date and time, then 6 lowercase hex characters from /dev/urandom).
 std::string make_run_id();
 
 /// Creates `dir` and its parents (mode 0700 for the last component). Errors name the path.

@@ -29,7 +29,7 @@ struct ChildProcess {
 Expected<std::string> resolve_executable(const std::string& name, const std::string& path_var);
 
 /// Starts `argv` with exactly `env` as its environment, isolated the way every
-/// rank is (aesthetics habit 8, decided for fork+exec so PDEATHSIG can be set):
+/// rank is (fork+exec rather than posix_spawn, so PDEATHSIG can be set):
 /// its own process group, PR_SET_PDEATHSIG(SIGKILL) so `kill -9` of air-run
 /// leaves no rank behind, default dispositions and an empty mask, stdin from
 /// /dev/null, stdout/stderr to two fresh pipes, every other fd closed.

@@ -16,12 +16,10 @@ namespace air {
 /// out, so it stays ignored as whoever started air-run asked.
 sigset_t supervised_signals();
 
-/// Scoped signal setup for the supervisor loop (aesthetics habit 7, 12.1,
-/// 12.2): blocks the supervised signals so none is lost between a check and
-/// a wait, exposes them as a nonblocking close-on-exec signalfd that sits in
-/// the poll set, and ignores SIGPIPE so a closed console cannot kill air-run
-/// and orphan the ranks. The destructor drains the signalfd, restores the
-/// previous mask and SIGPIPE disposition, and closes the fd.
+/// Scoped signal setup for the supervisor loop: blocks the supervised signals so none is lost between a check
+/// and a wait, exposes them as a nonblocking close-on-exec signalfd that sits in the poll set, and ignores
+/// SIGPIPE so a closed console cannot kill air-run and orphan the ranks. The destructor drains the signalfd,
+/// restores the previous mask and SIGPIPE disposition, and closes the fd.
 ///
 /// SIGCHLD is set to SIG_DFL for the duration: an inherited SIG_IGN (or
 /// SA_NOCLDWAIT) would make the kernel reap the ranks itself, and their exit

@@ -3,6 +3,8 @@
 // user-facing version of the reasoning in the comments below.
 #include "core/preflight/health.hpp"
 
+#include "core/base/text.hpp"
+
 #include <fmt/format.h>
 
 #include <array>
@@ -32,15 +34,6 @@ CheckResult make(std::string name, CheckStatus status, std::string detail) {
 
 template <typename T> CheckResult skipped(std::string name, const Probe<T>& probe) {
   return make(std::move(name), CheckStatus::skip, probe.why.empty() ? "not supported" : probe.why);
-}
-
-std::string join(const std::vector<std::string>& parts, std::string_view separator) {
-  std::string out;
-  for (const auto& part : parts) {
-    if (!out.empty()) out += separator;
-    out += part;
-  }
-  return out;
 }
 
 // ECC. An uncorrected error since the driver loaded means data on this GPU may

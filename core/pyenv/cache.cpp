@@ -2,19 +2,22 @@
 // listing and pruning. See env_cache.hpp for the directory layout.
 #include "core/pyenv/cache.hpp"
 
+#include "core/base/duration.hpp"
+#include "core/base/line_splitter.hpp"
 #include "core/base/sha256.hpp"
+#include "core/os/atomic_file.hpp"
+#include "core/os/capture.hpp"
+#include "core/os/file_read.hpp"
 #include "core/os/host.hpp"
+#include "core/os/log_sink.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
-#include <poll.h>
 #include <sys/file.h>
-#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -24,9 +27,6 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
-#include <thread>
 
 namespace air {
 namespace {
@@ -38,89 +38,22 @@ constexpr const char k_marker[] = "air-run-env.json";
 constexpr const char k_log[] = "air-run-build.log";
 constexpr std::size_t k_tail_lines = 20;
 
-/// Closes a file descriptor once.
-class Fd {
-public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  Fd(Fd&& other) noexcept : fd_(other.release()) {}
-  Fd& operator=(Fd&& other) noexcept {
-    reset(other.release());
-    return *this;
-  }
-  ~Fd() { reset(); }
-  int get() const { return fd_; }
-  int release() {
-    const int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-  void reset(int fd = -1) {
-    if (fd_ >= 0) close(fd_);
-    fd_ = fd;
-  }
-
-private:
-  int fd_;
-};
-
 bool is_hex_key(std::string_view s) {
   return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string_view::npos;
 }
 
 bool pid_alive(pid_t pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
 
-bool write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    const ssize_t n = write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return true;
-}
-
-/// Writes `path` atomically (temporary file + rename), so readers see the old
-/// content or the new one, never a part.
-Status write_file_atomically(const std::string& path, std::string_view content) {
-  const std::string tmp = fmt::format("{}.tmp-{}", path, getpid());
-  Fd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (fd.get() < 0) return sys_error("open " + tmp, errno);
-  if (!write_all(fd.get(), content)) {
-    const int err = errno;
-    unlink(tmp.c_str());
-    return sys_error("write " + tmp, err);
-  }
-  fd.reset();
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    unlink(tmp.c_str());
-    return sys_error("rename " + tmp, err);
-  }
-  return ok_status();
-}
-
-std::string read_small_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+/// The whole of a small file this cache wrote itself, "" when it cannot be read.
+std::string read_own_file(const std::string& path) {
+  FileRead read = read_small_file(path, 1 << 20);
+  return read.state == FileRead::State::ok ? std::move(read.text) : std::string();
 }
 
 bool starts_with_shebang(const std::string& path) {
   char head[2] = {};
-  Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   return fd.get() >= 0 && read(fd.get(), head, 2) == 2 && head[0] == '#' && head[1] == '!';
-}
-
-std::string iso_utc(std::time_t t) {
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 std::string plural(std::size_t n, const char* word) {
@@ -129,122 +62,53 @@ std::string plural(std::size_t n, const char* word) {
 
 // ---- children ---------------------------------------------------------------
 
-/// How a child run ended.
+/// How a helper (venv, pip, the interpreter probe) ended.
 struct ChildResult {
   int exit_code = -1;     ///< exit status, or 128+N when killed by signal N
   int interrupted_by = 0; ///< a signal to air-run stopped it
   std::deque<std::string> tail;
+  std::string output; ///< stdout and stderr as they came, when asked to keep it
 };
 
-/// Where a child's output goes while it runs.
+/// Where a helper's output goes while it runs.
 struct OutputSinks {
-  int log_fd = -1;                ///< every byte, -1 for none
-  bool echo = false;              ///< lines to stderr prefixed "[env] "
-  std::string* capture = nullptr; ///< every byte, for the interpreter probe
+  int log_fd = -1;          ///< every byte, -1 for none
+  bool echo = false;        ///< lines to stderr prefixed "[env] "
+  bool keep_output = false; ///< every byte into ChildResult::output (the interpreter probe)
 };
 
-std::vector<char*> c_strings(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  for (auto& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
-void stop_group(pid_t pid) {
-  // pip may have started build subprocesses: stop the whole group, politely first.
-  kill(-pid, SIGTERM);
-  const auto deadline = Clock::now() + std::chrono::seconds(3);
-  int status = 0;
-  while (Clock::now() < deadline) {
-    if (waitpid(pid, &status, WNOHANG) == pid) {
-      kill(-pid, SIGKILL); // stragglers in the group
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  kill(-pid, SIGKILL);
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-}
-
-/// Runs argv (argv[0] a path) in its own process group with stdin from
-/// /dev/null and stdout+stderr into `sinks`. When `signal_fd` >= 0 and reports
-/// a signal, the child's group is stopped and `interrupted_by` is set.
-Expected<ChildResult> run_child(std::vector<std::string> argv, const Environment& env,
-                                const OutputSinks& sinks, int signal_fd, const sigset_t* child_mask) {
-  int pipe_fds[2];
-  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return sys_error("pipe2", errno);
-  Fd read_end(pipe_fds[0]);
-  Fd write_end(pipe_fds[1]);
-  Fd devnull(open("/dev/null", O_RDONLY | O_CLOEXEC));
-  if (devnull.get() < 0) return sys_error("open /dev/null", errno);
-  auto argv_c = c_strings(argv);
-  auto envp_strings = to_envp_strings(env);
-  auto envp_c = c_strings(envp_strings);
-  const pid_t parent = getpid();
-
-  const pid_t pid = fork();
-  if (pid < 0) return sys_error("fork", errno);
-  if (pid == 0) {
-    // Only async-signal-safe calls until execve.
-    if (child_mask != nullptr) sigprocmask(SIG_SETMASK, child_mask, nullptr);
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL); // pip must not outlive a killed air-run
-    if (getppid() != parent) _exit(127);
-    dup2(devnull.get(), STDIN_FILENO);
-    dup2(write_end.get(), STDOUT_FILENO);
-    dup2(write_end.get(), STDERR_FILENO);
-    execve(argv_c[0], argv_c.data(), envp_c.data());
-    const char msg[] = "air-run: cannot execute the interpreter\n";
-    (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
-    _exit(127);
-  }
-  setpgid(pid, pid); // also from the parent, so kill(-pid) works at once
-  write_end.reset();
-
+/// Runs a helper through the one child runner (os/capture), splitting its
+/// output into lines for the tail and the echo. When `signal_fd` >= 0 and
+/// reports a signal, the helper's group is stopped and `interrupted_by` set.
+Expected<ChildResult> run_child(const std::vector<std::string>& argv, const Environment& env,
+                                const OutputSinks& sinks, int signal_fd) {
   ChildResult result;
-  std::string partial;
-  const auto take_line = [&](std::string line) {
-    if (sinks.echo) std::fputs(("[env] " + line + "\n").c_str(), stderr);
-    result.tail.push_back(std::move(line));
+  LineSplitter lines[2]; // stdout, stderr: a line is never a mix of both
+  const auto take_line = [&](std::string_view line) {
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (sinks.echo) std::fputs(("[env] " + std::string(line) + "\n").c_str(), stderr);
+    result.tail.emplace_back(line);
     if (result.tail.size() > k_tail_lines) result.tail.pop_front();
   };
-  char buf[65536];
-  for (;;) {
-    pollfd fds[2] = {{read_end.get(), POLLIN, 0}, {signal_fd, POLLIN, 0}};
-    const int n = poll(fds, signal_fd >= 0 ? 2 : 1, -1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return sys_error("poll", errno);
-    if (signal_fd >= 0 && (fds[1].revents & POLLIN) != 0) {
-      signalfd_siginfo info{};
-      if (read(signal_fd, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
-        stop_group(pid);
-        result.interrupted_by = static_cast<int>(info.ssi_signo);
-        return result;
-      }
-    }
-    if ((fds[0].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
-    const ssize_t got = read(read_end.get(), buf, sizeof buf);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break; // EOF: the child and its group closed the pipe
-    const std::string_view chunk(buf, static_cast<std::size_t>(got));
-    if (sinks.log_fd >= 0) write_all(sinks.log_fd, chunk);
-    if (sinks.capture != nullptr) sinks.capture->append(chunk);
-    partial.append(chunk);
-    std::size_t nl;
-    while ((nl = partial.find('\n')) != std::string::npos) {
-      std::string line = partial.substr(0, nl);
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      partial.erase(0, nl + 1);
-      take_line(std::move(line));
-    }
+  CaptureOptions options;
+  options.max_bytes = 0; // everything goes through on_output
+  options.stop_fd = signal_fd;
+  options.on_output = [&](std::string_view chunk, bool from_stderr) {
+    if (sinks.log_fd >= 0) (void)write_all(sinks.log_fd, chunk);
+    if (sinks.keep_output) result.output.append(chunk);
+    lines[from_stderr ? 1 : 0].feed(chunk, take_line);
+  };
+  auto run = run_captured(argv, env, options);
+  if (!run) return run.error();
+  for (auto& splitter : lines) splitter.finish(take_line);
+  if (run->stopped) {
+    signalfd_siginfo info{};
+    result.interrupted_by = read(signal_fd, &info, sizeof info) == static_cast<ssize_t>(sizeof info)
+                                ? static_cast<int>(info.ssi_signo)
+                                : SIGTERM;
+    return result;
   }
-  if (!partial.empty()) take_line(partial);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return sys_error("waitpid", errno);
-  }
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  result.exit_code = run->status.shell_code();
   return result;
 }
 
@@ -268,22 +132,21 @@ Expected<InterpreterIdentity> identify_interpreter(const std::string& resolved, 
                                        st.st_ino, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
                                        st.st_ctim.tv_sec, st.st_ctim.tv_nsec, env_or(env, "PYTHONHOME"));
     memo = cache_dir + "/.interpreters/" + sha256_hex(id).substr(0, 32);
-    if (auto known = parse_probe_output(read_small_file(memo), realpath_text)) return known;
+    if (auto known = parse_probe_output(read_own_file(memo), realpath_text)) return known;
   }
-  std::string output;
   OutputSinks sinks;
-  sinks.capture = &output;
-  auto run = run_child(interpreter_probe_argv(resolved), env, sinks, -1, nullptr);
+  sinks.keep_output = true;
+  auto run = run_child(interpreter_probe_argv(resolved), env, sinks, -1);
   if (!run) return run.error();
   if (run->exit_code != 0) {
     return usage_error(
         fmt::format("environment.python {}: exited with code {} when asked for its version: {}", resolved,
                     run->exit_code, run->tail.empty() ? "" : run->tail.back()));
   }
-  auto identity = parse_probe_output(output, realpath_text);
+  auto identity = parse_probe_output(run->output, realpath_text);
   if (!identity) return identity.error();
   if (!memo.empty() && remember && make_directories(cache_dir + "/.interpreters")) {
-    (void)write_file_atomically(memo, output); // only a speed-up: failures do not matter
+    (void)write_file_atomically(memo, run->output); // only a speed-up: failures do not matter
   }
   return identity;
 }
@@ -311,7 +174,7 @@ std::string link_target_name(const std::string& cache, const std::string& key) {
 }
 
 bool lock_is_free(const std::string& cache, const std::string& key) {
-  Fd fd(open((key_path(cache, key) + ".lock").c_str(), O_RDWR | O_CLOEXEC));
+  UniqueFd fd(open((key_path(cache, key) + ".lock").c_str(), O_RDWR | O_CLOEXEC));
   return fd.get() < 0 || flock(fd.get(), LOCK_EX | LOCK_NB) == 0; // closing the fd releases it
 }
 
@@ -340,9 +203,9 @@ void remove_leftovers(const std::string& cache, const std::string& key = "") {
   }
 }
 
-Expected<Fd> open_lock(const std::string& cache, const std::string& key) {
+Expected<UniqueFd> open_lock(const std::string& cache, const std::string& key) {
   const std::string path = key_path(cache, key) + ".lock";
-  Fd fd(open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  UniqueFd fd(open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
   if (fd.get() < 0) return sys_error("open " + path, errno);
   return fd;
 }
@@ -382,7 +245,7 @@ public:
 private:
   sigset_t set_{};
   sigset_t old_{};
-  Fd fd_;
+  UniqueFd fd_;
 };
 
 std::string tail_text(const std::deque<std::string>& tail) {
@@ -403,7 +266,7 @@ std::string marker_json(const EnvRequest& request, const std::string& key, doubl
   j["index_url"] = request.sources.index_url;
   j["no_index"] = request.sources.no_index;
   j["system_site_packages"] = request.system_site_packages;
-  j["created"] = iso_utc(std::time(nullptr));
+  j["created"] = format_utc(std::time(nullptr));
   j["build_seconds"] = seconds;
   j["air_run_version"] = AIR_VERSION;
   return j.dump(2) + "\n";
@@ -459,7 +322,7 @@ Expected<std::string> build_env(const EnvRequest& request, const std::string& ke
 
   OutputSinks sinks;
   sinks.echo = tty;
-  Fd log(open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  UniqueFd log(open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (log.get() < 0) return fail(sys_error("open " + log_path, errno));
   sinks.log_fd = log.get();
 
@@ -476,10 +339,8 @@ Expected<std::string> build_env(const EnvRequest& request, const std::string& ke
     write_all(log.get(), "$");
     for (const auto& arg : *step.argv) write_all(log.get(), " " + arg);
     write_all(log.get(), "\n");
-    // pip starts with an empty mask, whatever air-run has blocked.
-    sigset_t empty;
-    sigemptyset(&empty);
-    auto run = run_child(*step.argv, child_env, sinks, signals.fd(), &empty);
+    // spawn_process gives pip an empty mask, whatever air-run has blocked.
+    auto run = run_child(*step.argv, child_env, sinks, signals.fd());
     if (!run) return fail(run.error());
     if (run->interrupted_by != 0) return interrupted(run->interrupted_by);
     if (run->exit_code != 0) {
@@ -681,7 +542,7 @@ Expected<std::vector<CachedEnv>> list_envs(const std::string& cache_dir) {
     e.path = entry.path().string();
     e.prefix = prefix;
     const std::string marker = prefix + "/" + k_marker;
-    const auto j = nlohmann::json::parse(read_small_file(marker), nullptr, false);
+    const auto j = nlohmann::json::parse(read_own_file(marker), nullptr, false);
     if (j.is_object()) {
       e.python = j.value("python", "");
       e.version = j.value("version", "");

@@ -2,6 +2,7 @@
 #include "core/pyenv/python_env.hpp"
 
 #include "core/base/sha256.hpp"
+#include "core/base/text.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -14,12 +15,6 @@ bool is_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') 
 bool is_name_char(char c) { return is_alnum(c) || c == '-' || c == '_' || c == '.'; }
 
 char lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_blank(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_blank(s.back())) s.remove_suffix(1);
-  return s;
-}
 
 // Runs of blanks become one space.
 std::string collapse(std::string_view s) {
@@ -57,8 +52,6 @@ std::string canonical_name(std::string_view name) {
   }
   return out;
 }
-
-std::string single_quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
 
 bool has_scheme(std::string_view s) {
   const std::size_t colon = s.find("://");

@@ -1,6 +1,10 @@
 #include "core/report/annotations.hpp"
 
 #include "core/report/summary.hpp"
+#include "core/report/text.hpp"
+#include "core/report/traceback.hpp"
+
+#include <fmt/format.h>
 
 namespace air {
 
@@ -44,7 +48,7 @@ std::string escape_workflow_property(std::string_view text) {
   return out;
 }
 
-std::vector<std::string> github_annotations(const RunReport& report) {
+std::vector<std::string> github_annotations(const RunReport& report, const std::string& workspace) {
   const RunOutcome& o = report.outcome;
   std::vector<std::string> lines;
   if (o.status == RunOutcome::Status::succeeded) return lines;
@@ -53,18 +57,26 @@ std::vector<std::string> github_annotations(const RunReport& report) {
     if (!rank_failed(r)) continue;
     std::string message = "rank " + std::to_string(r.rank) + " " +
                           (r.spawn_error.empty() ? "failed with " : "") + describe_rank_end(r);
+    std::string where; // "file=train.py,line=3,": the innermost frame, shown on the diff
     if (i < report.errors.size() && report.errors[i]) {
       const RankError& e = *report.errors[i];
       if (e.source == RankError::Source::error_file) {
         message += ": " + (e.type.empty()      ? e.message
                            : e.message.empty() ? e.type
                                                : e.type + ": " + e.message);
+      } else if (const std::string exception = exception_line(e.traceback); !exception.empty()) {
+        message += ": " + exception;
       }
       std::string body = e.traceback;
       while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) body.pop_back();
       if (!body.empty()) message += "\n" + body;
+      if (const auto frame = innermost_frame(e.traceback)) {
+        where = "file=" + escape_workflow_property(relative_to(frame->file, workspace)) +
+                ",line=" + std::to_string(frame->line) + ",";
+      }
     }
-    lines.push_back("::error title=" + escape_workflow_property("air-run rank " + std::to_string(r.rank)) +
+    lines.push_back("::error " + where +
+                    "title=" + escape_workflow_property("air-run rank " + std::to_string(r.rank)) +
                     "::" + escape_workflow_data(message));
   }
   if (lines.empty()) {
@@ -73,6 +85,60 @@ std::vector<std::string> github_annotations(const RunReport& report) {
                     escape_workflow_data(message + " (exit code " + std::to_string(report.exit_code) + ")"));
   }
   return lines;
+}
+
+namespace {
+
+/// A table cell: no line breaks, and a '|' would end the cell.
+std::string cell(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|')
+      out += "\\|";
+    else if (c == '\n' || c == '\r')
+      out += ' ';
+    else
+      out += c;
+  }
+  return out;
+}
+
+} // namespace
+
+std::string github_step_summary(const RunReport& report) {
+  const RunOutcome& o = report.outcome;
+  std::string out = "### air-run " + cell(job_name(report.spec)) + ": " +
+                    std::string(status_words(o.status)) + " (exit code " + std::to_string(report.exit_code) +
+                    ")\n\n";
+  if (!o.reason.empty()) out += cell(o.reason) + "\n\n";
+  out += "| rank | status | time | error |\n|---:|---|---:|---|\n";
+  for (std::size_t i = 0; i < o.ranks.size(); ++i) {
+    const RankOutcome& r = o.ranks[i];
+    std::string status;
+    if (rank_failed(r))
+      status = (r.rank == o.root_cause_rank ? "failed (root cause): " : "failed: ") + describe_rank_end(r);
+    else if (r.killed)
+      status = "killed after the grace period";
+    else if (r.stopped_by_air_run)
+      status = "stopped by air-run";
+    else if (r.status.kind == ExitStatus::Kind::not_exited)
+      status = "not started";
+    else
+      status = "ok";
+    std::string error;
+    if (i < report.errors.size() && report.errors[i] && rank_failed(r)) {
+      const RankError& e = *report.errors[i];
+      error = e.source == RankError::Source::error_file ? (e.type.empty()      ? e.message
+                                                           : e.message.empty() ? e.type
+                                                                               : e.type + ": " + e.message)
+                                                        : exception_line(e.traceback);
+    }
+    out += "| " + std::to_string(r.rank) + " | " + cell(status) + " | " + format_seconds(r.duration_s) +
+           " | " + (error.empty() ? "" : "`" + cell(error) + "`") + " |\n";
+  }
+  out += "\nrun `" + cell(report.plan.run_id) + "`, " + std::to_string(o.ranks.size()) +
+         (o.ranks.size() == 1 ? " rank, " : " ranks, ") + format_seconds(o.duration_s) + "\n";
+  return out;
 }
 
 } // namespace air

@@ -26,6 +26,14 @@ std::string escape_workflow_property(std::string_view text);
 /// ("RuntimeError: boom") and its traceback or output tail. A run that timed
 /// out, was interrupted or could not be launched without a failed rank gets
 /// one `::error title=air-run::<reason>` line. A success gets none. Pure.
-std::vector<std::string> github_annotations(const RunReport& report);
+/// When the failing rank's traceback names a frame, the command carries
+/// `file=` (relative to `workspace`, GITHUB_WORKSPACE, when inside it) and
+/// `line=`, so GitHub shows the error on that line of the diff.
+std::vector<std::string> github_annotations(const RunReport& report, const std::string& workspace = "");
+
+/// The Markdown that goes into $GITHUB_STEP_SUMMARY: a heading with the
+/// outcome, the reason, and one table row per rank (status, time, the
+/// exception line of a failed rank). Pure.
+std::string github_step_summary(const RunReport& report);
 
 } // namespace air

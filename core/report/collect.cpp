@@ -1,10 +1,54 @@
 #include "core/report/collect.hpp"
 
+#include "core/os/file_read.hpp"
+
 #include <fmt/format.h>
 
 #include <ctime>
 
 namespace air {
+
+std::optional<ErrorFileRecord> read_error_file(const std::string& path) {
+  if (path.empty()) return std::nullopt;
+  FileRead file = read_small_file(path, k_max_error_file_bytes);
+  switch (file.state) {
+  case FileRead::State::missing:
+    return std::nullopt;
+  case FileRead::State::too_large:
+    return malformed_error_file("error file is " + std::to_string(file.size) + " bytes, over the limit of " +
+                                    std::to_string(k_max_error_file_bytes) + " bytes",
+                                "");
+  case FileRead::State::unreadable:
+    return malformed_error_file(file.error, "");
+  case FileRead::State::ok:
+    break;
+  }
+  return parse_error_file(file.text);
+}
+
+RankResult read_rank_result(const std::string& path, std::uint64_t max_bytes) {
+  RankResult result;
+  if (path.empty()) return result;
+  FileRead file = read_small_file(path, max_bytes);
+  result.size_bytes = file.size;
+  switch (file.state) {
+  case FileRead::State::missing:
+    return result;
+  case FileRead::State::too_large:
+    result.state = RankResult::State::too_large;
+    result.error = "result file is " + std::to_string(file.size) + " bytes, over the limit of " +
+                   std::to_string(max_bytes) + " bytes";
+    return result;
+  case FileRead::State::unreadable:
+    result.state = RankResult::State::invalid;
+    result.error = file.error;
+    return result;
+  case FileRead::State::ok:
+    break;
+  }
+  result = parse_rank_result(file.text);
+  return result;
+}
 
 std::string_view to_string(RankError::Source source) {
   switch (source) {
@@ -79,21 +123,6 @@ RunReport collect_report(const LaunchSpec& spec, const Hardware& hardware, const
     report.errors.push_back(rank_error(rank, file));
   }
   return report;
-}
-
-std::string format_utc(std::chrono::system_clock::time_point t) {
-  using namespace std::chrono;
-  const auto ms_total = duration_cast<milliseconds>(t.time_since_epoch()).count();
-  auto secs = static_cast<std::time_t>(ms_total / 1000);
-  auto ms = static_cast<int>(ms_total % 1000);
-  if (ms < 0) { // before 1970: floor, not truncate
-    ms += 1000;
-    secs -= 1;
-  }
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  return fmt::format("{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}.{:03d}Z", tm.tm_year + 1900, tm.tm_mon + 1,
-                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
 }
 
 } // namespace air

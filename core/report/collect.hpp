@@ -1,6 +1,8 @@
 #pragma once
 
+#include "core/base/duration.hpp"
 #include "core/hw/hardware.hpp"
+#include "core/mlflow/run_info.hpp"
 #include "core/report/error_file.hpp"
 #include "core/report/rank_result.hpp"
 #include "core/run/outcome.hpp"
@@ -14,6 +16,16 @@
 #include <vector>
 
 namespace air {
+
+/// Reads the error file at `path`. nullopt when `path` is "" or there is no
+/// file (the rank wrote none). Unreadable or oversized files are malformed
+/// records saying why. Never throws.
+std::optional<ErrorFileRecord> read_error_file(const std::string& path);
+
+/// Reads and parses the result file at `path` ("" gives missing). Files over
+/// `max_bytes` are too_large and are not read; a directory, FIFO or device is
+/// invalid (opened non-blocking, so a FIFO cannot hang air-run). Never throws.
+RankResult read_rank_result(const std::string& path, std::uint64_t max_bytes = k_max_result_bytes);
 
 /// The error shown for one rank: from its TORCHELASTIC_ERROR_FILE when it
 /// wrote one, else (for a rank that failed on its own) its last output lines,
@@ -47,6 +59,7 @@ struct RunReport {
   int exit_code = 0; ///< outcome.exit_code(), air-run's exit status
   std::vector<RankResult> results;
   std::vector<std::optional<RankError>> errors;
+  const mlflow::RunInfo* mlflow = nullptr; ///< MLflow tracking, nullptr when not configured
 };
 
 /// Whether a rank failed on its own: it could not be started, or it ended
@@ -71,8 +84,5 @@ std::optional<RankError> rank_error(const RankOutcome& rank,
 /// `exit_code` is `outcome.exit_code()`; `host` is this node's name.
 RunReport collect_report(const LaunchSpec& spec, const Hardware& hardware, const Selection& selection,
                          const LaunchPlan& plan, const RunOutcome& outcome, int exit_code, std::string host);
-
-/// Formats a time point as ISO 8601 UTC with milliseconds: "2026-04-07T10:13:24.123Z".
-std::string format_utc(std::chrono::system_clock::time_point t);
 
 } // namespace air

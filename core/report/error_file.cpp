@@ -1,6 +1,6 @@
 #include "core/report/error_file.hpp"
 
-#include "core/os/file_read.hpp"
+#include "core/base/json_error.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -11,14 +11,6 @@ namespace air {
 namespace {
 
 using nlohmann::json;
-
-ErrorFileRecord malformed(std::string why, std::string_view text) {
-  ErrorFileRecord r;
-  r.malformed = true;
-  r.message = std::move(why);
-  r.raw = std::string(text.substr(0, k_error_raw_bytes));
-  return r;
-}
 
 // torch writes timestamps as strings of epoch seconds; accept numbers too.
 std::optional<std::int64_t> read_timestamp(const json& v) {
@@ -52,6 +44,14 @@ bool is_identifier_part(char c, bool first) {
 
 } // namespace
 
+ErrorFileRecord malformed_error_file(std::string why, std::string_view text) {
+  ErrorFileRecord r;
+  r.malformed = true;
+  r.message = std::move(why);
+  r.raw = std::string(text.substr(0, k_error_raw_bytes));
+  return r;
+}
+
 std::pair<std::string, std::string> split_exception_message(std::string_view message) {
   const auto colon = message.find(':');
   if (colon == std::string_view::npos || colon == 0) return {"", std::string(message)};
@@ -80,10 +80,10 @@ ErrorFileRecord parse_error_file(std::string_view text) {
   try {
     data = json::parse(text.begin(), text.end());
   } catch (const json::exception& e) {
-    return malformed("not JSON: " + json_error_message(e), text);
+    return malformed_error_file("not JSON: " + json_error_message(e), text);
   }
   if (!data.is_object() || !data.contains("message")) {
-    return malformed("no \"message\" string or object", text);
+    return malformed_error_file("no \"message\" string or object", text);
   }
   const json& message = data["message"];
   ErrorFileRecord r;
@@ -104,30 +104,12 @@ ErrorFileRecord parse_error_file(std::string_view text) {
       r.error_code = message["errorCode"].get<int>();
     }
   } else {
-    return malformed("no \"message\" string or object", text);
+    return malformed_error_file("no \"message\" string or object", text);
   }
   auto [type, rest] = split_exception_message(full_message);
   r.type = std::move(type);
   r.message = std::move(rest);
   return r;
-}
-
-std::optional<ErrorFileRecord> read_error_file(const std::string& path) {
-  if (path.empty()) return std::nullopt;
-  FileRead file = read_small_file(path, k_max_error_file_bytes);
-  switch (file.state) {
-  case FileRead::State::missing:
-    return std::nullopt;
-  case FileRead::State::too_large:
-    return malformed("error file is " + std::to_string(file.size) + " bytes, over the limit of " +
-                         std::to_string(k_max_error_file_bytes) + " bytes",
-                     "");
-  case FileRead::State::unreadable:
-    return malformed(file.error, "");
-  case FileRead::State::ok:
-    break;
-  }
-  return parse_error_file(file.text);
 }
 
 } // namespace air

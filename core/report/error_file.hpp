@@ -32,6 +32,10 @@ struct ErrorFileRecord {
   std::string raw;                       ///< malformed: the file's text (first k_error_raw_bytes bytes)
 };
 
+/// A record for an error file that could not be used: `why` is the message,
+/// the start of `text` is kept raw.
+ErrorFileRecord malformed_error_file(std::string why, std::string_view text);
+
 /// Parses an error file's text. Pure; never throws.
 /// Malformed texts give `malformed = true`, `message` = the reason
 /// ("not JSON: parse error at line 1, column 1: ..." or
@@ -41,10 +45,5 @@ ErrorFileRecord parse_error_file(std::string_view text);
 /// Splits "RuntimeError: boom" into ("RuntimeError", "boom"). The type must be
 /// a dotted Python identifier; otherwise the type is "" and the message is whole.
 std::pair<std::string, std::string> split_exception_message(std::string_view message);
-
-/// Reads the error file at `path`. nullopt when `path` is "" or there is no
-/// file (the rank wrote none). Unreadable or oversized files are malformed
-/// records saying why. Never throws.
-std::optional<ErrorFileRecord> read_error_file(const std::string& path);
 
 } // namespace air

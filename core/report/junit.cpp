@@ -1,6 +1,7 @@
 #include "core/report/junit.hpp"
 
 #include "core/report/summary.hpp"
+#include "core/report/traceback.hpp"
 
 #include <fmt/format.h>
 
@@ -158,7 +159,9 @@ std::string junit_xml(const RunReport& report) {
   int errors = 0;
   int skipped = 0;
   std::string cases;
-  const std::string classname = "air-run." + report.plan.run_id;
+  // Named after the job, not the run id: CI keys test history on these names.
+  const std::string suite = job_name(report.spec);
+  const std::string classname = "air-run." + suite;
   const bool run_stopped =
       o.status == RunOutcome::Status::timed_out || o.status == RunOutcome::Status::interrupted;
 
@@ -173,10 +176,15 @@ std::string junit_xml(const RunReport& report) {
       cases += "    <error" + attr("message", describe_rank_end(r)) + attr("type", "spawn_error") + "/>\n";
     } else if (rank_failed(r)) {
       ++failures;
-      std::string message = describe_rank_end(r);
-      if (e && e->source == RankError::Source::error_file) {
-        message += ": " + (e->type.empty() ? e->message : e->type + ": " + e->message);
-      }
+      // The exception is what a reader of a CI page needs first; the exit
+      // code alone ("exit code 1") says nothing.
+      std::string headline;
+      if (e && e->source == RankError::Source::error_file)
+        headline = e->type.empty() ? e->message : e->message.empty() ? e->type : e->type + ": " + e->message;
+      else
+        headline = exception_line(join_tail(r));
+      const std::string message =
+          headline.empty() ? describe_rank_end(r) : headline + " (" + describe_rank_end(r) + ")";
       cases += "    <failure" + attr("message", message) + attr("type", failure_type(r, e)) + ">";
       cases += xml_escape(e ? e->traceback : std::string(), false);
       cases += "</failure>\n";
@@ -199,7 +207,7 @@ std::string junit_xml(const RunReport& report) {
   }
 
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  out += "<testsuite" + attr("name", "air-run") + attr("tests", std::to_string(o.ranks.size())) +
+  out += "<testsuite" + attr("name", suite) + attr("tests", std::to_string(o.ranks.size())) +
          attr("failures", std::to_string(failures)) + attr("errors", std::to_string(errors)) +
          attr("skipped", std::to_string(skipped)) + attr("time", seconds3(o.duration_s)) +
          attr("timestamp", ant_timestamp(o.started_at)) + attr("hostname", report.host) + ">\n";

@@ -1,6 +1,6 @@
 #include "core/report/rank_result.hpp"
 
-#include "core/os/file_read.hpp"
+#include "core/base/json_error.hpp"
 
 #include <string>
 
@@ -39,30 +39,6 @@ RankResult parse_rank_result(std::string_view text) {
     result.excerpt = std::string(text.substr(0, k_result_excerpt_bytes));
     result.value = nullptr;
   }
-  return result;
-}
-
-RankResult read_rank_result(const std::string& path, std::uint64_t max_bytes) {
-  RankResult result;
-  if (path.empty()) return result;
-  FileRead file = read_small_file(path, max_bytes);
-  result.size_bytes = file.size;
-  switch (file.state) {
-  case FileRead::State::missing:
-    return result;
-  case FileRead::State::too_large:
-    result.state = RankResult::State::too_large;
-    result.error = "result file is " + std::to_string(file.size) + " bytes, over the limit of " +
-                   std::to_string(max_bytes) + " bytes";
-    return result;
-  case FileRead::State::unreadable:
-    result.state = RankResult::State::invalid;
-    result.error = file.error;
-    return result;
-  case FileRead::State::ok:
-    break;
-  }
-  result = parse_rank_result(file.text);
   return result;
 }
 

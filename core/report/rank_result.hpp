@@ -38,9 +38,4 @@ std::string_view to_string(RankResult::State state);
 /// Parses a result file's text. Pure; never throws. An empty text is invalid.
 RankResult parse_rank_result(std::string_view text);
 
-/// Reads and parses the result file at `path` ("" gives missing). Files over
-/// `max_bytes` are too_large and are not read; a directory, FIFO or device is
-/// invalid (opened non-blocking, so a FIFO cannot hang air-run). Never throws.
-RankResult read_rank_result(const std::string& path, std::uint64_t max_bytes = k_max_result_bytes);
-
 } // namespace air

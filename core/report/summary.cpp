@@ -112,6 +112,24 @@ Json rank_json(const RunReport& report, std::size_t i) {
   out["error"] = i < report.errors.size() ? error_json(report.errors[i]) : Json(nullptr);
   out["log"] = plan != nullptr ? string_or_null(plan->log_file) : Json(nullptr);
   out["log_error"] = string_or_null(r.log_error);
+  out["killed"] = r.killed;
+  out["last_line"] = r.tail.empty() ? Json(nullptr) : Json(r.tail.back());
+  out["last_output_age_s"] = r.last_output_age_s >= 0 ? Json(seconds(r.last_output_age_s)) : Json(nullptr);
+  out["stack"] = string_or_null(r.stack);
+  return out;
+}
+
+Json mlflow_json(const mlflow::RunInfo& m) {
+  Json out;
+  out["tracking_uri"] = m.tracking_uri;
+  out["experiment_id"] = string_or_null(m.experiment_id);
+  out["run_id"] = string_or_null(m.run_id);
+  out["parent_run_id"] = string_or_null(m.parent_run_id);
+  out["link"] = string_or_null(m.link);
+  out["status"] = string_or_null(m.status);
+  out["artifact"] = string_or_null(m.artifact);
+  out["tracking"] = m.errors.empty() ? "ok" : "failed";
+  out["errors"] = m.errors;
   return out;
 }
 
@@ -153,6 +171,12 @@ Json spec_settings_json(const LaunchSpec& s) {
   out["json"] = setting(s.json, s.json.value);
   out["junit_file"] = setting(s.junit_file, s.junit_file.value);
   out["tail_lines"] = setting(s.tail_lines, s.tail_lines.value);
+  out["mlflow.tracking_uri"] = setting(s.mlflow_tracking_uri, without_userinfo(s.mlflow_tracking_uri.value));
+  out["mlflow.experiment"] = setting(s.mlflow_experiment, s.mlflow_experiment.value);
+  out["mlflow.run_name"] = setting(s.mlflow_run_name, s.mlflow_run_name.value);
+  out["mlflow.tags"] = setting(s.mlflow_tags, s.mlflow_tags.value);
+  out["mlflow.required"] = setting(s.mlflow_required, s.mlflow_required.value);
+  out["mlflow.timeout"] = setting(s.mlflow_timeout, seconds(s.mlflow_timeout.value));
   return out;
 }
 
@@ -237,6 +261,7 @@ Json summary_json(const RunReport& report) {
 
   doc["ranks"] = Json::array();
   for (std::size_t i = 0; i < o.ranks.size(); ++i) doc["ranks"].push_back(rank_json(report, i));
+  doc["mlflow"] = report.mlflow != nullptr ? mlflow_json(*report.mlflow) : Json(nullptr);
   return doc;
 }
 

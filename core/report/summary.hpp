@@ -24,7 +24,7 @@ nlohmann::ordered_json spec_settings_json(const LaunchSpec& spec);
 /// Whether an environment variable's value is redacted in the summary.
 bool looks_secret(std::string_view name);
 
-/// The JSON summary document (DESIGN section 6, docs/summary-schema.md).
+/// The JSON summary document (docs/summary-schema.md).
 /// Pure: everything comes from the report.
 nlohmann::ordered_json summary_json(const RunReport& report);
 

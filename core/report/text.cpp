@@ -67,18 +67,23 @@ std::string join_ranks(std::vector<int> ranks) {
   return format_rank_list(ranks, ", ");
 }
 
-} // namespace
-
-std::string format_seconds(double seconds) {
-  if (!(seconds >= 0)) seconds = 0;
-  if (seconds > 1e12) seconds = 1e12; // keeps llround in range for absurd inputs
-  if (seconds < 59.95) return fmt::format("{:.1f}s", seconds);
-  const long long total = std::llround(seconds);
-  const long long h = total / 3600;
-  const long long m = (total % 3600) / 60;
-  const long long s = total % 60;
-  if (h > 0) return fmt::format("{}h{:02d}m{:02d}s", h, m, s);
-  return fmt::format("{}m{:02d}s", m, s);
+/// Where each rank was when the timeout hit: its last line, how long ago
+/// it came, and every thread's Python stack (core/run/stacks.hpp).
+void append_stacks(std::string& out, const RunOutcome& o) {
+  bool any = false;
+  for (const RankOutcome& r : o.ranks) any = any || !r.stack.empty();
+  if (!any) return;
+  out += "  stacks when the run timed out:\n";
+  for (const RankOutcome& r : o.ranks) {
+    if (r.stack.empty()) continue;
+    out += "    rank " + std::to_string(r.rank);
+    if (r.tail.empty() || r.last_output_age_s < 0)
+      out += ", no output yet:\n";
+    else
+      out += ", last output " + format_seconds(r.last_output_age_s) + " ago: " + r.tail.back() + "\n";
+    for (const std::string& line : split_lines(r.stack))
+      if (!line.empty()) out += "      " + line + "\n";
+  }
 }
 
 /// One line per restarted attempt: "  attempt 1 of 3 failed after 2.1s (exit code 3): rank 1 exited
@@ -93,6 +98,8 @@ std::string format_attempts(const RunOutcome& o, int max_restarts) {
   }
   return out;
 }
+
+} // namespace
 
 std::string format_report(const RunReport& report) {
   const RunOutcome& o = report.outcome;
@@ -148,6 +155,19 @@ std::string format_report(const RunReport& report) {
     out += std::string("  stopped by air-run: ") + (stopped.size() == 1 ? "rank " : "ranks ") +
            join_ranks(stopped) + "\n";
   }
+  std::vector<int> killed;
+  for (const RankOutcome& r : o.ranks)
+    if (r.killed) killed.push_back(r.rank);
+  if (!killed.empty()) {
+    const std::string who = std::string(killed.size() == 1 ? "rank " : "ranks ") + join_ranks(killed);
+    if (o.kill_requested)
+      out += "  killed (SIGKILL) at the second interrupt: " + who + "\n";
+    else
+      out += "  still running after the " +
+             format_seconds(static_cast<double>(report.plan.grace_period.count()) / 1000.0) +
+             " grace period, killed (SIGKILL): " + who + "\n";
+  }
+  append_stacks(out, o);
   return out;
 }
 

@@ -24,7 +24,4 @@ namespace air {
 /// Tracebacks and tails are cut to the last `plan.tail_lines` lines. Pure.
 std::string format_report(const RunReport& report);
 
-/// "0.4s", "12.4s", "2m05s", "1h02m05s".
-std::string format_seconds(double seconds);
-
 } // namespace air

@@ -33,6 +33,17 @@ struct RankOutcome {
   std::uint64_t end_order = 0; ///< order in which air-run observed the exits (1 = first)
   std::chrono::steady_clock::time_point ended_at{};
   std::deque<std::string> tail; ///< last `tail_lines` output lines (stdout and stderr)
+  /// It ignored SIGTERM for the whole grace period (or a second Ctrl-C came
+  /// first) and air-run sent SIGKILL while it was still running.
+  bool killed = false;
+  /// When its last output line arrived; nullopt if it printed nothing.
+  std::optional<std::chrono::steady_clock::time_point> last_output_at;
+  /// Seconds between its last output line and the moment its stack was taken
+  /// (or the run ended); < 0 when it printed nothing.
+  double last_output_age_s = -1;
+  /// Every thread's Python stack, as faulthandler printed it on a timeout
+  /// (core/run/stacks.hpp); "" when none was taken.
+  std::string stack;
 };
 
 /// Another node's failure that stopped this node's run (multi-node runs).
@@ -87,8 +98,11 @@ struct RunOutcome {
   std::vector<AttemptRecord> attempts;
   /// How many times the group was restarted (attempts - 1, at least 0).
   int restarts() const { return attempts.empty() ? 0 : static_cast<int>(attempts.size()) - 1; }
+  /// The teardown's SIGKILL came from a second interrupt, not from the end
+  /// of the grace period.
+  bool kill_requested = false;
 
-  /// air-run's exit code per the DESIGN table: 0, rank's code / 128+N, 124, 126/127, 128+N;
+  /// air-run's exit code per the README's exit-code table: 0, rank's code / 128+N, 124, 126/127, 128+N;
   /// after a remote failure, the failing node's code.
   int exit_code() const;
 };

@@ -1,5 +1,8 @@
 #include "core/run/plan.hpp"
 
+#include "core/run/stacks.hpp"
+#include "core/spec/path_template.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -7,10 +10,6 @@
 namespace air {
 
 namespace {
-
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 /// How the target is run: `-m module`, a `.py` script under the interpreter
 /// (`-u` for unbuffered output, as torchrun does), or an executable as is.
@@ -20,7 +19,7 @@ std::vector<std::string> rank_argv(const LaunchSpec& spec) {
   if (spec.no_python.value) return command;
   if (spec.module.value) {
     argv = {spec.python.value, "-u", "-m"};
-  } else if (ends_with(command.front(), ".py")) {
+  } else if (command.front().ends_with(".py")) {
     argv = {spec.python.value, "-u"};
   }
   argv.insert(argv.end(), command.begin(), command.end());
@@ -109,6 +108,18 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
   }
 
   const auto argv = rank_argv(spec);
+  // Python ranks get faulthandler armed through a sitecustomize shim (no
+  // change to user code), so a timeout can show where each one was stuck.
+  const bool python_target = !spec.no_python.value && argv.size() > 1 && argv.front() == spec.python.value;
+  if (python_target && ctx.stack_signal > 0 && !plan.run_dir.empty()) {
+    plan.stack_signal = ctx.stack_signal;
+    plan.stack_shim_dir = plan.run_dir + "/pyshim";
+    const auto existing = common.find("PYTHONPATH");
+    common["PYTHONPATH"] =
+        plan.stack_shim_dir +
+        (existing == common.end() || existing->second.empty() ? std::string() : ":" + existing->second);
+    common[std::string(k_stack_signal_var)] = std::to_string(ctx.stack_signal);
+  }
   const auto& console = spec.console_ranks.value;
   const std::string log_dir = spec.log_dir.value;
   for (int local = 0; local < selection.ranks; ++local) {
@@ -119,7 +130,9 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
     rank.env = common;
     rank.result_file = fmt::format("{}/rank{}.result.json", plan.run_dir, rank.rank);
     rank.error_file = fmt::format("{}/rank{}.error.json", plan.run_dir, rank.rank);
-    if (!log_dir.empty()) rank.log_file = fmt::format("{}/rank{}.log", log_dir, rank.rank);
+    if (!log_dir.empty()) // `--log-dir logs/{rank}`: a folder per rank
+      rank.log_file = fmt::format(
+          "{}/rank{}.log", substitute_placeholder(log_dir, "rank", std::to_string(rank.rank)), rank.rank);
     rank.console = console.empty() || std::find(console.begin(), console.end(), rank.rank) != console.end();
 
     auto& env = rank.env;
@@ -128,6 +141,10 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
     env["LOCAL_RANK"] = std::to_string(local);
     env["AIR_RESULT_FILE"] = rank.result_file;
     env["TORCHELASTIC_ERROR_FILE"] = rank.error_file;
+    if (plan.stack_signal > 0) {
+      rank.stack_file = fmt::format("{}/rank{}.stacks.txt", plan.run_dir, rank.rank);
+      env[std::string(k_stack_file_var)] = rank.stack_file;
+    }
     if (!selection.cpu) {
       rank.gpu_uuid = selection.gpus[static_cast<size_t>(local)].uuid;
       if (spec.isolate_gpus.value) {

@@ -23,6 +23,7 @@ struct RankPlan {
   std::string log_file;          ///< per-rank log ("" without --log-dir)
   bool console = true;           ///< whether its lines reach the console
   std::string gpu_uuid;          ///< the GPU it binds to ("" on CPU)
+  std::string stack_file; ///< where its Python stacks are dumped ("" when not armed, core/run/stacks.hpp)
 };
 
 /// The whole run: ranks plus the policy the supervisor enforces.
@@ -44,6 +45,10 @@ struct LaunchPlan {
   int tail_lines = 50;
   std::vector<RankPlan> ranks;
   std::vector<std::string> notices; ///< printed once before launch (e.g. OMP_NUM_THREADS)
+  /// The signal that asks an armed Python rank for its stacks (0: none armed),
+  /// and the directory holding the shim that arms it (core/run/stacks.hpp).
+  int stack_signal = 0;
+  std::string stack_shim_dir;
 };
 
 /// Values decided outside the pure planner (they need the OS or the clock).
@@ -55,6 +60,7 @@ struct PlanContext {
   int num_nodes = 1;
   std::string node_name;
   std::string cluster_source = "single";
+  int stack_signal = 0; ///< a spare real-time signal for Python stacks; 0: do not arm
 };
 
 /// Builds the per-rank plan from a resolved spec, the accelerator selection and

@@ -1,16 +1,19 @@
 #include "core/run/supervisor.hpp"
 
+#include "core/base/duration.hpp"
 #include "core/base/line_splitter.hpp"
 #include "core/os/log_sink.hpp"
 #include "core/os/oom.hpp"
 #include "core/os/process.hpp"
 #include "core/os/signals.hpp"
+#include "core/run/console_style.hpp"
 #include "core/run/lost_peer.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -47,6 +50,35 @@ constexpr std::size_t k_read_size = 64 * 1024;
 /// One tail entry keeps at most this much of a line: the tail is for the
 /// human summary, and 50 lines of 1 MiB would be 50 MiB.
 constexpr std::size_t k_tail_line_max = 4096;
+/// How long to wait for the armed Python ranks to write their stacks
+/// (core/run/stacks.hpp) before a timeout's teardown goes on without them,
+/// and how often to look at the files meanwhile.
+constexpr auto k_stack_wait = std::chrono::seconds(2);
+constexpr auto k_stack_check_interval = std::chrono::milliseconds(50);
+/// At most this much of one rank's stack dump is kept.
+constexpr std::size_t k_stack_max = 256 * 1024;
+
+/// The size of `path`, or -1 when it does not exist.
+long long file_size(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return -1;
+  return static_cast<long long>(st.st_size);
+}
+
+/// The bytes of `path` from `offset` on (at most k_stack_max).
+std::string read_from(const std::string& path, long long offset) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (!fd || offset < 0 || ::lseek(fd.get(), offset, SEEK_SET) < 0) return {};
+  std::string out;
+  char buf[8192];
+  while (out.size() < k_stack_max) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  return out;
+}
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -54,20 +86,6 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
 
 double seconds_of(const timeval& tv) {
   return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
-}
-
-/// "3h", "90m", "30s", "1.5s", "300ms". (spec's format_duration renders the
-/// same way; kept local so the supervisor does not depend on the spec module.)
-std::string describe_duration(std::chrono::milliseconds d) {
-  const auto ms = d.count();
-  if (ms != 0 && ms % 3'600'000 == 0) return std::to_string(ms / 3'600'000) + "h";
-  if (ms != 0 && ms % 60'000 == 0) return std::to_string(ms / 60'000) + "m";
-  if (ms % 1000 == 0) return std::to_string(ms / 1000) + "s";
-  if (ms < 1000) return std::to_string(ms) + "ms";
-  std::string frac = std::to_string(ms % 1000);
-  frac.insert(0, 3 - frac.size(), '0');
-  while (frac.back() == '0') frac.pop_back();
-  return std::to_string(ms / 1000) + "." + frac + "s";
 }
 
 /// Sends `sig` to a rank's process group. The group id is the leader's pid;
@@ -139,8 +157,11 @@ struct RankState {
   Stream streams[2];
   Clock::time_point started{};
   Clock::time_point reaped_at{};
-  std::string prefix; ///< "[rank3]: "
+  std::string prefix;     ///< "[rank3]: " on stdout
+  std::string prefix_err; ///< the same on stderr (coloured or not, per stream)
   std::optional<LineSink> log;
+  long long stack_offset = -1; ///< size of its stack file when the signal went out; -1: not asked
+  long long stack_seen = -1;   ///< its size at the previous check
 };
 
 class Supervisor {
@@ -172,6 +193,10 @@ private:
   void tell_hooks();
   void begin_teardown(int sig);
   void kill_all();
+  void announce_teardown(int sig);
+  bool request_stacks(bool for_timeout);
+  bool stacks_ready();
+  void collect_stacks();
   bool finished() const;
   void finalize();
 
@@ -200,6 +225,10 @@ private:
   bool kill_sent_ = false;
   Clock::time_point kill_sent_at_{};
   std::uint64_t end_counter_ = 0;
+  /// While the armed ranks write their stacks: when to stop waiting, and
+  /// whether a timeout's teardown follows (else they are printed, on demand).
+  std::optional<Clock::time_point> stacks_deadline_;
+  bool stacks_for_timeout_ = false;
 };
 
 RunOutcome Supervisor::run() {
@@ -212,7 +241,10 @@ RunOutcome Supervisor::run() {
     r.plan = &plan_.ranks[i];
     r.index = i;
     r.streams[1].is_stderr = true;
-    if (console_.prefix) r.prefix = "[rank" + std::to_string(r.plan->rank) + "]: ";
+    if (console_.prefix) {
+      r.prefix = rank_prefix(r.plan->rank, console_.stdout_color);
+      r.prefix_err = rank_prefix(r.plan->rank, console_.stderr_color);
+    }
     out_.ranks[i].rank = r.plan->rank;
     out_.ranks[i].local_rank = r.plan->local_rank;
   }
@@ -327,6 +359,7 @@ std::optional<Clock::time_point> Supervisor::next_deadline(Clock::time_point now
   };
   if (!tearing_down_ && timeout_deadline_) consider(*timeout_deadline_);
   if (settle_deadline_) consider(*settle_deadline_);
+  if (stacks_deadline_) consider(std::min(*stacks_deadline_, now + k_stack_check_interval));
   if (tearing_down_ && !kill_sent_) consider(grace_deadline_);
   bool all_quiet = true;
   for (const auto& r : ranks_) {
@@ -423,6 +456,14 @@ void Supervisor::handle_signals() {
     switch (sig) {
     case SIGCHLD:
       break; // reap() runs every iteration
+    case SIGQUIT:
+      // Ctrl-\ (the ranks are in their own groups, so only air-run gets it):
+      // print every armed Python rank's stacks and carry on.
+      if (!tearing_down_ && !stacks_deadline_ && !request_stacks(false)) {
+        const std::string line = "air-run: no Python rank can show its stack (SIGQUIT ignored)\n";
+        stderr_sink_.write(line, 1);
+      }
+      break;
     case SIGUSR1:
     case SIGUSR2:
       // Schedulers (Slurm --signal) send these as warnings; pass them on.
@@ -432,13 +473,17 @@ void Supervisor::handle_signals() {
     default: // SIGINT, SIGTERM, SIGHUP
       if (tearing_down_) {
         // A second interrupt means "now": skip the rest of the grace period.
-        if (!kill_sent_) kill_all();
+        if (!kill_sent_) {
+          out_.kill_requested = true;
+          kill_all();
+        }
       } else if (settle_deadline_) {
         begin_teardown(sig); // a rank already failed: that stays the outcome
       } else {
         out_.status = RunOutcome::Status::interrupted;
         out_.interrupt_signal = sig;
         out_.reason = "interrupted by " + signal_name(sig);
+        announce_teardown(sig);
         begin_teardown(sig);
       }
       break;
@@ -482,7 +527,7 @@ void Supervisor::deliver(RankState& r, Stream& s, std::string_view data, bool eo
   const auto on_line = [&](std::string_view line) {
     ++lines;
     if (echo) {
-      console_batch_ += r.prefix;
+      console_batch_ += s.is_stderr ? r.prefix_err : r.prefix;
       console_batch_ += line;
       console_batch_ += '\n';
     }
@@ -500,6 +545,7 @@ void Supervisor::deliver(RankState& r, Stream& s, std::string_view data, bool eo
   else
     s.splitter.feed(data, on_line);
   if (lines == 0) return;
+  o.last_output_at = Clock::now();
   if (echo) (s.is_stderr ? stderr_sink_ : stdout_sink_).write(console_batch_, lines);
   if (log) {
     r.log->write(log_batch_, lines);
@@ -515,7 +561,7 @@ void Supervisor::reap() {
   // k_max_poll_wait_ms). Peek (WNOWAIT) at which child exited and reap exactly
   // that pid, so a wake costs O(exits) system calls rather than one wait4 per
   // live rank; with 1024 ranks the scan made start-up quadratic. Only our own
-  // pids are reaped (aesthetics 12.2): a child we do not know falls back to the scan.
+  // pids are reaped: a child we do not know falls back to the scan.
   for (;;) {
     siginfo_t info{};
     const int rc = ::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT);
@@ -612,8 +658,14 @@ void Supervisor::check_deadlines() {
   if (!tearing_down_ && out_.status == RunOutcome::Status::succeeded && timeout_deadline_ &&
       now >= *timeout_deadline_) {
     out_.status = RunOutcome::Status::timed_out;
-    out_.reason = "timed out after " + describe_duration(*plan_.timeout);
-    begin_teardown(SIGTERM);
+    out_.reason = "timed out after " + format_duration(*plan_.timeout);
+    // Where was each rank stuck? Ask before stopping them.
+    if (!request_stacks(true)) begin_teardown(SIGTERM);
+  }
+  if (stacks_deadline_ && (now >= *stacks_deadline_ || stacks_ready())) {
+    stacks_deadline_.reset();
+    collect_stacks();
+    if (stacks_for_timeout_) begin_teardown(SIGTERM);
   }
   if (tearing_down_ && !kill_sent_ && now >= grace_deadline_) kill_all();
   if (tearing_down_ && !kill_sent_) return; // drain deadlines wait for the grace period
@@ -655,16 +707,99 @@ void Supervisor::kill_all() {
   kill_sent_at_ = Clock::now();
   for (auto& r : ranks_) {
     if (!r.spawned) continue;
-    if (!r.reaped) out_.ranks[r.index].stopped_by_air_run = true;
+    if (!r.reaped) {
+      out_.ranks[r.index].stopped_by_air_run = true;
+      if (tearing_down_) out_.ranks[r.index].killed = true; // it outlived SIGTERM
+    }
     signal_group(r.pid, SIGKILL);
   }
+}
+
+/// Says at once what the teardown will do and how to cut it short: after
+/// Ctrl-C, a silent grace period of up to 30 s looks like a hang.
+void Supervisor::announce_teardown(int sig) {
+  std::size_t running = 0;
+  for (const auto& r : ranks_)
+    if (r.spawned && !r.reaped) ++running;
+  if (running == 0) return;
+  const std::string line = "air-run: stopping " + std::to_string(running) +
+                           (running == 1 ? " rank (" : " ranks (") + signal_name(sig) + "), up to " +
+                           format_duration(plan_.grace_period) + "; Ctrl-C again to kill now\n";
+  stderr_sink_.write(line, 1);
+}
+
+/// Sends the stack signal to every running rank that armed it. Returns
+/// whether any was asked; the loop then waits (stacks_deadline_) for the dumps.
+bool Supervisor::request_stacks(bool for_timeout) {
+  if (plan_.stack_signal <= 0) return false;
+  bool asked = false;
+  for (auto& r : ranks_) {
+    r.stack_offset = -1;
+    if (!r.spawned || r.reaped || r.plan->stack_file.empty()) continue;
+    const long long size = file_size(r.plan->stack_file);
+    if (size < 0) continue; // not armed (yet): the signal would kill it
+    if (::kill(r.pid, plan_.stack_signal) != 0) continue;
+    r.stack_offset = size;
+    r.stack_seen = size;
+    asked = true;
+  }
+  if (!asked) return false;
+  stacks_for_timeout_ = for_timeout;
+  stacks_deadline_ = Clock::now() + k_stack_wait;
+  return true;
+}
+
+/// Whether every asked rank's dump has arrived: its file grew, and did not
+/// grow since the previous check (faulthandler writes a dump in many writes).
+bool Supervisor::stacks_ready() {
+  bool ready = true;
+  for (auto& r : ranks_) {
+    if (r.stack_offset < 0 || r.reaped) continue;
+    const long long size = file_size(r.plan->stack_file);
+    if (size <= r.stack_offset || size != r.stack_seen) ready = false;
+    r.stack_seen = size;
+  }
+  return ready;
+}
+
+/// Reads the dumps: into the outcome for a timeout, onto the console on demand.
+void Supervisor::collect_stacks() {
+  const auto now = Clock::now();
+  std::string batch;
+  std::size_t lines = 0;
+  for (auto& r : ranks_) {
+    if (r.stack_offset < 0) continue;
+    std::string stack = read_from(r.plan->stack_file, r.stack_offset);
+    r.stack_offset = -1;
+    RankOutcome& o = out_.ranks[r.index];
+    if (stacks_for_timeout_) {
+      o.stack = std::move(stack);
+      if (o.last_output_at) o.last_output_age_s = seconds_between(*o.last_output_at, now);
+      continue;
+    }
+    if (stack.empty()) stack = "(no stack written)\n";
+    if (stack.back() != '\n') stack += '\n';
+    std::size_t begin = 0;
+    while (begin < stack.size()) {
+      const std::size_t end = stack.find('\n', begin);
+      batch += "[rank" + std::to_string(r.plan->rank) + " stack]: ";
+      batch.append(stack, begin, end - begin + 1);
+      ++lines;
+      begin = end + 1;
+    }
+  }
+  if (lines > 0) stderr_sink_.write(batch, lines);
 }
 
 void Supervisor::finalize() {
   out_.ended_at = std::chrono::system_clock::now();
   out_.duration_s = seconds_between(start_, Clock::now());
+  const auto now = Clock::now();
   for (auto& r : ranks_) {
-    if (r.reaped) out_.ranks[r.index].duration_s = seconds_between(r.started, r.reaped_at);
+    RankOutcome& o = out_.ranks[r.index];
+    if (r.reaped) o.duration_s = seconds_between(r.started, r.reaped_at);
+    if (o.last_output_at && o.last_output_age_s < 0)
+      o.last_output_age_s = seconds_between(*o.last_output_at, r.reaped ? r.reaped_at : now);
   }
   out_.console_lines_dropped = stdout_sink_.lines_dropped() + stderr_sink_.lines_dropped();
 }

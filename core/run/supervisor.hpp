@@ -20,6 +20,9 @@ struct ConsoleOptions {
   int stdout_fd = 1;
   int stderr_fd = 2;
   bool prefix = true;
+  /// Colour the rank prefixes on each stream (core/run/console_style.hpp).
+  bool stdout_color = false;
+  bool stderr_color = false;
 };
 
 /// Events from outside this node's ranks that the supervisor's loop waits on

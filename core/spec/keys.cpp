@@ -89,6 +89,21 @@ constexpr std::array k_spec_keys{
             "write a JUnit XML report (one test case per rank) to this path"},
     SpecKey{"tail_lines", "tail-lines", "", "AIR_RUN_TAIL_LINES", VT::integer, "50",
             "output lines kept per rank for failure reports", 0, 1'000'000},
+    SpecKey{
+        "mlflow.tracking_uri", "mlflow-tracking-uri", "", "AIR_RUN_MLFLOW_TRACKING_URI", VT::string,
+        "$MLFLOW_TRACKING_URI, else none",
+        "MLflow tracking server (http(s)://HOST, databricks) or store (file:, sqlite:); none: no tracking"},
+    SpecKey{"mlflow.experiment", "mlflow-experiment", "", "AIR_RUN_MLFLOW_EXPERIMENT", VT::string,
+            "$MLFLOW_EXPERIMENT_NAME, else $MLFLOW_EXPERIMENT_ID, else Default",
+            "experiment name of the run (created when missing)"},
+    SpecKey{"mlflow.run_name", "mlflow-run-name", "", "AIR_RUN_MLFLOW_RUN_NAME", VT::string,
+            "the target (train.py)", "name of the MLflow run"},
+    SpecKey{"mlflow.tags", "mlflow-tag", "", "AIR_RUN_MLFLOW_TAGS", VT::string_map, "none",
+            "extra tags of the run (flag: KEY=VALUE, repeatable; variable: comma separated)"},
+    SpecKey{"mlflow.required", "mlflow-required", "", "AIR_RUN_MLFLOW_REQUIRED", VT::boolean, "false",
+            "launch nothing (exit 2) when the run cannot be created"},
+    SpecKey{"mlflow.timeout", "mlflow-timeout", "", "AIR_RUN_MLFLOW_TIMEOUT", VT::duration, "15s",
+            "how long an unreachable or failing tracking server is retried, at the start and at the end"},
 };
 
 constexpr std::array k_legacy_keys{

@@ -2,6 +2,9 @@
 // rdzv_conf, standalone, nnodes MIN:MAX): parsing and the rules between them.
 #include "core/spec/rendezvous.hpp"
 
+#include "core/base/duration.hpp"
+#include "core/base/text.hpp"
+
 #include <algorithm>
 
 namespace air {
@@ -9,10 +12,6 @@ namespace air {
 namespace {
 
 std::string quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
-
-bool all_digits(std::string_view text) {
-  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
 
 /// The backends air-run implements, as torchrun spells them.
 constexpr std::string_view k_backends[] = {"static", "c10d"};

@@ -3,6 +3,7 @@
 // validation happen there, so every error knows its place), then the lists
 // are applied in precedence order: file, env, flags.
 #include "core/base/suggest.hpp"
+#include "core/spec/accelerator_type.hpp"
 #include "core/spec/rendezvous.hpp"
 #include "core/spec/spec.hpp"
 
@@ -38,25 +39,6 @@ enum class Source { file, env, flag };
 // Warnings are whole lines; the CLI prints them as they are.
 constexpr const char k_warning[] = "air-run: warning: ";
 
-std::string single_quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
-
-std::string to_upper(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) {
-    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
-  }
-  return out;
-}
-
-std::string to_lower(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
-
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_upper(char c) { return c >= 'A' && c <= 'Z'; }
 
 const LegacyKey* find_legacy(std::string_view name) {
@@ -83,37 +65,13 @@ std::string long_flag(std::string_view key) {
 // hardware module's question.
 Expected<std::string> normalise_accelerator_type(std::string_view text, const std::string& prefix,
                                                  std::vector<std::string>& warnings) {
-  const std::string upper = to_upper(text);
-  const auto bad = [&] {
-    return usage_error(prefix + ": expected CPU or GPU_<n>x<MODEL> (like GPU_8xH100), got " +
-                       single_quoted(text));
-  };
-  const auto is_model = [](std::string_view model) {
-    if (model.empty() || !is_upper(model.front())) return false;
-    return std::all_of(model.begin(), model.end(), [](char c) { return is_upper(c) || is_digit(c); });
-  };
-  if (upper == "CPU") return std::string("CPU");
-  if (upper.rfind("GPU_", 0) == 0) {
-    std::size_t i = 4;
-    int count = 0;
-    for (; i < upper.size() && is_digit(upper[i]); ++i) {
-      if (i >= 4 + 4) return bad(); // more than 9999 accelerators is a typo
-      count = count * 10 + (upper[i] - '0');
-    }
-    if (i == 4 || count < 1 || i >= upper.size() || upper[i] != 'X') return bad();
-    const std::string model = upper.substr(i + 1);
-    if (!is_model(model)) return bad();
-    return "GPU_" + std::to_string(count) + "x" + model;
-  }
-  // Legacy serverless_gpu short values: a model token such as A10, H100, L40S.
-  std::size_t letters = 0;
-  while (letters < upper.size() && is_upper(upper[letters])) ++letters;
-  if (letters > 0 && letters < upper.size() && is_digit(upper[letters]) && is_model(upper)) {
+  auto type = parse_accelerator_type(text);
+  if (!type) return usage_error(prefix + ": " + type.error().message);
+  if (type->legacy) {
     warnings.push_back(k_warning + prefix + ": " + single_quoted(text) + " is deprecated, use 'GPU_<n>x" +
-                       upper + "'");
-    return upper;
+                       type->model + "'");
   }
-  return bad();
+  return type->canonical();
 }
 
 Expected<std::string> check_string(const SpecKey& key, std::string_view text, const std::string& prefix,
@@ -171,10 +129,9 @@ Expected<bool> parse_bool(std::string_view text, Source source, const std::strin
     if (text == "false" || text == "False") return false;
     return usage_error(prefix + ": expected true or false, got " + single_quoted(text));
   }
-  const std::string lower = to_lower(text);
-  if (lower == "true" || lower == "1" || lower == "yes" || (source == Source::flag && text.empty()))
-    return true;
-  if (lower == "false" || lower == "0" || lower == "no") return false;
+  const std::string word = lower(text);
+  if (word == "true" || word == "1" || word == "yes" || (source == Source::flag && text.empty())) return true;
+  if (word == "false" || word == "0" || word == "no") return false;
   return usage_error(prefix + ": expected true or false (or 1/0, yes/no), got " + single_quoted(text));
 }
 
@@ -184,13 +141,29 @@ bool is_variable_name(std::string_view name) {
                      [](char c) { return is_upper(c) || (c >= 'a' && c <= 'z') || is_digit(c) || c == '_'; });
 }
 
-Expected<std::pair<std::string, std::string>> parse_assignment(std::string_view text,
+// MLflow's rule for tag names: letters, digits, '_', '-', '.', ' ' and '/', at most 250.
+bool is_tag_name(std::string_view name) {
+  if (name.empty() || name.size() > 250) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return is_upper(c) || (c >= 'a' && c <= 'z') || is_digit(c) || c == '_' || c == '-' || c == '.' ||
+           c == ' ' || c == '/';
+  });
+}
+
+// The names a mapping key accepts: variable names for `env`, tag names for `mlflow.tags`.
+bool is_map_key(const SpecKey& key, std::string_view name) {
+  return key.key == "mlflow.tags" ? is_tag_name(name) : is_variable_name(name);
+}
+std::string map_key_what(const SpecKey& key) { return key.key == "mlflow.tags" ? "tag" : "variable"; }
+
+Expected<std::pair<std::string, std::string>> parse_assignment(const SpecKey& key, std::string_view text,
                                                                const std::string& prefix) {
   const std::size_t eq = text.find('=');
   if (eq == std::string_view::npos)
     return usage_error(prefix + ": expected KEY=VALUE, got " + single_quoted(text));
   const std::string_view name = text.substr(0, eq);
-  if (!is_variable_name(name)) return usage_error(prefix + ": invalid variable name " + single_quoted(name));
+  if (!is_map_key(key, name))
+    return usage_error(prefix + ": invalid " + map_key_what(key) + " name " + single_quoted(name));
   return std::pair(std::string(name), std::string(text.substr(eq + 1)));
 }
 
@@ -247,9 +220,18 @@ Expected<Value> parse_text(const SpecKey& key, std::string_view text, Source sou
     return Value(std::move(*words));
   }
   case ValueType::string_map: {
-    auto kv = parse_assignment(text, prefix);
-    if (!kv) return kv.error();
-    return Value(std::map<std::string, std::string>{std::move(*kv)});
+    // A variable holds several comma-separated pairs; a flag holds one.
+    std::map<std::string, std::string> pairs;
+    std::size_t from = 0;
+    for (;;) {
+      const std::size_t comma = source == Source::env ? text.find(',', from) : std::string_view::npos;
+      auto kv = parse_assignment(key, text.substr(from, comma - from), prefix);
+      if (!kv) return kv.error();
+      pairs[kv->first] = kv->second;
+      if (comma == std::string_view::npos) break;
+      from = comma + 1;
+    }
+    return Value(std::move(pairs));
   }
   case ValueType::rank_list: {
     auto ranks = parse_rank_list(text, prefix);
@@ -371,13 +353,13 @@ private:
       }
       seen_.emplace(name, where);
 
-      if (name == "environment") {
+      if (name == "environment" || name == "mlflow") { // the nested groups of keys
         if (value.IsNull()) continue;
         if (!value.IsMap()) {
-          return usage_error(value_place(key_node, value) + ": environment: expected a mapping, got " +
+          return usage_error(value_place(key_node, value) + ": " + name + ": expected a mapping, got " +
                              kind_name(value));
         }
-        AIR_TRY(read_map(value, "environment"));
+        AIR_TRY(read_map(value, name));
         continue;
       }
 
@@ -449,12 +431,14 @@ private:
         std::map<std::string, std::string> vars;
         for (auto it = value.begin(); it != value.end(); ++it) {
           const std::string var_where = mark_text(file_, it->first.Mark());
-          if (!it->first.IsScalar() || !is_variable_name(it->first.Scalar())) {
-            return usage_error(var_where + ": " + name + ": invalid variable name " + kind_name(it->first));
+          if (!it->first.IsScalar() || !is_map_key(row, it->first.Scalar())) {
+            return usage_error(var_where + ": " + name + ": invalid " + map_key_what(row) + " name " +
+                               kind_name(it->first));
           }
           const std::string var = it->first.Scalar();
           if (vars.count(var) != 0)
-            return usage_error(var_where + ": " + name + ": duplicate variable " + single_quoted(var));
+            return usage_error(var_where + ": " + name + ": duplicate " + map_key_what(row) + " " +
+                               single_quoted(var));
           const std::string item_prefix = value_place(it->first, it->second) + ": " + name + "." + var;
           if (!it->second.IsScalar()) {
             return usage_error(item_prefix + ": expected a string, got " + kind_name(it->second));
@@ -643,6 +627,17 @@ void apply(LaunchSpec& s, const Assignment& a, bool append) {
   if (k == "json") return put(s.json, std::get<bool>(v), o);
   if (k == "junit_file") return put(s.junit_file, std::get<std::string>(v), o);
   if (k == "tail_lines") return put(s.tail_lines, integer(), o);
+  if (k == "mlflow.tracking_uri") return put(s.mlflow_tracking_uri, std::get<std::string>(v), o);
+  if (k == "mlflow.experiment") return put(s.mlflow_experiment, std::get<std::string>(v), o);
+  if (k == "mlflow.run_name") return put(s.mlflow_run_name, std::get<std::string>(v), o);
+  if (k == "mlflow.tags") {
+    for (const auto& [name, value] : std::get<std::map<std::string, std::string>>(v))
+      s.mlflow_tags.value[name] = value;
+    s.mlflow_tags.origin = o;
+    return;
+  }
+  if (k == "mlflow.required") return put(s.mlflow_required, std::get<bool>(v), o);
+  if (k == "mlflow.timeout") return put(s.mlflow_timeout, std::get<Millis>(v), o);
 }
 
 void apply_all(LaunchSpec& spec, const std::vector<Assignment>& assignments) {
@@ -741,6 +736,25 @@ std::pair<std::string, Origin> show(const LaunchSpec& s, std::string_view k) {
   if (k == "json") return {show_bool(s.json.value), s.json.origin};
   if (k == "junit_file") return {show_string(s.junit_file.value), s.junit_file.origin};
   if (k == "tail_lines") return {std::to_string(s.tail_lines.value), s.tail_lines.origin};
+  if (k == "mlflow.tracking_uri") {
+    const std::string& uri = s.mlflow_tracking_uri.value;
+    return {uri.empty() ? "none" : without_userinfo(uri), s.mlflow_tracking_uri.origin};
+  }
+  if (k == "mlflow.experiment") {
+    return {s.mlflow_experiment.value.empty() ? "default" : s.mlflow_experiment.value,
+            s.mlflow_experiment.origin};
+  }
+  if (k == "mlflow.run_name") {
+    return {s.mlflow_run_name.value.empty() ? "default" : s.mlflow_run_name.value, s.mlflow_run_name.origin};
+  }
+  if (k == "mlflow.tags") {
+    std::string out = "{";
+    for (const auto& [name, value] : s.mlflow_tags.value)
+      out += (out.size() > 1 ? ", " : "") + name + "=" + value;
+    return {out + "}", s.mlflow_tags.origin};
+  }
+  if (k == "mlflow.required") return {show_bool(s.mlflow_required.value), s.mlflow_required.origin};
+  if (k == "mlflow.timeout") return {format_duration(s.mlflow_timeout.value), s.mlflow_timeout.origin};
   return {"?", Origin{}};
 }
 
@@ -785,6 +799,16 @@ Expected<ResolvedSpec> resolve_spec(const SpecInputs& inputs) {
   }
   AIR_TRY(settle_rendezvous(spec, [](const Origin& o, std::string_view key) { return place_of(o, key); }));
   return resolved;
+}
+
+std::string without_userinfo(std::string_view uri) {
+  const std::size_t scheme = uri.find("://");
+  if (scheme == std::string_view::npos) return std::string(uri);
+  const std::size_t host = scheme + 3;
+  const std::size_t end = std::min(uri.find_first_of("/?#", host), uri.size());
+  const std::size_t at = uri.substr(0, end).rfind('@');
+  if (at == std::string_view::npos || at < host) return std::string(uri);
+  return std::string(uri.substr(0, host)) + std::string(uri.substr(at + 1));
 }
 
 std::vector<std::string> describe_spec(const LaunchSpec& spec) {

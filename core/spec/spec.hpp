@@ -1,7 +1,9 @@
 #pragma once
 
+#include "core/base/duration.hpp"
 #include "core/base/environment.hpp"
 #include "core/base/error.hpp"
+#include "core/base/text.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -15,8 +17,6 @@
 #include <vector>
 
 namespace air {
-
-using Millis = std::chrono::milliseconds;
 
 /// Where a spec value came from. Precedence is fixed: flag > env > file > default.
 struct Origin {
@@ -122,14 +122,20 @@ struct LaunchSpec {
   /// tolerated (nullopt: the control connection's own 5 s).
   Setting<Millis> last_call_timeout{Millis(30'000), {}};
   Setting<std::optional<Millis>> read_timeout;
-  Setting<std::string> log_dir;            ///< "" = no per-rank log files
-  Setting<std::vector<int>> console_ranks; ///< empty = every rank reaches the console
-  Setting<bool> isolate_gpus;              ///< one GPU per rank via CUDA_VISIBLE_DEVICES
-  Setting<std::string> run_id;             ///< "" = generate
-  Setting<std::string> summary_file;       ///< JSON summary path, "" = none
-  Setting<bool> json;                      ///< print the JSON summary on stdout
-  Setting<std::string> junit_file;         ///< JUnit XML path, "" = none
-  Setting<int> tail_lines{50, {}};         ///< output lines kept per rank for reports
+  Setting<std::string> log_dir;             ///< "" = no per-rank log files
+  Setting<std::vector<int>> console_ranks;  ///< empty = every rank reaches the console
+  Setting<bool> isolate_gpus;               ///< one GPU per rank via CUDA_VISIBLE_DEVICES
+  Setting<std::string> run_id;              ///< "" = generate
+  Setting<std::string> summary_file;        ///< JSON summary path, "" = none
+  Setting<bool> json;                       ///< print the JSON summary on stdout
+  Setting<std::string> junit_file;          ///< JUnit XML path, "" = none
+  Setting<int> tail_lines{50, {}};          ///< output lines kept per rank for reports
+  Setting<std::string> mlflow_tracking_uri; ///< "" = no MLflow tracking
+  Setting<std::string> mlflow_experiment;   ///< experiment name, "" = see core/mlflow/settings.hpp
+  Setting<std::string> mlflow_run_name;     ///< "" = the target's name
+  Setting<std::map<std::string, std::string>> mlflow_tags; ///< extra run tags
+  Setting<bool> mlflow_required;                           ///< no run, no launch (exit 2)
+  Setting<Millis> mlflow_timeout{Millis(15'000), {}};      ///< retry budget per tracking phase
 
   std::string spec_path; ///< the -f file, "" when none
 };
@@ -163,29 +169,6 @@ struct ResolvedSpec {
 /// ("job.yaml:2:1: unknown key 'timout' (did you mean 'timeout'?)").
 Expected<ResolvedSpec> resolve_spec(const SpecInputs& inputs);
 
-/// Parses "30", "30s", "1500ms", "90m", "3h", "1h30m", "1.5s" (units in
-/// decreasing order, a bare number is seconds). Zero is accepted; callers
-/// check their own lower bound. Errors are "<what>: expected a duration ...".
-Expected<Millis> parse_duration(std::string_view text, std::string_view what);
-
-/// Like `parse_duration` but also accepts "none" (nullopt).
-Expected<std::optional<Millis>> parse_opt_duration(std::string_view text, std::string_view what);
-
-/// Formats a duration the way users write them ("3h", "90m", "30s", "1.5s").
-std::string format_duration(Millis d);
-
-/// Parses "0,2-3" into {0,2,3} (sorted, without duplicates); "" and "all"
-/// give the empty list (every rank). Errors name `what`.
-Expected<std::vector<int>> parse_rank_list(std::string_view text, std::string_view what);
-
-/// Formats ranks compactly, the inverse of `parse_rank_list`: {0,2,3} -> "0,2-3".
-std::string format_rank_list(const std::vector<int>& ranks, std::string_view separator = ",");
-
-/// Splits a command written as one string on whitespace, honouring '...' and
-/// "..." quoting and backslash escapes, as a simple shell would.
-/// Errors name `what` ("...: unterminated quote in 'train.py \"x'").
-Expected<std::vector<std::string>> split_command_line(std::string_view text, std::string_view what);
-
 /// Where nodes meet, from rdzv_endpoint: "HOST", "HOST:PORT", "[V6]:PORT".
 struct Endpoint {
   std::string host;
@@ -205,5 +188,10 @@ inline constexpr int k_c10d_default_port = 29400;
 
 /// "key = value (origin)" lines for --dry-run, in table order.
 std::vector<std::string> describe_spec(const LaunchSpec& spec);
+
+/// A URI as it may be shown: "https://user:secret@host/x" -> "https://host/x".
+/// Tracking URIs can carry credentials; --dry-run, the summary and messages
+/// print only this form.
+std::string without_userinfo(std::string_view uri);
 
 } // namespace air

@@ -13,6 +13,9 @@ machine::
 
     train.distributed(lr=1e-3)      # -> [0, 1], one value per rank, in rank order
 
+The same API is importable as ``databricks.air`` (the product page's path)
+and ``serverless_gpu`` (its deprecated path, with a FutureWarning); air.data
+holds the sharded streaming dataset and the checkpoint writer and reader.
 See docs/python.md in the repository for the full contract.
 """
 
@@ -20,16 +23,22 @@ __version__ = "0.1.0"
 
 from air._errors import DistributedError, DistributedTimeout, SerializationError
 from air._report import report
+from air._types import AcceleratorType, GPUType
 from air._decorator import DistributedFunction, distributed
+from air._ray import RayNotSupportedError, ray_init
 from air._tdist import TorchDistributor
 
 __all__ = [
     "__version__",
+    "AcceleratorType",
+    "GPUType",
     "distributed",
     "DistributedFunction",
     "DistributedError",
     "DistributedTimeout",
     "SerializationError",
     "TorchDistributor",
+    "RayNotSupportedError",
+    "ray_init",
     "report",
 ]

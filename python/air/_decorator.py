@@ -5,27 +5,21 @@ import sys
 import warnings
 
 from air import _launch
+from air._types import LEGACY_TYPES, accelerator_text
 
 DEFAULT_TIMEOUT = 3 * 3600  # seconds, as Databricks' @distributed
 
-# serverless_gpu's short GPU type values; databricks.air spells them GPU_<n>x<MODEL>.
-LEGACY_TYPES = ("A10", "H100", "B300")
 
-_UNSET = object()
-
-
-def _accelerator_text(value):
-    """Accepts strings and enum-like values (GPUType.H100, AcceleratorType...)."""
-    if value is None or isinstance(value, str):
-        return value
-    inner = getattr(value, "value", None)
-    if isinstance(inner, str):
-        return inner
-    name = getattr(value, "name", None)
-    if isinstance(name, str):
-        return name
-    raise TypeError("accelerator_type must be a string such as 'GPU_8xH100' or 'CPU', not %r"
-                    % (value,))
+def _check_remote(remote):
+    """serverless_gpu's ``remote`` flag: False (run on the attached node) is
+    what air always does; True asked for a remote GPU pool, which air has not."""
+    if remote is None or remote is False:
+        return
+    if remote is True:
+        raise ValueError("remote=True is not supported: air runs the function on the "
+                         "accelerators of this machine (the local node), and has no remote GPU "
+                         "pool to send it to. Leave remote out, or pass remote=False")
+    raise TypeError("remote must be True or False, not %r" % (remote,))
 
 
 def _resolve_options(num_accelerators, accelerator_type, gpus, gpu_type, stacklevel):
@@ -42,7 +36,7 @@ def _resolve_options(num_accelerators, accelerator_type, gpus, gpu_type, stackle
             raise TypeError("pass either accelerator_type or its deprecated name gpu_type, "
                             "not both")
         accelerator_type = gpu_type
-    accelerator_type = _accelerator_text(accelerator_type)
+    accelerator_type = accelerator_text(accelerator_type)
     if accelerator_type is not None and accelerator_type.upper() in LEGACY_TYPES:
         warnings.warn("accelerator type %r is deprecated; use the GPU_<n>x<MODEL> form, e.g. "
                       "'GPU_8x%s'" % (accelerator_type, accelerator_type.upper()),
@@ -96,10 +90,12 @@ class DistributedFunction:
             self, args, kwargs, what="function %s" % _describe(self._fn),
             num_ranks=self.num_accelerators, accelerator_type=self.accelerator_type,
             timeout=self.timeout, grace_period=self.grace_period, python=self.python,
-            extra_env=self.env, summary_sink=self._keep_summary)
+            extra_env=self.env, summary_sink=self._keep_summary,
+            run_name="%s.distributed" % getattr(self._fn, "__name__", "function"))
 
     def _keep_summary(self, summary):
         self.last_summary = summary
+        show_run_link(summary)
 
     def __reduce__(self):
         # A wrapper defined at the top level of an importable module travels by
@@ -122,6 +118,30 @@ class DistributedFunction:
             _describe(self._fn), self.num_accelerators, self.accelerator_type)
 
 
+def show_run_link(summary):
+    """In a notebook, the MLflow run's link as a clickable line under the cell.
+
+    air-run already prints ``View run at <link>`` as plain text (on stderr,
+    streamed to the cell); where an IPython kernel runs, the link is also
+    displayed as HTML. Returns True when it was displayed."""
+    info = (summary or {}).get("mlflow") if isinstance(summary, dict) else None
+    link = info.get("link") if isinstance(info, dict) else None
+    if not link or "IPython" not in sys.modules:
+        return False
+    try:
+        import html
+        from IPython import get_ipython
+        from IPython.display import HTML, display
+        shell = get_ipython()
+        if shell is None or not hasattr(shell, "kernel"):
+            return False
+        display(HTML('MLflow: <a href="%s" target="_blank">View run %s</a>'
+                     % (html.escape(link, quote=True), html.escape(str(info.get("run_id"))))))
+        return True
+    except Exception:
+        return False
+
+
 def _by_name(module_name, qualname):
     import importlib
     found = importlib.import_module(module_name)
@@ -136,21 +156,27 @@ def _describe(fn):
 
 
 def distributed(fn=None, *, num_accelerators=None, accelerator_type=None,
-                timeout=DEFAULT_TIMEOUT, gpus=None, gpu_type=None, grace_period=None,
-                python=None, env=None):
+                timeout=DEFAULT_TIMEOUT, gpus=None, gpu_type=None, remote=None,
+                grace_period=None, python=None, env=None):
     """Decorator: ``@distributed(num_accelerators=None, accelerator_type=None,
     timeout=10800)``; also usable bare as ``@distributed``.
 
     num_accelerators: ranks to run (default: every GPU; on a machine without a
         GPU, 1 rank on CPU unless a count is given).
-    accelerator_type: "GPU_<n>x<MODEL>" (e.g. "GPU_8xH100") or "CPU"; a type
-        that does not match the machine is refused before anything runs.
+    accelerator_type: "GPU_<n>x<MODEL>" (e.g. "GPU_8xH100") or "CPU", as a
+        string or an air.AcceleratorType; a type that does not match the
+        machine is refused before anything runs.
     timeout: seconds (or "90m", "3h"); None disables. Default 3 hours.
-    gpus, gpu_type: deprecated serverless_gpu names (FutureWarning).
+    gpus, gpu_type: deprecated serverless_gpu names (FutureWarning). A bare
+        model ("H100", air.GPUType.H100) checks the GPU family only; the count
+        comes from num_accelerators / gpus, else every GPU of that family.
+    remote: serverless_gpu's flag; False (or left out) runs here, as always;
+        True raises ValueError (air runs on the local node only).
     grace_period: seconds between SIGTERM and SIGKILL when air-run stops ranks.
     python: interpreter for the ranks (default: this one, sys.executable).
     env: extra environment variables for every rank.
     """
+    _check_remote(remote)
     num_accelerators, accelerator_type = _resolve_options(
         num_accelerators, accelerator_type, gpus, gpu_type, stacklevel=3)
 

@@ -82,6 +82,44 @@ def child_environment(extra=None):
     return env
 
 
+def mlflow_environment(run_name=None):
+    """MLFLOW_* and AIR_RUN_MLFLOW_* for air-run, from the caller's MLflow state.
+
+    air-run creates the launch's MLflow run itself when a tracking URI is
+    configured. From a notebook or script that uses MLflow, the run becomes a
+    child of the active run (``mlflow.active_run()``: MLFLOW_RUN_ID and
+    MLFLOW_EXPERIMENT_ID), in the store the caller's client uses
+    (``mlflow.get_tracking_uri()``, when a run is active or a URI was set).
+    mlflow is only looked at when the caller imported it. `run_name` becomes
+    the run's default name (AIR_RUN_MLFLOW_RUN_NAME, unless already set).
+    """
+    env = {}
+    if run_name and not os.environ.get("AIR_RUN_MLFLOW_RUN_NAME"):
+        env["AIR_RUN_MLFLOW_RUN_NAME"] = run_name
+    mlflow = sys.modules.get("mlflow")
+    if mlflow is None:
+        return env
+    try:
+        active = mlflow.active_run()
+    except Exception:
+        active = None
+    uri_set = False
+    try:
+        from mlflow.tracking._tracking_service.utils import is_tracking_uri_set
+        uri_set = bool(is_tracking_uri_set())
+    except Exception:
+        uri_set = bool(os.environ.get("MLFLOW_TRACKING_URI"))
+    if active is not None or uri_set:
+        try:
+            env["MLFLOW_TRACKING_URI"] = str(mlflow.get_tracking_uri())
+        except Exception:
+            pass
+    if active is not None:
+        env["MLFLOW_RUN_ID"] = active.info.run_id
+        env["MLFLOW_EXPERIMENT_ID"] = str(active.info.experiment_id)
+    return env
+
+
 def python_executable(python=None):
     return python or sys.executable or shutil.which("python3") or "python3"
 
@@ -365,12 +403,13 @@ def _error_for(launch, records, values, rank):
 
 def call_on_ranks(target, args, kwargs, *, what, num_ranks=None, accelerator_type=None,
                   timeout=None, grace_period=None, python=None, extra_env=None,
-                  placement=None, summary_sink=None):
+                  placement=None, summary_sink=None, run_name=None):
     """Runs target(*args, **kwargs) once per rank through air-run and returns
     the list of return values in rank order (see results_or_raise).
     `placement` replaces the flags placement_flags() would choose;
     `summary_sink` receives air-run's JSON summary (a dict) before the outcome
-    is turned into values or an exception."""
+    is turned into values or an exception; `run_name` names the MLflow run
+    when tracking is configured (see mlflow_environment)."""
     from air._payload import dump_call
 
     timeout_text = format_timeout(timeout)
@@ -382,7 +421,7 @@ def call_on_ranks(target, args, kwargs, *, what, num_ranks=None, accelerator_typ
         # Serialise first: a payload error is the caller's to fix, binary or not.
         dump_call(payload, target, args, kwargs, what)
         binary = _binary.resolve_binary()
-        env = child_environment(extra_env)
+        env = child_environment(dict(mlflow_environment(run_name), **(extra_env or {})))
         if placement is None:
             placement = placement_flags(binary, env, num_ranks, accelerator_type)
         summary = os.path.join(workdir, "summary.json")

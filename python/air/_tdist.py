@@ -76,7 +76,7 @@ class TorchDistributor:
 
     def _run_file(self, path, args):
         binary = _binary.resolve_binary()
-        env = _launch.child_environment(self._extra_env())
+        env = _launch.child_environment(dict(_launch.mlflow_environment(), **self._extra_env()))
         argv = [binary] + self._placement() + ["--timeout", "none",
                                                "--python", _launch.python_executable()]
         argv += [path] + args
@@ -95,7 +95,7 @@ class TorchDistributor:
         return _launch.call_on_ranks(
             fn, args, kwargs, what="function %s" % getattr(fn, "__qualname__", repr(fn)),
             num_ranks=self.num_processes, timeout=None, extra_env=self._extra_env(),
-            placement=self._placement())
+            placement=self._placement(), run_name=getattr(fn, "__name__", None))
 
 
 __all__ = ["TorchDistributor"]

@@ -21,7 +21,8 @@ TEST_CASE("annotations: one error per failed rank", "[annotations]") {
   const air::RunReport report = air::test::sample_report(run);
   const std::vector<std::string> lines = air::github_annotations(report);
   REQUIRE(lines.size() == 2);
-  CHECK(lines[0] == "::error title=air-run rank 1::rank 1 failed with exit code 3: RuntimeError: boom%0A"
+  CHECK(lines[0] == "::error file=train.py,line=3,title=air-run rank 1::rank 1 failed with exit code 3: "
+                    "RuntimeError: boom%0A"
                     "Traceback (most recent call last):%0A  File \"train.py\", line 3, in <module>%0A"
                     "RuntimeError: boom");
   CHECK(lines[1] == "::error title=air-run rank 2::rank 2 failed with signal 11 (SIGSEGV, core dumped)%0A"
@@ -63,4 +64,42 @@ TEST_CASE("annotations: runs without a failed rank", "[annotations]") {
           std::vector<std::string>{
               "::error title=air-run rank 0::rank 0 could not be started: execve ./x: Permission denied"});
   }
+}
+
+TEST_CASE("annotations: file and line from the traceback, relative to the workspace", "[annotations]") {
+  air::test::SampleRun run;
+  air::RunReport report = air::test::sample_report(run);
+  report.errors[1]->traceback = "Traceback (most recent call last):\n"
+                                "  File \"/home/runner/work/repo/train.py\", line 40, in <module>\n"
+                                "    main()\n"
+                                "  File \"/home/runner/work/repo/model/net.py\", line 7, in main\n"
+                                "    raise RuntimeError('boom')\n"
+                                "RuntimeError: boom\n";
+  const auto lines = air::github_annotations(report, "/home/runner/work/repo/");
+  REQUIRE(lines.size() == 2);
+  CHECK(
+      lines[0].rfind("::error file=model/net.py,line=7,title=air-run rank 1::rank 1 failed with exit code 3: "
+                     "RuntimeError: boom%0ATraceback",
+                     0) == 0);
+  // Outside the workspace the path stays absolute; no frame, no file=.
+  const auto outside = air::github_annotations(report, "/elsewhere");
+  CHECK(outside[0].rfind("::error file=/home/runner/work/repo/model/net.py,line=7,", 0) == 0);
+  CHECK(lines[1].rfind("::error title=air-run rank 2::", 0) == 0);
+}
+
+TEST_CASE("annotations: the step summary's Markdown, exactly", "[annotations]") {
+  air::test::SampleRun run;
+  run.outcome.ranks[2].tail = {"x | y", "ValueError: a|b"};
+  air::RunReport report = air::test::sample_report(run);
+  report.errors[2]->traceback = "x | y\nValueError: a|b\n";
+  CHECK(air::github_step_summary(report) ==
+        "### air-run job: failed (exit code 3)\n\n"
+        "rank 1 exited with exit code 3\n\n"
+        "| rank | status | time | error |\n"
+        "|---:|---|---:|---|\n"
+        "| 0 | stopped by air-run | 12.3s |  |\n"
+        "| 1 | failed (root cause): exit code 3 | 1.2s | `RuntimeError: boom` |\n"
+        "| 2 | failed: signal 11 (SIGSEGV, core dumped) | 1.5s | `ValueError: a\\|b` |\n"
+        "| 3 | ok | 0.8s |  |\n"
+        "\nrun `r1`, 4 ranks, 12.4s\n");
 }

@@ -33,7 +33,8 @@ TEST_CASE("summary document shape", "[summary]") {
 
   CHECK(ordered_keys(doc) == std::vector<std::string>{"schema_version", "air_run_version", "run_id", "host",
                                                       "started_at", "ended_at", "duration_s", "spec",
-                                                      "hardware", "selection", "launch", "outcome", "ranks"});
+                                                      "hardware", "selection", "launch", "outcome", "ranks",
+                                                      "mlflow"});
   CHECK(doc["schema_version"] == 1);
   CHECK(doc["air_run_version"] == AIR_VERSION);
   CHECK(doc["run_id"] == "r1");
@@ -68,7 +69,13 @@ TEST_CASE("summary document shape", "[summary]") {
                                                       "summary_file",
                                                       "json",
                                                       "junit_file",
-                                                      "tail_lines"});
+                                                      "tail_lines",
+                                                      "mlflow.tracking_uri",
+                                                      "mlflow.experiment",
+                                                      "mlflow.run_name",
+                                                      "mlflow.tags",
+                                                      "mlflow.required",
+                                                      "mlflow.timeout"});
     for (const auto& [key, entry] : s.items()) {
       INFO(key);
       CHECK(ordered_keys(entry) == std::vector<std::string>{"value", "origin", "where"});
@@ -113,10 +120,17 @@ TEST_CASE("summary document shape", "[summary]") {
     const Json& ranks = doc["ranks"];
     REQUIRE(ranks.size() == 4);
     for (const Json& r : ranks) {
-      CHECK(ordered_keys(r) == std::vector<std::string>{"rank", "local_rank", "pid", "gpu", "exit",
-                                                        "stopped_by_air_run", "oom_killed", "spawn_error",
-                                                        "end_order", "duration_s", "user_s", "sys_s",
-                                                        "max_rss_kb", "result", "error", "log", "log_error"});
+      CHECK(ordered_keys(r) == std::vector<std::string>{"rank",       "local_rank",
+                                                        "pid",        "gpu",
+                                                        "exit",       "stopped_by_air_run",
+                                                        "oom_killed", "spawn_error",
+                                                        "end_order",  "duration_s",
+                                                        "user_s",     "sys_s",
+                                                        "max_rss_kb", "result",
+                                                        "error",      "log",
+                                                        "log_error",  "killed",
+                                                        "last_line",  "last_output_age_s",
+                                                        "stack"});
     }
     CHECK(ranks[0] == Json::parse(R"j({"rank": 0, "local_rank": 0, "pid": 4242, "gpu": "GPU-aaaa",
         "exit": {"code": null, "signal": 15, "signal_name": "SIGTERM", "core_dumped": false,
@@ -124,7 +138,8 @@ TEST_CASE("summary document shape", "[summary]") {
         "stopped_by_air_run": true, "oom_killed": false, "spawn_error": null, "end_order": 4,
         "duration_s": 12.3, "user_s": 10.1, "sys_s": 0.4, "max_rss_kb": 812344,
         "result": {"state": "ok", "value": {"loss": 0.5, "acc": 0.9}}, "error": null, "log": null,
-        "log_error": null})j"));
+        "log_error": null, "killed": false, "last_line": "epoch 1 loss 0.5", "last_output_age_s": null,
+        "stack": null})j"));
     CHECK(ranks[1]["exit"] == Json::parse(R"j({"code": 3, "signal": null, "signal_name": null,
         "core_dumped": false, "description": "exit code 3"})j"));
     CHECK(ranks[1]["result"] == Json::parse(R"j({"state": "missing"})j"));

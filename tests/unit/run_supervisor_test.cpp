@@ -600,7 +600,7 @@ TEST_CASE("supervise: a closed console stops the echo, not the run", "[superviso
   CHECK(o.ranks[0].tail.size() == 3);
 }
 
-TEST_CASE("RunOutcome::exit_code follows the DESIGN table", "[supervisor]") {
+TEST_CASE("RunOutcome::exit_code follows the exit-code table", "[supervisor]") {
   air::RunOutcome o;
   CHECK(o.exit_code() == 0);
   o.status = Status::timed_out;

@@ -52,7 +52,7 @@ TEST_CASE("junit: failed run, exact text", "[junit]") {
   const air::RunReport report = air::test::sample_report(run);
   CHECK(air::junit_xml(report) ==
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-        "<testsuite name=\"air-run\" tests=\"4\" failures=\"2\" errors=\"0\" skipped=\"1\" time=\"12.410\" "
+        "<testsuite name=\"job\" tests=\"4\" failures=\"2\" errors=\"0\" skipped=\"1\" time=\"12.410\" "
         "timestamp=\"2026-04-07T10:13:24\" hostname=\"node-3\">\n"
         "  <properties>\n"
         "    <property name=\"run_id\" value=\"r1\"/>\n"
@@ -61,23 +61,23 @@ TEST_CASE("junit: failed run, exact text", "[junit]") {
         "    <property name=\"reason\" value=\"rank 1 exited with exit code 3\"/>\n"
         "    <property name=\"accelerator_type\" value=\"GPU_2xH100\"/>\n"
         "  </properties>\n"
-        "  <testcase classname=\"air-run.r1\" name=\"rank 0\" time=\"12.300\">\n"
+        "  <testcase classname=\"air-run.job\" name=\"rank 0\" time=\"12.300\">\n"
         "    <skipped message=\"stopped by air-run: rank 1 exited with exit code 3\"/>\n"
         "    <system-out>epoch 1 loss 0.5\n</system-out>\n"
         "  </testcase>\n"
-        "  <testcase classname=\"air-run.r1\" name=\"rank 1\" time=\"1.250\">\n"
-        "    <failure message=\"exit code 3: RuntimeError: boom\" type=\"RuntimeError\">"
+        "  <testcase classname=\"air-run.job\" name=\"rank 1\" time=\"1.250\">\n"
+        "    <failure message=\"RuntimeError: boom (exit code 3)\" type=\"RuntimeError\">"
         "Traceback (most recent call last):\n  File \"train.py\", line 3, in &lt;module&gt;\nRuntimeError: "
         "boom\n"
         "</failure>\n"
         "    <system-out>Traceback (most recent call last):\nRuntimeError: boom\n</system-out>\n"
         "  </testcase>\n"
-        "  <testcase classname=\"air-run.r1\" name=\"rank 2\" time=\"1.500\">\n"
+        "  <testcase classname=\"air-run.job\" name=\"rank 2\" time=\"1.500\">\n"
         "    <failure message=\"signal 11 (SIGSEGV, core dumped)\" type=\"SIGSEGV\">"
         "step 7\nFatal Python error: Segmentation fault</failure>\n"
         "    <system-out>step 7\nFatal Python error: Segmentation fault\n</system-out>\n"
         "  </testcase>\n"
-        "  <testcase classname=\"air-run.r1\" name=\"rank 3\" time=\"0.750\">\n"
+        "  <testcase classname=\"air-run.job\" name=\"rank 3\" time=\"0.750\">\n"
         "  </testcase>\n"
         "</testsuite>\n");
 }
@@ -127,18 +127,18 @@ TEST_CASE("junit: every kind of rank validates against the schema", "[junit]") {
     run.outcome.reason = "rank 1 said \"<&>\"\nline two";
     run.outcome.ranks[1].tail = {std::string("nul\0byte", 8), "\x1b[31mred\x1b[0m ]]> \xff\xfe",
                                  "tab\there\r"};
-    run.plan.run_id = "r&<1>";
+    run.spec.spec_path = "ci/j&<1>.yaml";
     air::RunReport report = air::test::sample_report(run);
     report.errors[1]->message = "multi\nline \"quoted\" <message>";
     const std::string xml = air::junit_xml(report);
     REQUIRE(validate(dir, "hostile.xml", xml) == 0);
     const std::string file = dir.file("hostile.xml");
     CHECK(xpath(file, "string(//testcase[@name=\"rank 1\"]/failure/@message)") ==
-          "exit code 3: RuntimeError: multi\nline \"quoted\" <message>");
+          "RuntimeError: multi\nline \"quoted\" <message> (exit code 3)");
     CHECK(xpath(file, "string(//testcase[@name=\"rank 1\"]/system-out)") ==
           "nul\xEF\xBF\xBD"
           "byte\nred ]]> \xEF\xBF\xBD\xEF\xBF\xBD\ntab\there\r\n");
-    CHECK(xpath(file, "string(//testcase[@name=\"rank 1\"]/@classname)") == "air-run.r&<1>");
+    CHECK(xpath(file, "string(//testcase[@name=\"rank 1\"]/@classname)") == "air-run.j&<1>");
     CHECK(xpath(file, "string(//property[@name=\"reason\"]/@value)") == "rank 1 said \"<&>\"\nline two");
   }
   SECTION("timeout: stopped ranks are errors") {
@@ -175,4 +175,32 @@ TEST_CASE("junit: every kind of rank validates against the schema", "[junit]") {
   SECTION("the schema is not vacuous") {
     CHECK(validate(dir, "bad.xml", "<?xml version=\"1.0\"?>\n<testsuite name=\"x\"/>\n") != 0);
   }
+}
+
+TEST_CASE("junit: names stay the same from run to run", "[junit]") {
+  air::test::SampleRun run;
+  run.plan.run_id = "first";
+  const std::string a = air::junit_xml(air::test::sample_report(run));
+  air::test::SampleRun again;
+  again.plan.run_id = "second";
+  const std::string b = air::junit_xml(air::test::sample_report(again));
+  const auto names = [](const std::string& xml) {
+    std::string out;
+    for (auto at = xml.find("classname="); at != std::string::npos; at = xml.find("classname=", at + 1))
+      out += xml.substr(at, xml.find(' ', at) - at) + ";";
+    return out + xml.substr(xml.find("<testsuite name="), 30);
+  };
+  CHECK(names(a) == names(b));
+  CHECK(a.find("air-run.job") != std::string::npos);
+}
+
+TEST_CASE("junit: a failure without an error file names the exception from the output", "[junit]") {
+  air::test::SampleRun run;
+  run.outcome.ranks[1].tail = {"step 3",
+                               "Traceback (most recent call last):", "  File \"t.py\", line 9, in f",
+                               "ValueError: bad shape (3, 4)"};
+  air::RunReport report = air::test::sample_report(run);
+  report.errors[1]->source = air::RankError::Source::output_tail;
+  const std::string xml = air::junit_xml(report);
+  CHECK(xml.find("<failure message=\"ValueError: bad shape (3, 4) (exit code 3)\"") != std::string::npos);
 }

@@ -173,7 +173,8 @@ TEST_CASE("malformed control messages are errors quoting the line", "[control]")
   CHECK(air::parse_control_message("GET / HTTP/1.1").error().message ==
         "control message 'GET / HTTP/1.1': unknown message");
   CHECK(air::parse_control_message("start abc").error().message ==
-        "control message 'start abc': expected 'start NODE NODES MASTER_PORT RUN_ID'");
+        "control message 'start abc': expected 'start NODE NODES MASTER_PORT RUN_ID [MLFLOW_EXPERIMENT_ID "
+        "MLFLOW_RUN_ID]'");
 }
 
 TEST_CASE("two agents join, node 0's run id wins, and a success is agreed", "[control]") {

@@ -88,7 +88,13 @@ TEST_CASE("key table has one row per LaunchSpec field, unique names", "[spec]") 
                                              "summary_file",
                                              "json",
                                              "junit_file",
-                                             "tail_lines"};
+                                             "tail_lines",
+                                             "mlflow.tracking_uri",
+                                             "mlflow.experiment",
+                                             "mlflow.run_name",
+                                             "mlflow.tags",
+                                             "mlflow.required",
+                                             "mlflow.timeout"};
   std::vector<std::string> keys;
   std::set<std::string_view> flags;
   std::set<std::string_view> envs;
@@ -186,6 +192,13 @@ summary_file: out/summary.json
 json: True
 junit_file: out/junit.xml
 tail_lines: 0
+mlflow:
+  tracking_uri: http://mlflow:5000
+  experiment: exp
+  run_name: run
+  tags: {team: vision}
+  required: true
+  timeout: 1m
 )");
   const auto& s = r.spec;
   CHECK(r.warnings.empty());
@@ -223,6 +236,11 @@ tail_lines: 0
   CHECK(s.json.value);
   CHECK(s.junit_file.value == "out/junit.xml");
   CHECK(s.tail_lines.value == 0);
+  CHECK(s.mlflow_tracking_uri.value == "http://mlflow:5000");
+  CHECK(where(s.mlflow_tracking_uri.origin) == "job.yaml:45:3");
+  CHECK(s.mlflow_tags.value == std::map<std::string, std::string>{{"team", "vision"}});
+  CHECK(s.mlflow_required.value);
+  CHECK(s.mlflow_timeout.value == Millis(60'000));
   CHECK(s.spec_path == "job.yaml");
   for (const auto& line : air::describe_spec(s)) {
     INFO(line);
@@ -293,6 +311,12 @@ TEST_CASE("describe_spec prints key = value (origin) in table order", "[spec]") 
       "json = false  (default)",
       "junit_file = \"\"  (default)",
       "tail_lines = 50  (default)",
+      "mlflow.tracking_uri = none  (default)",
+      "mlflow.experiment = default  (default)",
+      "mlflow.run_name = default  (default)",
+      "mlflow.tags = {}  (default)",
+      "mlflow.required = false  (default)",
+      "mlflow.timeout = 15s  (default)",
   };
   CHECK(air::describe_spec(r.spec) == expected);
   CHECK(r.spec.requirements_file.value == "req.txt");
@@ -353,8 +377,8 @@ TEST_CASE("bad files give exact file:line:col: key: messages", "[spec]") {
        "job.yaml:2:1: no_python: cannot be used together with module (job.yaml:1:1)"},
       {"accelerator_type: GPU_x\n",
        "job.yaml:1:19: accelerator_type: expected CPU or GPU_<n>x<MODEL> (like GPU_8xH100), got 'GPU_x'"},
-      {"accelerator_type: GPU_0xH100\n", "job.yaml:1:19: accelerator_type: expected CPU or GPU_<n>x<MODEL> "
-                                         "(like GPU_8xH100), got 'GPU_0xH100'"},
+      {"accelerator_type: GPU_0xH100\n",
+       "job.yaml:1:19: accelerator_type: count must be at least 1, got 'GPU_0xH100'"},
       {"accelerator_type: TPU\n",
        "job.yaml:1:19: accelerator_type: expected CPU or GPU_<n>x<MODEL> (like GPU_8xH100), got 'TPU'"},
       {"accelerator_type: GPU_8x\n",

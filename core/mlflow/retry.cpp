@@ -1,0 +1,60 @@
+// When and how long to retry a tracking server.
+#include "core/mlflow/retry.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <ctime>
+
+namespace air::mlflow {
+
+namespace {
+
+sigset_t interrupt_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  return set;
+}
+
+} // namespace
+
+Verdict judge_attempt(long status) {
+  if (status == 0 || status == 408 || status == 429 || status >= 500) return Verdict::retry;
+  return Verdict::done;
+}
+
+std::chrono::milliseconds backoff_delay(int attempt) {
+  const int shift = std::clamp(attempt, 0, 3);
+  return std::chrono::milliseconds(250 << shift);
+}
+
+int wait_for_interrupt(std::chrono::milliseconds delay) {
+  const sigset_t set = interrupt_signals();
+  sigset_t blocked;
+  sigprocmask(SIG_BLOCK, nullptr, &blocked);
+  const bool all_blocked =
+      sigismember(&blocked, SIGINT) && sigismember(&blocked, SIGTERM) && sigismember(&blocked, SIGHUP);
+  timespec ts{static_cast<std::time_t>(delay.count() / 1000),
+              static_cast<long>(delay.count() % 1000) * 1'000'000L};
+  if (!all_blocked) { // not air-run's usual mask (a test): a plain sleep
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+    return 0;
+  }
+  for (;;) {
+    const int sig = sigtimedwait(&set, nullptr, &ts);
+    if (sig > 0) return sig;
+    if (errno != EINTR) return 0; // EAGAIN: the delay passed
+  }
+}
+
+bool interrupt_pending() {
+  sigset_t pending;
+  if (sigpending(&pending) != 0) return false;
+  return sigismember(&pending, SIGINT) == 1 || sigismember(&pending, SIGTERM) == 1 ||
+         sigismember(&pending, SIGHUP) == 1;
+}
+
+} // namespace air::mlflow

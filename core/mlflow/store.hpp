@@ -1,0 +1,71 @@
+#pragma once
+
+#include "core/base/error.hpp"
+#include "core/mlflow/rest.hpp"
+#include "core/mlflow/settings.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace air::mlflow {
+
+/// What creating the launch's run needs.
+struct StartRequest {
+  std::string experiment_name; ///< looked up, created when missing
+  std::string experiment_id;   ///< used when no name is given; "" and no name: MLflow's Default ("0")
+  std::string parent_run_id;   ///< the run becomes its child, in the parent's experiment
+  std::string run_name;
+  std::int64_t start_time_ms = 0;
+  std::vector<KeyValue> tags;   ///< set at creation (mlflow.parentRunId included when nested)
+  std::vector<KeyValue> params; ///< logged right after creation
+};
+
+/// What ending the run records. `status` "" leaves the status alone (nodes
+/// other than node 0 log their ranks' metrics only).
+struct FinishRequest {
+  RunRef run;
+  std::vector<MetricPoint> metrics;
+  std::vector<KeyValue> tags;
+  std::string status; ///< FINISHED, FAILED or KILLED
+  std::int64_t end_time_ms = 0;
+  std::string artifact_name; ///< "" = no artifact
+  /// Renders the artifact's content once the status is recorded, so the copy
+  /// in the store tells what happened up to its own upload.
+  std::function<std::string()> artifact_content;
+};
+
+/// How ending went, step by step.
+struct FinishResult {
+  std::string status_set;          ///< the status recorded, "" when none was
+  std::string artifact_path;       ///< the artifact's path in the run, "" when not uploaded (or not taken)
+  std::vector<std::string> errors; ///< one line per failed step
+};
+
+/// A created run, with the steps after creation that failed (params not
+/// logged): the run exists, so tracking goes on.
+struct Started {
+  RunRef run;
+  std::vector<std::string> errors;
+};
+
+/// One way of reaching a tracking store: REST (tracking server, Databricks)
+/// or the mlflow Python package (file:, sqlite:, ...).
+class Store {
+public:
+  virtual ~Store() = default;
+  /// Finds or creates the experiment, creates the run and logs its params.
+  /// Errors (system kind) say what failed and after how long.
+  virtual Expected<Started> start(const StartRequest& request) = 0;
+  /// Logs metrics and tags, sets the status, uploads the artifact.
+  virtual FinishResult finish(const FinishRequest& request) = 0;
+  /// The signal that interrupted the last call (retries stop at once), or 0.
+  virtual int interrupted_by() const = 0;
+};
+
+/// The store for a configuration (REST or Python).
+std::unique_ptr<Store> make_store(const TrackingConfig& config, const Environment& env);
+
+} // namespace air::mlflow

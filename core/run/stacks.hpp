@@ -1,0 +1,34 @@
+#pragma once
+
+#include <string_view>
+
+// Stacks of stuck ranks. A rank that hangs (a collective waiting for a peer
+// that never comes) says nothing about where it is; the question every hung
+// job asks is "which line is each rank on". air-run answers it for Python
+// ranks without any change to user code: it puts a directory holding one
+// sitecustomize.py first on the rank's PYTHONPATH; at start-up that file arms
+// faulthandler on a spare real-time signal, writing every thread's stack to a
+// per-rank file, then runs the sitecustomize it shadows (if any). On a
+// timeout, or when air-run gets SIGQUIT (Ctrl-\), the supervisor sends that
+// signal to each armed rank, waits briefly for the dumps and reads them.
+//
+// A real-time signal rather than SIGUSR1/SIGUSR2: those are forwarded to the
+// ranks as the scheduler's warnings (Slurm --signal) and may have handlers in
+// user code. Only a rank's leader process arms it (children such as
+// DataLoader workers inherit the environment but are not group leaders), and
+// air-run signals only ranks whose stack file exists, that is, ranks that
+// armed the handler: an unarmed process would be killed by the signal.
+
+namespace air {
+
+/// Environment variables the shim reads.
+inline constexpr std::string_view k_stack_file_var = "AIR_RUN_STACK_FILE";
+inline constexpr std::string_view k_stack_signal_var = "AIR_RUN_STACK_SIGNAL";
+
+/// The file name of the shim inside its directory.
+inline constexpr std::string_view k_stack_shim_name = "sitecustomize.py";
+
+/// The Python source of the shim. Pure.
+std::string_view stack_shim_source();
+
+} // namespace air

@@ -1,0 +1,135 @@
+"""air-run's bridge to MLflow stores that only the mlflow package can write.
+
+air-run talks to tracking servers (http, https, Databricks) over REST itself.
+Every other tracking URI (``file:``, ``sqlite:``, a plain path, database and
+plugin stores) goes through this module, run by air-run with the launch's
+interpreter::
+
+    python -m air._mlflow_store start  REQUEST.json
+    python -m air._mlflow_store finish REQUEST.json
+
+The request is a JSON object (see start() and finish()); the answer is one
+JSON object on the last line of stdout. Exit codes: 0 answered (steps that
+failed are listed in "errors"), 1 failed ({"error": ...}), 2 bad usage,
+3 mlflow cannot be imported ({"error": ...}).
+"""
+
+import json
+import sys
+
+EXIT_NO_MLFLOW = 3
+
+
+def _say(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def _why(exc):
+    return "%s: %s" % (type(exc).__name__, str(exc).strip().splitlines()[0] if str(exc).strip() else "")
+
+
+def start(client, req):
+    """Finds or creates the experiment (the parent's when nested), creates
+    the run with its tags and logs its params.
+
+    Request: tracking_uri, experiment_name, experiment_id, parent_run_id,
+    run_name, start_time (unix ms), tags and params ([{"key", "value"}]).
+    Answer: experiment_id, run_id, artifact_uri, errors.
+    """
+    from mlflow.entities import Param
+    from mlflow.exceptions import MlflowException
+
+    experiment_id = req.get("experiment_id") or ""
+    name = req.get("experiment_name") or ""
+    if req.get("parent_run_id"):
+        experiment_id = client.get_run(req["parent_run_id"]).info.experiment_id
+    elif name:
+        found = client.get_experiment_by_name(name)
+        if found is None:
+            try:
+                experiment_id = client.create_experiment(name, tags={"air.created_by": "air-run"})
+            except MlflowException:
+                found = client.get_experiment_by_name(name)  # created meanwhile by another launch
+                if found is None:
+                    raise
+                experiment_id = found.experiment_id
+        else:
+            experiment_id = found.experiment_id
+    if not experiment_id:
+        experiment_id = "0"  # MLflow's Default experiment
+    tags = {kv["key"]: kv["value"] for kv in req.get("tags") or []}
+    run = client.create_run(experiment_id, start_time=req.get("start_time") or None, tags=tags,
+                            run_name=req.get("run_name") or None)
+    errors = []
+    params = [Param(kv["key"], kv["value"]) for kv in req.get("params") or []]
+    if params:
+        try:
+            client.log_batch(run.info.run_id, params=params)
+        except Exception as e:  # the run exists: tracking goes on without them
+            errors.append("params not logged: " + _why(e))
+    return {"experiment_id": run.info.experiment_id, "run_id": run.info.run_id,
+            "artifact_uri": run.info.artifact_uri, "errors": errors}
+
+
+def finish(client, req):
+    """Sets the final status, logs metrics and tags, uploads the artifact.
+
+    Request: tracking_uri, run_id, status ("" leaves it), end_time (unix ms),
+    metrics ([{"key", "value", "timestamp", "step"}]), tags, artifact
+    ({"name", "file"}, optional). Answer: status_set, artifact_path, errors.
+    """
+    from mlflow.entities import Metric, RunTag
+
+    run_id = req["run_id"]
+    out = {"status_set": "", "artifact_path": "", "errors": []}
+    status = req.get("status") or ""
+    if status:
+        try:
+            client.set_terminated(run_id, status=status, end_time=req.get("end_time") or None)
+            out["status_set"] = status
+        except Exception as e:
+            out["errors"].append("status %s not set: %s" % (status, _why(e)))
+    metrics = [Metric(m["key"], m["value"], m["timestamp"], m["step"]) for m in req.get("metrics") or []]
+    tags = [RunTag(kv["key"], kv["value"]) for kv in req.get("tags") or []]
+    if metrics or tags:
+        try:
+            client.log_batch(run_id, metrics=metrics, tags=tags)
+        except Exception as e:
+            out["errors"].append("metrics not logged: " + _why(e))
+    artifact = req.get("artifact")
+    if artifact:
+        try:
+            client.log_artifact(run_id, artifact["file"])
+            out["artifact_path"] = artifact["name"]
+        except Exception as e:
+            out["errors"].append("%s not uploaded: %s" % (artifact["name"], _why(e)))
+    return out
+
+
+def main(argv):
+    if len(argv) != 3 or argv[1] not in ("start", "finish"):
+        sys.stderr.write("usage: python -m air._mlflow_store start|finish REQUEST.json\n")
+        return 2
+    try:
+        with open(argv[2], "r", encoding="utf-8") as f:
+            req = json.load(f)
+    except (OSError, ValueError) as e:
+        _say({"error": "cannot read the request %s: %s" % (argv[2], _why(e))})
+        return 1
+    try:
+        from mlflow import MlflowClient
+    except Exception as e:  # ImportError, or a broken installation
+        _say({"error": _why(e)})
+        return EXIT_NO_MLFLOW
+    try:
+        client = MlflowClient(tracking_uri=req["tracking_uri"])
+        _say((start if argv[1] == "start" else finish)(client, req))
+    except Exception as e:
+        _say({"error": _why(e)})
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""What MLflow tracking adds to a launch (issue 15).
+
+Times `air-run` starting 8 trivial ranks (`--no-python true`), interleaved in
+one run: with tracking against the loopback tracking server of the tests
+(tests/mlflow/golden_server.py: experiment lookup, run creation, params,
+final status, metrics, the summary as an artifact; 5 to 6 requests) and
+without tracking. Reports the medians and their difference in milliseconds
+(target: under 20 ms) and their ratio. Loopback only; the server stops by
+itself after the run.
+
+  scripts/bench-mlflow.py [--air-run build/cli/air-run] [--runs 30] [--ranks 8]
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from benchlib import run_timed  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--air-run", default=os.path.join(ROOT, "build", "cli", "air-run"))
+    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--ranks", type=int, default=8)
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="air-bench-mlflow-") as tmp:
+        port_file = os.path.join(tmp, "port")
+        server = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "mlflow", "golden_server.py"),
+                                   "--port-file", port_file, "--lifetime", str(60 + args.runs * 2)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.time() + 15
+            while not os.path.exists(port_file) and time.time() < deadline:
+                time.sleep(0.02)
+            uri = "http://127.0.0.1:" + open(port_file).read()
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "AIR_RUN_"))}
+            base = [args.air_run, "--accelerator-type", "CPU", "--cpu-ranks", str(args.ranks), "--no-python", "true"]
+            tracked = [args.air_run, "--mlflow-tracking-uri", uri, "--mlflow-experiment", "bench"] + base[1:]
+            for cmd in (base, tracked):  # warm-up: page cache, the experiment exists afterwards
+                run_timed(cmd, env)
+            plain_t, tracked_t = [], []
+            for _ in range(args.runs):
+                t, code = run_timed(base, env)
+                assert code == 0, "untracked run failed"
+                plain_t.append(t)
+                t, code = run_timed(tracked, env)
+                assert code == 0, "tracked run failed"
+                tracked_t.append(t)
+        finally:
+            server.kill()
+            server.wait()
+    plain, with_tracking = statistics.median(plain_t), statistics.median(tracked_t)
+    print(f"{args.ranks} ranks, {args.runs} runs each, interleaved")
+    print(f"without tracking: {plain * 1000:.2f} ms (median)")
+    print(f"with tracking:    {with_tracking * 1000:.2f} ms (median)")
+    print(f"tracking adds {1000 * (with_tracking - plain):+.2f} ms ({with_tracking / plain:.2f}x); target: under 20 ms")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The dependency rule of the source tree, checked over every #include line:
+#
+#   cli -> report -> {cluster, pyenv, preflight} -> run -> hw -> spec -> os -> base
+#
+# A folder includes only itself and folders to its right; cluster, pyenv and
+# preflight are peers that do not include each other. The pure files include
+# no os/ header and no POSIX or Linux system header, so they stay testable
+# without a process, a file or a clock.
+set -u
+root=${AIR_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+cd "$root" || exit 1
+
+rank_of() {
+  case $1 in
+  base) echo 0 ;; os) echo 1 ;; spec) echo 2 ;; hw) echo 3 ;; run) echo 4 ;;
+  cluster | pyenv | preflight | mlflow) echo 5 ;; report) echo 6 ;; cli) echo 7 ;;
+  *) echo -1 ;;
+  esac
+}
+
+# Files that must stay pure: no os/ header, no system header.
+pure_files() {
+  ls core/spec/*.?pp core/report/*.?pp core/run/plan.?pp core/run/outcome.?pp core/cluster/control_message.?pp \
+    core/pyenv/python_env.?pp core/preflight/health.?pp core/base/text.?pp core/base/duration.?pp \
+    core/hw/health_reading.hpp 2>/dev/null | grep -v '^core/report/collect\.'
+}
+# POSIX and Linux headers: what "touches the OS" looks like in an include line.
+system_header='^#include <(unistd|fcntl|poll|signal|dirent|dlfcn|pthread|spawn|netdb|termios)\.h>|^#include <(sys|netinet|arpa|linux)/'
+
+failures=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+folder_of() {
+  case $1 in
+  core/*/*) echo "$1" | cut -d/ -f2 ;;
+  cli/*) echo cli ;;
+  *) echo "" ;;
+  esac
+}
+
+while IFS= read -r file; do
+  from=$(folder_of "$file")
+  [ -n "$from" ] || continue
+  from_rank=$(rank_of "$from")
+  if [ "$from_rank" -lt 0 ]; then
+    fail "$file: folder '$from' has no place in the dependency rule (tests/e2e/test_layering.sh)"
+    continue
+  fi
+  while IFS= read -r line; do
+    header=$(echo "$line" | sed -E 's/^#include "([^"]+)".*/\1/')
+    to=$(folder_of "$header")
+    [ -n "$to" ] || continue
+    to_rank=$(rank_of "$to")
+    if [ "$to" != "$from" ] && { [ "$to_rank" -gt "$from_rank" ] || [ "$to_rank" -eq "$from_rank" ]; }; then
+      fail "$file includes $header: $from may include only folders to its right"
+    fi
+  done < <(grep -E '^#include "(core|cli)/' "$file")
+done < <(git ls-files 'core/*.cpp' 'core/*.hpp' 'cli/*.cpp' 'cli/*.hpp' | grep -v '^cli/nccl_check/')
+
+# No loose files directly under core/: every file belongs to a subsystem.
+for file in $(git ls-files 'core/*.cpp' 'core/*.hpp'); do
+  case $file in core/*/*) ;; *) fail "$file: not in a subsystem folder of core/" ;; esac
+done
+
+for file in $(pure_files); do
+  if grep -qE '^#include "core/os/' "$file"; then fail "$file is pure but includes an os/ header"; fi
+  if grep -qE "$system_header" "$file"; then fail "$file is pure but includes a system header: $(grep -E "$system_header" "$file" | head -1)"; fi
+done
+
+# The check itself must be able to fail: a planted base -> run include is found.
+if [ -z "${AIR_LAYERING_SELF_TEST:-}" ]; then
+  planted=$(mktemp -d)
+  trap 'rm -rf "$planted"' EXIT
+  mkdir -p "$planted/core/base"
+  printf '#include "core/run/plan.hpp"\n' >"$planted/core/base/x.hpp"
+  if (cd "$planted" && git init -q && git add -A &&
+    AIR_SOURCE_DIR="$planted" AIR_LAYERING_SELF_TEST=1 bash "$root/tests/e2e/test_layering.sh" >/dev/null 2>&1); then
+    fail "a planted base -> run include was not reported"
+  fi
+fi
+
+if [ "$failures" -gt 0 ]; then
+  echo "$failures layering violation(s)"
+  exit 1
+fi
+[ -n "${AIR_LAYERING_SELF_TEST:-}" ] || echo "layering: every include follows cli -> report -> {cluster, pyenv, preflight} -> run -> hw -> spec -> os -> base"
