@@ -1,4 +1,5 @@
 #include "cli/app.hpp"
+#include "cli/attempt_hooks.hpp"
 #include "cli/commands.hpp"
 #include "cli/nodes.hpp"
 #include "cli/write_reports.hpp"
@@ -7,8 +8,10 @@
 #include "core/mlflow/tracker.hpp"
 #include "core/os/atomic_file.hpp"
 #include "core/os/host.hpp"
+#include "core/os/signals.hpp"
 #include "core/os/trusted_path.hpp"
 #include "core/pyenv/cache.hpp"
+#include "core/run/attempts.hpp"
 #include "core/run/console_style.hpp"
 #include "core/run/plan.hpp"
 #include "core/run/stacks.hpp"
@@ -206,7 +209,7 @@ Expected<int> run_command(const CliOptions& options) {
   PlanContext ctx;
   ctx.run_id = spec.run_id.value.empty() ? make_run_id() : spec.run_id.value;
   ctx.master_port = cluster->master_port;
-  ctx.node_rank = cluster->node_rank;
+  ctx.node_rank = std::max(0, cluster->node_rank); // c10d: -1 until the join (a dry run shows node 0)
   ctx.num_nodes = cluster->num_nodes;
   ctx.node_name = cluster->node_name;
   ctx.cluster_source = cluster->source;
@@ -253,18 +256,39 @@ Expected<int> run_command(const CliOptions& options) {
       tracker_ptr->abandon(RunOutcome::Status::launch_failed, exit_code_for(error.kind));
   };
   // Several nodes: wait for all of them (node 0's run id wins); from here on a
-  // failure before launch is told to the other nodes so they stop too.
-  auto control = tracker_ptr != nullptr && tracker_ptr->has_run()
-                     ? join_cluster(*cluster, selection->ranks, ctx.run_id, env,
-                                    tracker_ptr->run().experiment_id, tracker_ptr->run().run_id)
-                     : join_cluster(*cluster, selection->ranks, ctx.run_id, env);
+  // failure before launch is told to the other nodes so they stop too. Ctrl-C
+  // and SIGTERM end the wait (exit 128+N), as they end a run.
+  std::optional<InterruptWatch> interrupts;
+  if (cluster->multi_node()) {
+    auto watch = InterruptWatch::open();
+    if (!watch) return watch.error();
+    interrupts = std::move(*watch);
+  }
+  int interrupted_by = 0;
+  const int interrupt_fd = interrupts ? interrupts->fd() : -1;
+  auto control =
+      tracker_ptr != nullptr && tracker_ptr->has_run()
+          ? join_cluster(*cluster, selection->ranks, ctx.run_id, env, interrupt_fd, &interrupted_by,
+                         tracker_ptr->run().experiment_id, tracker_ptr->run().run_id)
+          : join_cluster(*cluster, selection->ranks, ctx.run_id, env, interrupt_fd, &interrupted_by);
   if (!control) {
     end_tracking(control.error());
-    return control.error();
+    if (interrupted_by == 0) return control.error();
+    std::fputs(fmt::format("air-run: {}\n", control.error().message).c_str(), stderr);
+    return 128 + interrupted_by;
   }
   ControlChannel* const channel = control->get();
   if (channel != nullptr) {
     ctx.run_id = channel->run_id();
+    if (cluster->c10d) {
+      // The join gave this node its rank, the node count (MIN:MAX) and node 0's master port.
+      cluster->node_rank = channel->node_rank();
+      cluster->num_nodes = channel->num_nodes();
+      cluster->master_port = channel->master_port();
+      ctx.node_rank = cluster->node_rank;
+      ctx.num_nodes = cluster->num_nodes;
+      ctx.master_port = cluster->master_port;
+    }
     if (tracker_ptr != nullptr && ctx.node_rank != 0)
       tracker_ptr->adopt(channel->mlflow_experiment_id(), channel->mlflow_run_id());
     paths->apply(spec, ctx.run_id, ctx.node_rank);
@@ -335,7 +359,9 @@ Expected<int> run_command(const CliOptions& options) {
   console.stderr_color = use_color(::isatty(STDERR_FILENO) == 1, env);
   std::fflush(stdout);
   std::fflush(stderr);
-  RunOutcome outcome = supervise(*plan, console, channel);
+  CliAttemptHooks attempt_hooks(channel, plan->master_addr);
+  RunOutcome outcome =
+      run_attempts(*plan, console, channel, attempt_hooks); // once, or more with --max-restarts
   if (channel != nullptr) channel->finish(outcome); // every node agrees on the end (and its exit code)
   const int code = report_run(spec, hardware, *selection, *plan, outcome, env, tracker_ptr);
   if (!keep_run_dir) remove_tree(ctx.run_dir);

@@ -61,6 +61,19 @@ Expected<ClusterContext> resolve_cluster(LaunchSpec& spec, const Environment& en
     }
   }
 
+  if (c.c10d) {
+    // Only the agent that ends up hosting the join (node 0) hands its port to
+    // the others; an agent elsewhere cannot bind the endpoint's address.
+    c.may_host = is_local_address(c.master_host);
+    if (spec.master_port.value == 0 && c.may_host && !dry_run) {
+      auto port = choose_free_port(spec.master_addr.value);
+      if (!port) return port.error();
+      c.master_port = *port;
+    } else {
+      c.master_port = spec.master_port.value;
+    }
+    return cluster; // {node_rank} is known after the join (expand_after_join)
+  }
   if (spec.master_port.value == 0) {
     auto port = choose_free_port(spec.master_addr.value);
     if (!port) return port.error();
@@ -72,11 +85,13 @@ Expected<ClusterContext> resolve_cluster(LaunchSpec& spec, const Environment& en
       AIR_TRY(check_port_free(spec.master_addr.value, spec.master_port.value));
     c.master_port = spec.master_port.value;
   }
-  if (c.multi_node()) {
-    for (auto* path : {&spec.summary_file.value, &spec.junit_file.value, &spec.log_dir.value})
-      *path = expand_node_placeholders(*path, c);
-  }
+  if (c.multi_node()) expand_after_join(spec, c);
   return cluster;
+}
+
+void expand_after_join(LaunchSpec& spec, const ClusterContext& c) {
+  for (auto* path : {&spec.summary_file.value, &spec.junit_file.value, &spec.log_dir.value})
+    *path = expand_node_placeholders(*path, c);
 }
 
 std::string describe_cluster(const ClusterContext& c, int ranks_per_node) {
@@ -125,6 +140,7 @@ Expected<std::string> join_token(const Environment& env) {
 
 Expected<std::unique_ptr<ControlChannel>> join_cluster(const ClusterContext& c, int ranks_per_node,
                                                        const std::string& run_id, const Environment& env,
+                                                       int interrupt_fd, int* interrupted_by,
                                                        const std::string& mlflow_experiment_id,
                                                        const std::string& mlflow_run_id) {
   if (!c.multi_node()) return std::unique_ptr<ControlChannel>();
@@ -151,7 +167,14 @@ Expected<std::unique_ptr<ControlChannel>> join_cluster(const ClusterContext& c, 
   options.mlflow_experiment_id = mlflow_experiment_id;
   options.mlflow_run_id = mlflow_run_id;
   options.join_timeout = c.join_timeout;
-  return ControlChannel::join(options);
+  options.c10d = c.c10d;
+  options.may_host = c.may_host;
+  options.min_nodes = c.min_nodes;
+  options.last_call_timeout = c.last_call_timeout;
+  if (c.read_timeout) options.heartbeat_timeout = *c.read_timeout;
+  options.master_port = c.master_port;
+  options.interrupt_fd = interrupt_fd;
+  return ControlChannel::join(options, interrupted_by);
 }
 
 } // namespace air::cli

@@ -31,11 +31,17 @@ std::string describe_cluster(const ClusterContext& cluster, int ranks_per_node);
 /// every node uses. Node 0 hands its MLflow run (ids, "" = none) on the same
 /// way. Every connection proves it holds the job's secret: AIR_RUN_JOIN_TOKEN
 /// from `env`, else the file AIR_RUN_JOIN_TOKEN_FILE names (ours, mode 0600);
-/// without either node 0 warns that the join is unauthenticated.
+/// without either node 0 warns that the join is unauthenticated. A signal on
+/// `interrupt_fd` (an InterruptWatch) ends the wait, with `*interrupted_by` set to it.
 Expected<std::unique_ptr<ControlChannel>> join_cluster(const ClusterContext& cluster, int ranks_per_node,
                                                        const std::string& run_id, const Environment& env,
+                                                       int interrupt_fd, int* interrupted_by,
                                                        const std::string& mlflow_experiment_id = "",
                                                        const std::string& mlflow_run_id = "");
+
+/// Replaces {node_rank} and {node_name} in the summary, JUnit and log paths;
+/// under c10d rendezvous, once the join has given this node its rank.
+void expand_after_join(LaunchSpec& spec, const ClusterContext& cluster);
 
 /// Tells the other nodes that this node cannot run (its target is missing,
 /// its plan failed) with the exit code `error` will give, and closes the

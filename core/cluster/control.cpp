@@ -3,6 +3,7 @@
 #include "core/cluster/control.hpp"
 
 #include "core/base/duration.hpp"
+#include "core/base/exit_status.hpp"
 #include "core/base/sha256.hpp"
 #include "core/cluster/control_auth.hpp"
 #include "core/cluster/control_message.hpp"
@@ -15,7 +16,9 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/random.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -155,7 +158,7 @@ void set_nodelay(int fd) {
 }
 
 /// Listens on `port` on every interface (IPv6 dual stack, else IPv4).
-Expected<UniqueFd> listen_on(int port) {
+Expected<UniqueFd> listen_on(int port, bool* in_use = nullptr) {
   int family = AF_INET6;
   UniqueFd fd(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd) {
@@ -183,6 +186,7 @@ Expected<UniqueFd> listen_on(int port) {
   }
   if (rc != 0) {
     if (errno == EADDRINUSE) {
+      if (in_use != nullptr) *in_use = true;
       return usage_error(fmt::format("control port {} is already in use on this node; choose another with "
                                      "--control-port (default: master port + 1) on every node",
                                      port));
@@ -270,19 +274,60 @@ std::string ControlChannel::name_of(int node_rank, const std::string& said) cons
   return name.empty() ? fmt::format("node {}", node_rank) : fmt::format("node {} ({})", node_rank, name);
 }
 
-Expected<std::unique_ptr<ControlChannel>> ControlChannel::join(const ControlOptions& options) {
+int ControlChannel::take_interrupt() const {
+  if (options_.interrupt_fd < 0) return 0;
+  signalfd_siginfo info{};
+  const ssize_t n = ::read(options_.interrupt_fd, &info, sizeof(info));
+  return n == static_cast<ssize_t>(sizeof(info)) ? static_cast<int>(info.ssi_signo) : 0;
+}
+
+Expected<std::unique_ptr<ControlChannel>> ControlChannel::join(const ControlOptions& options,
+                                                               int* interrupted_by) {
   std::unique_ptr<ControlChannel> channel(new ControlChannel(options));
-  AIR_TRY(options.node_rank == 0 ? channel->serve_join() : channel->client_join());
+  channel->master_port_ = options.master_port;
+  UniqueFd listener;
+  if (options.c10d) {
+    // The first agent to bind the endpoint's port hosts the join and is node 0.
+    channel->options_.node_rank = -1;
+    if (options.may_host) {
+      bool in_use = false;
+      auto bound = listen_on(options.port, &in_use);
+      if (bound) {
+        listener = std::move(*bound);
+        channel->options_.node_rank = 0;
+      } else if (!in_use) {
+        return bound.error();
+      }
+    }
+  } else if (options.node_rank == 0) {
+    auto bound = listen_on(options.port);
+    if (!bound) return bound.error();
+    listener = std::move(*bound);
+  }
+  const Status joined = listener ? channel->serve_join(std::move(listener)) : channel->client_join();
+  if (interrupted_by != nullptr) *interrupted_by = channel->interrupted_by_;
+  if (!joined) return joined.error();
   const auto now = Clock::now();
   for (auto& peer : channel->peers_) peer->last_heard = now;
   channel->next_heartbeat_ = now + options.heartbeat_interval;
   return channel;
 }
 
-Status ControlChannel::serve_join() {
-  auto listener = listen_on(options_.port);
-  if (!listener) return listener.error();
-  const auto deadline = Clock::now() + options_.join_timeout;
+Status ControlChannel::serve_join(UniqueFd listener_fd) {
+  const UniqueFd* listener = &listener_fd;
+  const auto started = Clock::now();
+  const auto deadline = started + options_.join_timeout;
+  const int max_nodes = options_.num_nodes;
+  const int min_nodes = options_.c10d && options_.min_nodes > 0 ? options_.min_nodes : max_nodes;
+  // c10d with MIN:MAX: once MIN nodes are in, wait last_call_timeout for more (torchrun's last call).
+  std::optional<Clock::time_point> last_call;
+  const auto enough = [&](std::size_t others) {
+    const int present = static_cast<int>(others) + 1;
+    if (present >= max_nodes) return true;
+    if (present < min_nodes) return false;
+    if (!last_call) last_call = Clock::now() + options_.last_call_timeout;
+    return Clock::now() >= *last_call;
+  };
   std::vector<std::unique_ptr<Peer>> pending;  // connected, no hello yet
   std::map<int, std::unique_ptr<Peer>> joined; // by node rank
   std::string refused;                         // last stray connection we dropped, for the timeout message
@@ -299,8 +344,17 @@ Status ControlChannel::serve_join() {
     return join_error(code, message);
   };
 
-  while (static_cast<int>(joined.size()) < options_.num_nodes - 1) {
+  while (!enough(joined.size())) {
     const auto now = Clock::now();
+    if (now >= deadline && options_.c10d) {
+      return refuse_all(125,
+                        fmt::format("only {} of at least {} nodes joined within {} (node 0's agent waited on "
+                                    "port {}){}",
+                                    joined.size() + 1, min_nodes, format_duration(options_.join_timeout),
+                                    options_.port,
+                                    refused.empty() ? "" : "; refused a connection: " + refused),
+                        nullptr);
+    }
     if (now >= deadline) {
       std::string missing;
       int count = 0;
@@ -315,14 +369,21 @@ Status ControlChannel::serve_join() {
                                     refused.empty() ? "" : "; refused a connection: " + refused),
                         nullptr);
     }
-    std::vector<pollfd> fds{{listener->get(), POLLIN, 0}};
+    std::vector<pollfd> fds{{listener->get(), POLLIN, 0}, {options_.interrupt_fd, POLLIN, 0}};
     for (auto& p : pending) fds.push_back({p->fd.get(), POLLIN, 0});
     for (auto& [rank, p] : joined) fds.push_back({p->fd.get(), POLLIN, 0});
     // Wake at least every second while connections wait, to drop silent ones.
-    const int wait_ms =
-        pending.empty() ? poll_timeout(now, deadline) : std::min(poll_timeout(now, deadline), 1000);
+    const auto wake = last_call ? std::min(deadline, *last_call) : deadline;
+    const int wait_ms = pending.empty() ? poll_timeout(now, wake) : std::min(poll_timeout(now, wake), 1000);
     if (poll_retry(fds.data(), fds.size(), wait_ms) < 0)
       return refuse_all(125, std::string("poll (control join): ") + std::strerror(errno), nullptr);
+    if (const int sig = take_interrupt(); sig != 0) {
+      interrupted_by_ = sig;
+      return refuse_all(128 + sig,
+                        fmt::format("node 0's agent was interrupted by {} while waiting for the other nodes",
+                                    signal_name(sig)),
+                        nullptr);
+    }
 
     if (fds[0].revents != 0) {
       for (;;) {
@@ -342,7 +403,14 @@ Status ControlChannel::serve_join() {
     }
     // A joined agent that goes away before the start is a node lost before it began.
     for (auto& [rank, p] : joined) {
-      read_lines(*p);
+      for (const auto& line : read_lines(*p)) {
+        // A joined agent that is interrupted before the start says so.
+        auto m = parse_control_message(line);
+        if (m && m->kind == ControlMessage::Kind::fail) {
+          if (m->exit_code > 128 && m->exit_code < 128 + 65) interrupted_by_ = m->exit_code - 128;
+          return refuse_all(m->exit_code, fmt::format("{} {}", name_of(rank, p->name), m->text), nullptr);
+        }
+      }
       if (p->closed) {
         return refuse_all(125,
                           fmt::format("{} left before the start (its agent closed the control connection)",
@@ -395,7 +463,26 @@ Status ControlChannel::serve_join() {
         p->closed = true;
         continue;
       }
-      const int r = hello->node_rank;
+      if (options_.c10d != (hello->node_rank < 0)) {
+        return refuse_all(
+            2,
+            fmt::format("the agent on {} uses {} rendezvous but node 0 ({}) uses {}: give every "
+                        "node the same --rdzv-backend",
+                        hello->name, hello->node_rank < 0 ? "c10d" : "static", options_.node_name,
+                        options_.c10d ? "c10d" : "static"),
+            p.get());
+      }
+      if (options_.c10d && static_cast<int>(joined.size()) + 1 >= max_nodes) {
+        ControlMessage m;
+        m.kind = ControlMessage::Kind::refuse;
+        m.exit_code = 2;
+        m.text = fmt::format("the job already has its {} nodes", max_nodes);
+        send_message(*p, m);
+        p->closed = true;
+        continue;
+      }
+      // c10d: node ranks in order of arrival, node 0 being the host.
+      const int r = options_.c10d ? static_cast<int>(joined.size()) + 1 : hello->node_rank;
       p->node_rank = r;
       p->name = hello->name;
       const std::string who = name_of(r, hello->name);
@@ -434,12 +521,16 @@ Status ControlChannel::serve_join() {
         pending.end());
   }
 
+  options_.num_nodes = static_cast<int>(joined.size()) + 1;
   ControlMessage start;
   start.kind = ControlMessage::Kind::start;
   start.text = run_id_;
+  start.num_nodes = options_.num_nodes;
+  start.master_port = master_port_;
   start.mlflow_experiment_id = mlflow_experiment_id_;
   start.mlflow_run_id = mlflow_run_id_;
   for (auto& [rank, peer] : joined) {
+    start.node_rank = rank;
     if (!send_message(*peer, start))
       return refuse_all(125, fmt::format("{} left before the start", name_of(rank, peer->name)), nullptr);
     peers_.push_back(std::move(peer));
@@ -464,7 +555,13 @@ Status ControlChannel::client_join() {
       return Error{ErrorKind::system, fmt::format("could not reach node 0's agent at {} within {}: {}", where,
                                                   format_duration(options_.join_timeout), error)};
     }
-    poll_retry(nullptr, 0, static_cast<int>(k_retry_interval.count()));
+    pollfd wait{options_.interrupt_fd, POLLIN, 0};
+    poll_retry(&wait, 1, static_cast<int>(k_retry_interval.count()));
+    if (const int sig = take_interrupt(); sig != 0) {
+      interrupted_by_ = sig;
+      return Error{ErrorKind::system, fmt::format("interrupted by {} while waiting for node 0's agent at {}",
+                                                  signal_name(sig), where)};
+    }
   }
   // Node 0 speaks first: its challenge. Answer it with our proof, then hello.
   std::string challenge;
@@ -530,12 +627,19 @@ Status ControlChannel::client_join() {
       if (!m) continue;
       if (m->kind == ControlMessage::Kind::start) {
         run_id_ = m->text;
+        options_.node_rank = m->node_rank;
+        options_.num_nodes = m->num_nodes;
+        master_port_ = m->master_port;
         mlflow_experiment_id_ = m->mlflow_experiment_id;
         mlflow_run_id_ = m->mlflow_run_id;
         peers_.push_back(std::move(peer));
         return ok_status();
       }
-      if (m->kind == ControlMessage::Kind::refuse) return join_error(m->exit_code, m->text);
+      if (m->kind == ControlMessage::Kind::refuse) {
+        // Another node's interrupt ends this one with the same 128+N.
+        if (m->exit_code > 128 && m->exit_code < 128 + 65) interrupted_by_ = m->exit_code - 128;
+        return join_error(m->exit_code, m->text);
+      }
     }
     if (peer->closed) {
       return Error{ErrorKind::system,
@@ -546,8 +650,22 @@ Status ControlChannel::client_join() {
       return Error{ErrorKind::system, fmt::format("node 0's agent at {} did not start the job within {}",
                                                   where, format_duration(options_.join_timeout * 2))};
     }
-    pollfd p{peer->fd.get(), POLLIN, 0};
-    poll_retry(&p, 1, poll_timeout(now, start_deadline));
+    pollfd p[2] = {{peer->fd.get(), POLLIN, 0}, {options_.interrupt_fd, POLLIN, 0}};
+    poll_retry(p, 2, poll_timeout(now, start_deadline));
+    if (const int sig = take_interrupt(); sig != 0) {
+      interrupted_by_ = sig;
+      ControlMessage fail;
+      fail.kind = ControlMessage::Kind::fail;
+      fail.node_rank = options_.node_rank;
+      fail.exit_code = 128 + sig;
+      fail.name = options_.node_name;
+      fail.text = fmt::format("was interrupted by {} while waiting for the start", signal_name(sig));
+      send_message(*peer, fail);
+      return Error{ErrorKind::system,
+                   fmt::format("interrupted by {} while waiting for node 0's agent at {} to "
+                               "start the job",
+                               signal_name(sig), where)};
+    }
   }
 }
 
@@ -686,7 +804,9 @@ void ControlChannel::local_failure(const RunOutcome& outcome) {
   report_failure(outcome.exit_code(), outcome.root_cause_rank, outcome.reason);
 }
 
-void ControlChannel::finish(RunOutcome& outcome) {
+void ControlChannel::settle(RunOutcome& outcome) {
+  if (settled_) return;
+  settled_ = true;
   const bool local_ok = outcome.status == RunOutcome::Status::succeeded;
   if (!local_ok && !outcome.remote_failure)
     report_failure(outcome.exit_code(), outcome.root_cause_rank, outcome.reason);
@@ -723,7 +843,88 @@ void ControlChannel::finish(RunOutcome& outcome) {
       for (auto& peer : peers_) send_message(*peer, fin);
     }
   }
+}
+
+void ControlChannel::finish(RunOutcome& outcome) {
+  settle(outcome);
   close_gracefully();
+}
+
+std::optional<int> ControlChannel::agree_restart(RunOutcome& outcome, bool restartable, int attempt,
+                                                 int master_port) {
+  const bool server = options_.node_rank == 0;
+  if (!server) {
+    ControlMessage over;
+    over.kind = ControlMessage::Kind::over;
+    over.node_rank = options_.node_rank;
+    over.restartable = restartable;
+    for (auto& peer : peers_) send_message(*peer, over);
+  }
+  // Node 0: every other node's word; the others: node 0's decision. Lines
+  // from the attempt that just ended (fail, abort, done) come first on each
+  // connection and are passed over.
+  std::map<int, bool> said; // node 0: node rank -> may restart
+  std::optional<int> decided_port;
+  bool decided = false;
+  bool lost = false;
+  auto next_hb = Clock::now();
+  while (!decided && !lost) {
+    const auto now = Clock::now();
+    if (now >= next_hb) {
+      ControlMessage hb;
+      for (auto& peer : peers_)
+        if (!peer->closed) send_message(*peer, hb);
+      next_hb = now + options_.heartbeat_interval;
+    }
+    for (auto& peer : peers_) {
+      for (const auto& line : read_lines(*peer)) {
+        auto m = parse_control_message(line);
+        if (!m) continue;
+        if (server && m->kind == ControlMessage::Kind::over) said[peer->node_rank] = m->restartable;
+        if (!server && m->kind == ControlMessage::Kind::restart) {
+          decided = true;
+          decided_port = m->master_port;
+        }
+        if (!server && m->kind == ControlMessage::Kind::stop) decided = true;
+      }
+      const bool silent = now - peer->last_heard > options_.heartbeat_timeout;
+      if ((peer->closed || silent) && !(server && said.count(peer->node_rank) != 0)) lost = true;
+    }
+    if (server && static_cast<int>(said.size()) == static_cast<int>(peers_.size())) break;
+    if (decided || lost) break;
+    std::vector<pollfd> fds{{options_.interrupt_fd, POLLIN, 0}};
+    for (const int fd : poll_fds()) fds.push_back({fd, POLLIN, 0});
+    poll_retry(fds.data(), fds.size(), poll_timeout(Clock::now(), next_hb));
+    if (const int sig = take_interrupt(); sig != 0) {
+      interrupted_by_ = sig;
+      outcome.status = RunOutcome::Status::interrupted;
+      outcome.interrupt_signal = sig;
+      outcome.remote_failure.reset();
+      outcome.reason = fmt::format("interrupted by {} before restart {}", signal_name(sig), attempt);
+      restartable = false;
+      lost = true; // closing tells the others (node 0 sees a node gone; node 0 gone ends the rest)
+    }
+  }
+  if (server) {
+    const bool all = !lost && restartable &&
+                     std::all_of(said.begin(), said.end(), [](const auto& kv) { return kv.second; });
+    ControlMessage m;
+    m.kind = all ? ControlMessage::Kind::restart : ControlMessage::Kind::stop;
+    m.attempt = attempt;
+    m.master_port = master_port;
+    for (auto& peer : peers_)
+      if (!peer->closed) send_message(*peer, m);
+    if (all) decided_port = master_port;
+  }
+  if (!decided_port) return std::nullopt;
+  // A fresh attempt: nothing failed yet, nobody is done.
+  failure_reported_ = false;
+  remote_.reset();
+  finished_ = false;
+  settled_ = false;
+  master_port_ = *decided_port;
+  for (auto& peer : peers_) peer->done = false;
+  return decided_port;
 }
 
 void ControlChannel::close_gracefully() {

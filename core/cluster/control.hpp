@@ -29,6 +29,15 @@ struct ControlOptions {
   std::chrono::milliseconds join_timeout{300'000};
   std::chrono::milliseconds heartbeat_interval{1'000};
   std::chrono::milliseconds heartbeat_timeout{5'000}; ///< a peer silent this long is a dead agent
+  /// c10d rendezvous: node ranks are handed out by node 0 in order of
+  /// arrival (node_rank is ignored; node 0 is the agent that binds `port`),
+  /// and num_nodes may be a range min_nodes..num_nodes.
+  bool c10d = false;
+  bool may_host = true; ///< c10d: `master_host` is this machine, so try to bind `port` first
+  int min_nodes = 0;    ///< c10d: 0 = num_nodes
+  std::chrono::milliseconds last_call_timeout{30'000}; ///< c10d: wait this long for more once min joined
+  int master_port = 0;   ///< node 0: the ranks' MASTER_PORT, handed to every node with `start`
+  int interrupt_fd = -1; ///< a signalfd (InterruptWatch): a signal ends every wait with exit 128+N
 };
 
 /// The small TCP connection every agent keeps to node 0's agent during a
@@ -53,7 +62,13 @@ public:
   /// runs 2: ..."); system (exit 125) for a node that never joined ("node 1
   /// (node2) did not join within 5s"), an unreachable node 0, or a socket
   /// call that failed.
-  static Expected<std::unique_ptr<ControlChannel>> join(const ControlOptions& options);
+  /// A signal on options.interrupt_fd ends the wait: the error says so and
+  /// `*interrupted_by` (when given) is the signal; node 0 then refuses the
+  /// others with exit 128+N, another node tells node 0. A node stopped by
+  /// another node's interrupt gets that signal in `*interrupted_by` too, so
+  /// every node exits 128+N.
+  static Expected<std::unique_ptr<ControlChannel>> join(const ControlOptions& options,
+                                                        int* interrupted_by = nullptr);
 
   ~ControlChannel() override;
   ControlChannel(const ControlChannel&) = delete;
@@ -61,6 +76,27 @@ public:
 
   /// The run id node 0 chose; every node uses it.
   const std::string& run_id() const { return run_id_; }
+  /// This node's rank (c10d: handed out by node 0), the job's node count and
+  /// node 0's master port, as agreed at the start.
+  int node_rank() const { return options_.node_rank; }
+  int num_nodes() const { return options_.num_nodes; }
+  int master_port() const { return master_port_; }
+  /// The signal that ended `join` or `agree_restart` (0: none); the CLI exits 128+N.
+  int interrupted_by() const { return interrupted_by_; }
+
+  /// After an attempt: reports a local failure not yet reported, or, when
+  /// every local rank succeeded, waits until every node is done or one
+  /// fails, writing a failure elsewhere into `outcome`. Keeps the
+  /// connection open (a restart may follow); `finish` closes it.
+  void settle(RunOutcome& outcome);
+
+  /// After `settle` left `outcome` failed, with restarts left: tells node 0
+  /// whether this node may restart (`over`), and node 0 answers every node
+  /// with `restart ATTEMPT PORT` when every node may, else `stop`. Node 0's
+  /// `master_port` is the next attempt's MASTER_PORT. Returns the port, or
+  /// nullopt when the run ends (a node said no, a node is gone, or a signal
+  /// came: then `outcome` says interrupted).
+  std::optional<int> agree_restart(RunOutcome& outcome, bool restartable, int attempt, int master_port);
 
   /// The MLflow run node 0 created ("" when none): every node's ranks log into it.
   const std::string& mlflow_experiment_id() const { return mlflow_experiment_id_; }
@@ -87,8 +123,9 @@ public:
 
 private:
   explicit ControlChannel(ControlOptions options);
-  Status serve_join();
+  Status serve_join(UniqueFd listener);
   Status client_join();
+  int take_interrupt() const;
   std::optional<RemoteFailure> pump(std::chrono::steady_clock::time_point now);
   std::optional<RemoteFailure> on_line(Peer& peer, const std::string& line);
   void broadcast_abort(const RemoteFailure& failure, const Peer* except);
@@ -105,6 +142,9 @@ private:
   bool failure_reported_ = false;       ///< this node's failure (or node 0's abort) is out
   std::optional<RemoteFailure> remote_; ///< the failure elsewhere that stopped this node
   bool finished_ = false;               ///< client: node 0 said finish
+  bool settled_ = false;                ///< settle() ran for this attempt
+  int master_port_ = 0;
+  int interrupted_by_ = 0;
 };
 
 } // namespace air

@@ -52,10 +52,16 @@ std::string format_control_message(const ControlMessage& m) {
                        m.ranks_per_node, one_word(m.name));
   case ControlMessage::Kind::start:
     if (!m.mlflow_run_id.empty()) {
-      return fmt::format("start {} {} {}\n", one_word(m.text), one_word(m.mlflow_experiment_id),
-                         one_word(m.mlflow_run_id));
+      return fmt::format("start {} {} {} {} {} {}\n", m.node_rank, m.num_nodes, m.master_port,
+                         one_word(m.text), one_word(m.mlflow_experiment_id), one_word(m.mlflow_run_id));
     }
-    return fmt::format("start {}\n", one_word(m.text));
+    return fmt::format("start {} {} {} {}\n", m.node_rank, m.num_nodes, m.master_port, one_word(m.text));
+  case ControlMessage::Kind::over:
+    return fmt::format("over {} {}\n", m.node_rank, m.restartable ? 1 : 0);
+  case ControlMessage::Kind::restart:
+    return fmt::format("restart {} {}\n", m.attempt, m.master_port);
+  case ControlMessage::Kind::stop:
+    return "stop\n";
   case ControlMessage::Kind::refuse:
     return fmt::format("refuse {} {}\n", m.exit_code, one_line(m.text));
   case ControlMessage::Kind::heartbeat:
@@ -102,17 +108,41 @@ Expected<ControlMessage> parse_control_message(std::string_view line) {
     m.kind = ControlMessage::Kind::finish;
     return m;
   }
+  if (verb == "stop" && rest.empty()) {
+    m.kind = ControlMessage::Kind::stop;
+    return m;
+  }
   if (verb == "start") {
     m.kind = ControlMessage::Kind::start;
-    const auto w = split_words(rest, 3); // RUN_ID [MLFLOW_EXPERIMENT_ID MLFLOW_RUN_ID]
-    const bool plain = w.size() == 2 && !w[0].empty() && w[1].empty();
-    const bool tracked = w.size() == 4 && !w[2].empty() && w[3].empty() && !w[1].empty();
-    if (!plain && !tracked) return bad("expected 'start RUN_ID [MLFLOW_EXPERIMENT_ID MLFLOW_RUN_ID]'");
-    m.text = std::string(w[0]);
+    const auto w = split_words(rest, 6); // NODE NODES MASTER_PORT RUN_ID [MLFLOW_EXPERIMENT_ID MLFLOW_RUN_ID]
+    const bool plain = w.size() == 5 && !w[3].empty() && w[4].empty();
+    const bool tracked = w.size() == 7 && !w[3].empty() && !w[4].empty() && !w[5].empty() && w[6].empty();
+    if (!plain && !tracked)
+      return bad("expected 'start NODE NODES MASTER_PORT RUN_ID [MLFLOW_EXPERIMENT_ID MLFLOW_RUN_ID]'");
     if (tracked) {
-      m.mlflow_experiment_id = std::string(w[1]);
-      m.mlflow_run_id = std::string(w[2]);
+      m.mlflow_experiment_id = std::string(w[4]);
+      m.mlflow_run_id = std::string(w[5]);
     }
+    if (!number(w[0], m.node_rank)) return bad(fmt::format("bad number '{}'", w[0]));
+    if (!number(w[1], m.num_nodes)) return bad(fmt::format("bad number '{}'", w[1]));
+    if (!number(w[2], m.master_port)) return bad(fmt::format("bad number '{}'", w[2]));
+    m.text = std::string(w[3]);
+    return m;
+  }
+  if (verb == "over") {
+    m.kind = ControlMessage::Kind::over;
+    const auto w = split_words(rest, 1);
+    int flag = 0;
+    if (w.size() != 2 || !number(w[0], m.node_rank) || !number(w[1], flag) || (flag != 0 && flag != 1))
+      return bad("expected 'over NODE 0|1'");
+    m.restartable = flag == 1;
+    return m;
+  }
+  if (verb == "restart") {
+    m.kind = ControlMessage::Kind::restart;
+    const auto w = split_words(rest, 1);
+    if (w.size() != 2 || !number(w[0], m.attempt) || !number(w[1], m.master_port))
+      return bad("expected 'restart ATTEMPT MASTER_PORT'");
     return m;
   }
   if (verb == "refuse") {

@@ -8,36 +8,46 @@
 namespace air {
 
 /// One line of the multi-node control protocol between node 0's agent and the
-/// others (core/cluster/control.hpp). Text, one message per line, fields separated by
-/// single spaces; the free text comes last and may contain spaces:
+/// others (core/cluster/control.hpp). Text, one message per line, fields
+/// separated by single spaces; the free text comes last and may contain spaces:
 ///
-///   hello 1 NODE_RANK NUM_NODES RANKS_PER_NODE NAME  agent -> node 0, after connecting (1 = version)
-///   start RUN_ID [MLFLOW_EXPERIMENT_ID MLFLOW_RUN_ID] node 0 -> all: everyone joined, launch
-///   refuse CODE TEXT                                 node 0 -> all: the job cannot start (exit CODE)
-///   hb                                               both ways, every second
-///   fail NODE RANK CODE NAME TEXT                    agent -> node 0: this node failed
-///   abort NODE RANK CODE NAME TEXT                   node 0 -> all: node NODE failed, tear down
-///   done NODE                                        agent -> node 0: every rank here exited 0
-///   finish                                           node 0 -> all: every node is done, exit 0
+///   hello 2 NODE_RANK NUM_NODES RANKS_PER_NODE NAME   agent -> node 0, after connecting (2 = protocol
+///                                                     version; NODE_RANK -1: c10d, assign me one)
+///   start NODE_RANK NUM_NODES MASTER_PORT RUN_ID [MLFLOW_EXPERIMENT_ID MLFLOW_RUN_ID]
+///                                                     node 0 -> each: everyone joined, launch (with
+///                                                     that node's rank, the node count, its MLflow run)
+///   refuse CODE TEXT                                  node 0 -> all: the job cannot start (exit CODE)
+///   hb                                                both ways, every second
+///   fail NODE RANK CODE NAME TEXT                     agent -> node 0: this node failed
+///   abort NODE RANK CODE NAME TEXT                    node 0 -> all: node NODE failed, tear down
+///   done NODE                                         agent -> node 0: every rank here exited 0
+///   finish                                            node 0 -> all: every node is done, exit 0
+///   over NODE RESTARTABLE                             agent -> node 0: this node's group is down after
+///                                                     a failure; 1 = it may restart (0: interrupted...)
+///   restart ATTEMPT MASTER_PORT                       node 0 -> all: start attempt ATTEMPT (0-based)
+///   stop                                              node 0 -> all: no restart, the run ends
 ///
 /// RANK is the root cause's global rank (-1: none, e.g. an interrupt); CODE is
 /// the failing node's exit code, which every node then exits with.
 struct ControlMessage {
-  enum class Kind { hello, start, refuse, heartbeat, fail, abort, done, finish };
+  enum class Kind { hello, start, refuse, heartbeat, fail, abort, done, finish, over, restart, stop };
   Kind kind = Kind::heartbeat;
   int node_rank = -1;
-  int num_nodes = 0;      ///< hello
-  int ranks_per_node = 0; ///< hello
-  int rank = -1;          ///< fail, abort
-  int exit_code = 0;      ///< fail, abort, refuse
-  std::string name;       ///< hello, fail, abort: the node's name
-  std::string text;       ///< start: run id; refuse, fail, abort: one line of explanation
-  /// start: the MLflow run node 0 created, sent as `start RUN_ID EXPERIMENT_ID MLFLOW_RUN_ID`; "" when none.
+  int num_nodes = 0;        ///< hello
+  int ranks_per_node = 0;   ///< hello
+  int rank = -1;            ///< fail, abort
+  int exit_code = 0;        ///< fail, abort, refuse
+  int master_port = 0;      ///< start, restart
+  int attempt = 0;          ///< restart
+  bool restartable = false; ///< over
+  std::string name;         ///< hello, fail, abort: the node's name
+  std::string text;         ///< start: run id; refuse, fail, abort: one line of explanation
+  /// start: the MLflow run node 0 created (`start ... RUN_ID EXPERIMENT_ID MLFLOW_RUN_ID`); "" when none.
   std::string mlflow_experiment_id, mlflow_run_id;
 };
 
 /// The protocol version `hello` carries; node 0 refuses any other.
-inline constexpr int k_control_protocol_version = 1;
+inline constexpr int k_control_protocol_version = 2;
 
 /// The message as one line, '\n' included. Newlines in names and text become
 /// spaces and an empty name becomes "?", so the result always parses back.

@@ -107,6 +107,35 @@ Expected<ClusterContext> apply_cluster(LaunchSpec& spec, const Environment& env,
 
   c.num_nodes = spec.nnodes.value;
   c.node_rank = spec.node_rank.value;
+  c.min_nodes = spec.nnodes_min.value;
+  c.last_call_timeout = spec.last_call_timeout.value;
+  c.read_timeout = spec.read_timeout.value;
+  if (c.source == "static" && spec.rdzv_backend.value == "c10d") {
+    auto endpoint =
+        parse_endpoint(spec.rdzv_endpoint.value, place(spec.rdzv_endpoint.origin, "rdzv_endpoint"));
+    if (!endpoint) return endpoint.error();
+    if (!spec.node_rank.is_default()) {
+      c.notices.push_back(
+          fmt::format("air-run: {} is not used with c10d rendezvous: node ranks are handed out "
+                      "in order of arrival",
+                      place(spec.node_rank.origin, "node_rank")));
+    }
+    c.source = "c10d";
+    c.c10d = true;
+    c.node_rank = -1;
+    c.master_host = endpoint->host;
+    c.control_port = endpoint->port >= 0 ? endpoint->port : k_c10d_default_port;
+    if (spec.master_addr.is_default()) {
+      spec.master_addr.value = endpoint->host;
+      spec.master_addr.origin = spec.rdzv_endpoint.origin;
+    }
+    if (spec.master_port.is_default()) spec.master_port.value = 0; // node 0 picks one
+    c.master_port = spec.master_port.value;
+    c.join_timeout = spec.join_timeout.value;
+    if (c.join_timeout.count() <= 0)
+      return usage_error(place(spec.join_timeout.origin, "join_timeout") + ": must be greater than zero");
+    return c;
+  }
   if (c.node_rank >= c.num_nodes) {
     return usage_error(fmt::format("{}: node rank {} is outside 0..{} ({} = {})",
                                    place(spec.node_rank.origin, "node_rank"), c.node_rank, c.num_nodes - 1,

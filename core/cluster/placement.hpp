@@ -4,6 +4,7 @@
 #include "core/base/error.hpp"
 #include "core/spec/spec.hpp"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,13 @@ struct ClusterContext {
   std::vector<std::string> nodes;   ///< node names by node rank, when Slurm lists them
   std::string gpus;                 ///< GPUs Slurm gave the step (SLURM_STEP_GPUS), "" when none
   std::vector<std::string> notices; ///< lines to print once before launch
+  /// c10d rendezvous (source "c10d"): node_rank is -1 until node 0 hands one
+  /// out at the join; num_nodes is the most nodes, min_nodes the fewest.
+  bool c10d = false;
+  bool may_host = false; ///< c10d: the endpoint is one of this machine's addresses
+  int min_nodes = 1;
+  Millis last_call_timeout{30'000};
+  std::optional<Millis> read_timeout; ///< the control connection's silence limit, when given
 
   bool multi_node() const { return num_nodes > 1; }
   /// "node 1 (node2)", or "node 1" when the name is not known.
@@ -49,6 +57,10 @@ inline constexpr int k_static_master_port = 29500;
 ///   on this node, with a notice when the job has several nodes.
 /// - Otherwise nnodes > 1 or a node rank means static (torchrun) mode, with
 ///   torchrun's default port 29500 when none is given.
+/// - rdzv_backend c10d on several nodes: node ranks are given at the join
+///   (node_rank -1 here), the join point is rdzv_endpoint (port 29400 by
+///   default), which is also the ranks' MASTER_ADDR; MASTER_PORT is chosen
+///   by the node that hosts the join unless master_port is given.
 /// On several nodes the control port is master_port + 1 unless given.
 /// Errors are usage errors naming the setting.
 Expected<ClusterContext> apply_cluster(LaunchSpec& spec, const Environment& env,

@@ -73,6 +73,16 @@ Expected<int> choose_free_port(const std::string& addr) {
   return port;
 }
 
+bool is_local_address(const std::string& host) {
+  sockaddr_in sa{};
+  if (!to_sockaddr(host, 0, &sa)) return false;
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const bool local = bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0; // NOLINT
+  close(fd);
+  return local;
+}
+
 Status check_port_free(const std::string& addr, int port) {
   const int r = try_bind(addr, port);
   if (r == -EADDRINUSE) {

@@ -12,6 +12,10 @@ namespace air {
 /// torchrun, the port is free now and could be taken before rank 0 binds it.
 Expected<int> choose_free_port(const std::string& addr);
 
+/// Whether `host` (a name or an IPv4 address) is one of this machine's own
+/// addresses: binding a socket to it succeeds. false when it does not resolve.
+bool is_local_address(const std::string& host);
+
 /// Checks that a user-given master port is free, so a taken port is reported
 /// as such before launch instead of as a crash of rank 0 (usage error, exit 2).
 Status check_port_free(const std::string& addr, int port);

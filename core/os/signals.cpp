@@ -1,5 +1,6 @@
 #include "core/os/signals.hpp"
 
+#include <pthread.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -72,6 +73,29 @@ std::vector<int> SignalGuard::read_pending() {
     for (std::size_t i = 0; i < count; ++i) signals.push_back(static_cast<int>(info[i].ssi_signo));
   }
   return signals;
+}
+
+Expected<InterruptWatch> InterruptWatch::open() {
+  const sigset_t supervised = supervised_signals();
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP})
+    if (sigismember(&supervised, sig) == 1) sigaddset(&set, sig);
+  if (pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) return sys_error("pthread_sigmask", errno);
+  InterruptWatch watch;
+  watch.fd_.reset(signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC));
+  if (!watch.fd_) return sys_error("signalfd", errno);
+  return watch;
+}
+
+int InterruptWatch::take() {
+  signalfd_siginfo info{};
+  for (;;) {
+    const ssize_t n = ::read(fd_.get(), &info, sizeof(info));
+    if (n < 0 && errno == EINTR) continue;
+    if (n != static_cast<ssize_t>(sizeof(info))) return 0;
+    return static_cast<int>(info.ssi_signo);
+  }
 }
 
 } // namespace air

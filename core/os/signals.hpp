@@ -50,4 +50,25 @@ private:
   struct sigaction old_chld_action_ {};
 };
 
+/// A signalfd over the interrupting signals (SIGINT, SIGTERM, SIGHUP, those
+/// of `supervised_signals()`), for the waits outside the supervisor's loop:
+/// the multi-node join, the agreement between restart attempts. Blocks them
+/// in the calling thread (air-run's main already has) and leaves them
+/// blocked, so a signal that arrives between two waits stays queued for the
+/// next one or for the supervisor.
+class InterruptWatch {
+public:
+  /// Fails (system error naming the call) only if the kernel refuses.
+  static Expected<InterruptWatch> open();
+
+  /// The descriptor to poll for POLLIN.
+  int fd() const { return fd_.get(); }
+
+  /// The first queued interrupting signal, consumed; 0 when none. Never blocks.
+  int take();
+
+private:
+  UniqueFd fd_;
+};
+
 } // namespace air

@@ -81,6 +81,16 @@ Json error_json(const std::optional<RankError>& e) {
   return out;
 }
 
+Json remote_json(const std::optional<RemoteFailure>& failure) {
+  if (!failure) return nullptr;
+  const RemoteFailure& remote = *failure;
+  return {{"node_rank", remote.node_rank},
+          {"node_name", string_or_null(remote.node_name)},
+          {"rank", remote.rank >= 0 ? Json(remote.rank) : Json(nullptr)},
+          {"exit_code", remote.exit_code},
+          {"reason", remote.reason}};
+}
+
 Json rank_json(const RunReport& report, std::size_t i) {
   const RankOutcome& r = report.outcome.ranks[i];
   const RankPlan* plan = find_rank_plan(report.plan, r.rank);
@@ -209,6 +219,7 @@ Json summary_json(const RunReport& report) {
   launch["run_dir"] = plan.run_dir;
   launch["timeout_s"] = plan.timeout ? Json(seconds(*plan.timeout)) : Json(nullptr);
   launch["grace_period_s"] = seconds(plan.grace_period);
+  launch["max_restarts"] = plan.max_restarts;
   doc["launch"] = std::move(launch);
 
   Json outcome;
@@ -220,15 +231,22 @@ Json summary_json(const RunReport& report) {
   outcome["interrupt_signal_name"] =
       o.interrupt_signal > 0 ? Json(signal_name(o.interrupt_signal)) : Json(nullptr);
   outcome["console_lines_dropped"] = o.console_lines_dropped;
-  if (o.remote_failure) {
-    const RemoteFailure& remote = *o.remote_failure;
-    outcome["remote_failure"] = {{"node_rank", remote.node_rank},
-                                 {"node_name", string_or_null(remote.node_name)},
-                                 {"rank", remote.rank >= 0 ? Json(remote.rank) : Json(nullptr)},
-                                 {"exit_code", remote.exit_code},
-                                 {"reason", remote.reason}};
-  } else {
-    outcome["remote_failure"] = nullptr;
+  outcome["remote_failure"] = remote_json(o.remote_failure);
+  outcome["restarts"] = o.restarts();
+  outcome["attempts"] = Json::array();
+  for (const AttemptRecord& a : o.attempts) {
+    Json item;
+    item["attempt"] = a.attempt;
+    item["exit_code"] = a.exit_code;
+    item["root_cause_rank"] = a.root_cause_rank >= 0 ? Json(a.root_cause_rank) : Json(nullptr);
+    item["reason"] = a.reason;
+    item["error"] = string_or_null(a.error);
+    item["remote_failure"] = remote_json(a.remote_failure);
+    item["master_port"] = a.master_port;
+    item["started_at"] = format_utc(a.started_at);
+    item["ended_at"] = format_utc(a.ended_at);
+    item["duration_s"] = seconds(a.duration_s);
+    outcome["attempts"].push_back(std::move(item));
   }
   doc["outcome"] = std::move(outcome);
 

@@ -86,6 +86,19 @@ void append_stacks(std::string& out, const RunOutcome& o) {
   }
 }
 
+/// One line per restarted attempt: "  attempt 1 of 3 failed after 2.1s (exit code 3): rank 1 exited
+/// with exit code 3: ValueError: bad batch".
+std::string format_attempts(const RunOutcome& o, int max_restarts) {
+  std::string out;
+  for (std::size_t i = 0; i + 1 < o.attempts.size(); ++i) {
+    const AttemptRecord& a = o.attempts[i];
+    out += fmt::format("  attempt {} of {} failed after {} (exit code {}): {}{}, restarted\n", a.attempt + 1,
+                       max_restarts + 1, format_seconds(a.duration_s), a.exit_code, a.reason,
+                       a.error.empty() ? "" : ": " + a.error);
+  }
+  return out;
+}
+
 } // namespace
 
 std::string format_warnings(const RunOutcome& o) {
@@ -111,15 +124,18 @@ std::string format_warnings(const RunOutcome& o) {
 std::string format_report(const RunReport& report) {
   const RunOutcome& o = report.outcome;
   const std::string run = "air-run: run " + report.plan.run_id + " ";
+  const std::string restarts =
+      o.restarts() == 0 ? "" : fmt::format(" and {} restart{}", o.restarts(), o.restarts() == 1 ? "" : "s");
   if (o.status == RunOutcome::Status::succeeded) {
     const std::size_t n = o.ranks.size();
-    return run + "succeeded after " + format_seconds(o.duration_s) + ": " + std::to_string(n) +
-           (n == 1 ? " rank" : " ranks") + " exited 0\n" + format_warnings(o);
+    return run + "succeeded after " + format_seconds(o.duration_s) + restarts + ": " + std::to_string(n) +
+           (n == 1 ? " rank" : " ranks") + " exited 0\n" + format_attempts(o, report.plan.max_restarts) +
+           format_warnings(o);
   }
   std::string out = run + std::string(status_words(o.status)) + " after " + format_seconds(o.duration_s) +
-                    " (exit code " + std::to_string(report.exit_code) + ")";
+                    restarts + " (exit code " + std::to_string(report.exit_code) + ")";
   if (!o.reason.empty()) out += ": " + o.reason;
-  out += "\n";
+  out += "\n" + format_attempts(o, report.plan.max_restarts);
 
   const RankOutcome* root = find_root_cause(o);
   if (root != nullptr) {

@@ -58,6 +58,21 @@ struct RemoteFailure {
 /// "stopped because node 1 (node2) failed: rank 3 exited with exit code 5".
 std::string remote_failure_reason(const RemoteFailure& failure);
 
+/// One attempt of a run that was restarted (--max-restarts): how the
+/// worker group ended before the next one started.
+struct AttemptRecord {
+  int attempt = 0;          ///< 0-based: TORCHELASTIC_RESTART_COUNT during it
+  int exit_code = 0;        ///< the failing rank's code (or the failing node's)
+  int root_cause_rank = -1; ///< global rank, -1 when another node's failure ended it
+  std::string reason;       ///< the attempt's one line, as a run's `reason`
+  std::string error;        ///< the root cause's error file headline ("ValueError: bad batch"), "" if none
+  std::optional<RemoteFailure> remote_failure;
+  int master_port = 0;
+  std::chrono::system_clock::time_point started_at{};
+  std::chrono::system_clock::time_point ended_at{};
+  double duration_s = 0;
+};
+
 /// How the whole run ended.
 struct RunOutcome {
   enum class Status { succeeded, failed, timed_out, interrupted, launch_failed };
@@ -79,6 +94,13 @@ struct RunOutcome {
   /// Set (with status failed and root_cause_rank -1) when another node's
   /// failure stopped this run; `reason` then says "stopped because node ...".
   std::optional<RemoteFailure> remote_failure;
+  /// Every attempt of the worker group, oldest first, the last one included
+  /// (core/run/attempts.hpp; empty when the run never got that far). The
+  /// fields above describe the last attempt, except started_at and
+  /// duration_s, which cover the whole run.
+  std::vector<AttemptRecord> attempts;
+  /// How many times the group was restarted (attempts - 1, at least 0).
+  int restarts() const { return attempts.empty() ? 0 : static_cast<int>(attempts.size()) - 1; }
   /// The teardown's SIGKILL came from a second interrupt, not from the end
   /// of the grace period.
   bool kill_requested = false;

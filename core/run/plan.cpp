@@ -59,6 +59,7 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
   plan.master_addr = spec.master_addr.value;
   plan.master_port = ctx.master_port;
   plan.timeout = spec.timeout.value;
+  plan.max_restarts = spec.max_restarts.value;
   plan.grace_period = spec.grace_period.value;
   plan.tail_lines = spec.tail_lines.value;
 
@@ -88,7 +89,7 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
   common["MASTER_PORT"] = std::to_string(plan.master_port);
   common["TORCHELASTIC_RUN_ID"] = plan.run_id;
   common["TORCHELASTIC_RESTART_COUNT"] = "0";
-  common["TORCHELASTIC_MAX_RESTARTS"] = "0";
+  common["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(plan.max_restarts);
   common["TORCHELASTIC_USE_AGENT_STORE"] = "False"; // rank 0 hosts the TCPStore
   common["AIR_RUN_ID"] = plan.run_id;
   common["AIR_ACCELERATOR_TYPE"] = selection.accelerator_type;

@@ -43,7 +43,9 @@ struct LaunchPlan {
   int world_size = 0;
   std::string master_addr;
   int master_port = 0;
-  std::optional<Millis> timeout; ///< nullopt = none
+  std::optional<Millis> timeout; ///< nullopt = none; with restarts, for the whole run
+  int max_restarts = 0;          ///< TORCHELASTIC_MAX_RESTARTS
+  int attempt = 0;               ///< TORCHELASTIC_RESTART_COUNT (core/run/attempts.hpp)
   Millis grace_period{30'000};
   int tail_lines = 50;
   std::vector<RankPlan> ranks;

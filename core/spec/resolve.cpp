@@ -5,6 +5,7 @@
 #include "core/base/redact.hpp"
 #include "core/base/suggest.hpp"
 #include "core/spec/accelerator_type.hpp"
+#include "core/spec/rendezvous.hpp"
 #include "core/spec/spec.hpp"
 #include "core/spec/torchrun.hpp"
 
@@ -174,6 +175,18 @@ Expected<std::pair<std::string, std::string>> parse_assignment(const SpecKey& ke
 /// Parses one textual value (a YAML scalar, a variable, a flag argument).
 Expected<Value> parse_text(const SpecKey& key, std::string_view text, Source source,
                            const std::string& prefix, std::vector<std::string>& warnings) {
+  if (key.key == "nnodes") {
+    // torchrun's N or MIN:MAX, kept as {MIN, MAX}.
+    const std::size_t colon = text.find(':');
+    auto lo = parse_integer(key, text.substr(0, colon), prefix);
+    if (!lo) return lo.error();
+    auto hi = colon == std::string_view::npos ? lo : parse_integer(key, text.substr(colon + 1), prefix);
+    if (!hi) return hi.error();
+    if (*lo > *hi) {
+      return usage_error(prefix + ": MIN must not exceed MAX in MIN:MAX, got " + single_quoted(text));
+    }
+    return Value(std::vector<int>{static_cast<int>(*lo), static_cast<int>(*hi)});
+  }
   switch (key.type) {
   case ValueType::string: {
     auto s = check_string(key, text, prefix, warnings);
@@ -622,7 +635,17 @@ void apply(LaunchSpec& s, const Assignment& a, bool append) {
   if (k == "no_python") return put(s.no_python, std::get<bool>(v), o);
   if (k == "master_addr") return put(s.master_addr, std::get<std::string>(v), o);
   if (k == "master_port") return put(s.master_port, integer(), o);
-  if (k == "nnodes") return put(s.nnodes, integer(), o);
+  if (k == "nnodes") {
+    const auto& range = std::get<std::vector<int>>(v);
+    put(s.nnodes_min, range.front(), o);
+    return put(s.nnodes, range.back(), o);
+  }
+  if (k == "max_restarts") return put(s.max_restarts, integer(), o);
+  if (k == "rdzv_backend") return put(s.rdzv_backend, std::get<std::string>(v), o);
+  if (k == "rdzv_endpoint") return put(s.rdzv_endpoint, std::get<std::string>(v), o);
+  if (k == "rdzv_id") return put(s.rdzv_id, std::get<std::string>(v), o);
+  if (k == "rdzv_conf") return put(s.rdzv_conf, std::get<std::string>(v), o);
+  if (k == "standalone") return put(s.standalone, std::get<bool>(v), o);
   if (k == "node_rank") return put(s.node_rank, integer(), o);
   if (k == "join_timeout") return put(s.join_timeout, std::get<Millis>(v), o);
   if (k == "control_port") return put(s.control_port, integer(), o);
@@ -741,7 +764,17 @@ std::pair<std::string, Origin> show(const LaunchSpec& s, std::string_view k) {
   if (k == "no_python") return {show_bool(s.no_python.value), s.no_python.origin};
   if (k == "master_addr") return {show_string(s.master_addr.value), s.master_addr.origin};
   if (k == "master_port") return {std::to_string(s.master_port.value), s.master_port.origin};
-  if (k == "nnodes") return {std::to_string(s.nnodes.value), s.nnodes.origin};
+  if (k == "nnodes") {
+    const std::string max = std::to_string(s.nnodes.value);
+    return {s.nnodes_min.value == s.nnodes.value ? max : std::to_string(s.nnodes_min.value) + ":" + max,
+            s.nnodes.origin};
+  }
+  if (k == "max_restarts") return {std::to_string(s.max_restarts.value), s.max_restarts.origin};
+  if (k == "rdzv_backend") return {s.rdzv_backend.value, s.rdzv_backend.origin};
+  if (k == "rdzv_endpoint") return {show_string(s.rdzv_endpoint.value), s.rdzv_endpoint.origin};
+  if (k == "rdzv_id") return {show_string(s.rdzv_id.value), s.rdzv_id.origin};
+  if (k == "rdzv_conf") return {show_string(s.rdzv_conf.value), s.rdzv_conf.origin};
+  if (k == "standalone") return {show_bool(s.standalone.value), s.standalone.origin};
   if (k == "node_rank") return {std::to_string(s.node_rank.value), s.node_rank.origin};
   if (k == "join_timeout") return {format_duration(s.join_timeout.value), s.join_timeout.origin};
   if (k == "control_port") return {std::to_string(s.control_port.value), s.control_port.origin};
@@ -849,6 +882,7 @@ Expected<ResolvedSpec> resolve_spec(const SpecInputs& inputs) {
                        ": cannot be used together with module (" + spec.module.origin.describe() + ")");
   }
   AIR_TRY(check_torchrun_values(spec));
+  AIR_TRY(settle_rendezvous(spec, [](const Origin& o, std::string_view key) { return place_of(o, key); }));
   return resolved;
 }
 

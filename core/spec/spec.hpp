@@ -120,21 +120,33 @@ struct LaunchSpec {
   Setting<bool> no_python;                         ///< target is an executable (--no-python)
   Setting<std::string> master_addr{"127.0.0.1", {}};
   Setting<int> master_port;                          ///< 0 = choose a free port
-  Setting<int> nnodes{1, {}};                        ///< number of nodes (one agent each)
+  Setting<int> nnodes{1, {}};                        ///< number of nodes (one agent each); MAX of MIN:MAX
+  Setting<int> nnodes_min{1, {}};                    ///< MIN of nnodes MIN:MAX (= nnodes for a plain N)
   Setting<int> node_rank;                            ///< this node's rank among the nodes
   Setting<Millis> join_timeout{Millis(300'000), {}}; ///< multi-node: wait for every agent this long
   Setting<int> control_port;                         ///< 0 = master_port + 1
-  Setting<std::string> log_dir;                      ///< "" = no per-rank log files
-  Setting<std::vector<int>> console_ranks;           ///< empty = every rank reaches the console
-  Setting<bool> isolate_gpus;                        ///< one GPU per rank via CUDA_VISIBLE_DEVICES
-  Setting<std::string> run_id;                       ///< "" = generate
-  Setting<std::string> summary_file;                 ///< JSON summary path, "" = none
-  Setting<bool> json;                                ///< print the JSON summary on stdout
-  Setting<std::string> junit_file;                   ///< JUnit XML path, "" = none
-  Setting<int> tail_lines{50, {}};                   ///< output lines kept per rank for reports
-  Setting<std::string> mlflow_tracking_uri;          ///< "" = no MLflow tracking
-  Setting<std::string> mlflow_experiment;            ///< experiment name, "" = see core/mlflow/settings.hpp
-  Setting<std::string> mlflow_run_name;              ///< "" = the target's name
+  Setting<int> max_restarts;                         ///< worker-group restarts after a failure
+  Setting<std::string> rdzv_backend{"static", {}};   ///< "static" or "c10d"
+  Setting<std::string> rdzv_endpoint;                ///< HOST[:PORT], "" = none
+  Setting<std::string> rdzv_id;                      ///< torchrun's job id ("" = none)
+  Setting<std::string> rdzv_conf;                    ///< "KEY=VALUE,..." as given
+  Setting<bool> standalone;                          ///< torchrun --standalone
+  /// From rdzv_conf (resolve_spec fills them): how long a c10d host waits
+  /// for more nodes once MIN have joined, and how long a silent peer is
+  /// tolerated (nullopt: the control connection's own 5 s).
+  Setting<Millis> last_call_timeout{Millis(30'000), {}};
+  Setting<std::optional<Millis>> read_timeout;
+  Setting<std::string> log_dir;             ///< "" = no per-rank log files
+  Setting<std::vector<int>> console_ranks;  ///< empty = every rank reaches the console
+  Setting<bool> isolate_gpus;               ///< one GPU per rank via CUDA_VISIBLE_DEVICES
+  Setting<std::string> run_id;              ///< "" = generate
+  Setting<std::string> summary_file;        ///< JSON summary path, "" = none
+  Setting<bool> json;                       ///< print the JSON summary on stdout
+  Setting<std::string> junit_file;          ///< JUnit XML path, "" = none
+  Setting<int> tail_lines{50, {}};          ///< output lines kept per rank for reports
+  Setting<std::string> mlflow_tracking_uri; ///< "" = no MLflow tracking
+  Setting<std::string> mlflow_experiment;   ///< experiment name, "" = see core/mlflow/settings.hpp
+  Setting<std::string> mlflow_run_name;     ///< "" = the target's name
   Setting<std::map<std::string, std::string>> mlflow_tags; ///< extra run tags
   Setting<bool> mlflow_required;                           ///< no run, no launch (exit 2)
   Setting<Millis> mlflow_timeout{Millis(15'000), {}};      ///< retry budget per tracking phase
@@ -176,6 +188,23 @@ struct ResolvedSpec {
 /// "--timeout: ...", and suggest a close key for unknown ones
 /// ("job.yaml:2:1: unknown key 'timout' (did you mean 'timeout'?)").
 Expected<ResolvedSpec> resolve_spec(const SpecInputs& inputs);
+
+/// Where nodes meet, from rdzv_endpoint: "HOST", "HOST:PORT", "[V6]:PORT".
+struct Endpoint {
+  std::string host;
+  int port = -1; ///< -1 when the text gave none
+};
+
+/// Parses HOST[:PORT] (IPv6 in brackets). Errors (usage) name `what`:
+/// "--rdzv-endpoint: bad port 'x' in 'host:x'".
+Expected<Endpoint> parse_endpoint(std::string_view text, std::string_view what);
+
+/// torchrun's --rdzv-conf "k1=v1,k2=v2" as pairs, in order. Errors name `what`.
+Expected<std::vector<std::pair<std::string, std::string>>> parse_rdzv_conf(std::string_view text,
+                                                                           std::string_view what);
+
+/// The default port of a c10d endpoint without one, as torchrun's.
+inline constexpr int k_c10d_default_port = 29400;
 
 /// "key = value (origin)" lines for --dry-run, in table order.
 std::vector<std::string> describe_spec(const LaunchSpec& spec);

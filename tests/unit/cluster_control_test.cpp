@@ -128,7 +128,7 @@ TEST_CASE("control messages survive a round trip", "[control]") {
   hello.num_nodes = 4;
   hello.ranks_per_node = 8;
   hello.name = "gpu node";
-  CHECK(air::format_control_message(hello) == "hello 1 3 4 8 gpu_node\n");
+  CHECK(air::format_control_message(hello) == "hello 2 3 4 8 gpu_node\n");
   const auto h = round_trip(hello);
   CHECK(h.kind == Kind::hello);
   CHECK(h.node_rank == 3);
@@ -159,8 +159,38 @@ TEST_CASE("control messages survive a round trip", "[control]") {
   ControlMessage start;
   start.kind = Kind::start;
   start.text = "abc";
+  start.node_rank = 2;
+  start.num_nodes = 3;
+  start.master_port = 29511;
+  CHECK(air::format_control_message(start) == "start 2 3 29511 abc\n");
   CHECK(round_trip(start).text == "abc");
-  for (Kind k : {Kind::heartbeat, Kind::finish}) {
+  CHECK(round_trip(start).node_rank == 2);
+  CHECK(round_trip(start).num_nodes == 3);
+  CHECK(round_trip(start).master_port == 29511);
+  ControlMessage over;
+  over.kind = Kind::over;
+  over.node_rank = 1;
+  over.restartable = true;
+  CHECK(air::format_control_message(over) == "over 1 1\n");
+  CHECK(round_trip(over).restartable);
+  over.restartable = false;
+  CHECK_FALSE(round_trip(over).restartable);
+  ControlMessage restart;
+  restart.kind = Kind::restart;
+  restart.attempt = 2;
+  restart.master_port = 40001;
+  CHECK(air::format_control_message(restart) == "restart 2 40001\n");
+  CHECK(round_trip(restart).attempt == 2);
+  CHECK(round_trip(restart).master_port == 40001);
+  ControlMessage c10d_hello;
+  c10d_hello.kind = Kind::hello;
+  c10d_hello.node_rank = -1; // c10d: node 0 assigns one
+  c10d_hello.num_nodes = 3;
+  c10d_hello.ranks_per_node = 2;
+  c10d_hello.name = "gpu7";
+  CHECK(air::format_control_message(c10d_hello) == "hello 2 -1 3 2 gpu7\n");
+  CHECK(round_trip(c10d_hello).node_rank == -1);
+  for (Kind k : {Kind::heartbeat, Kind::finish, Kind::stop}) {
     ControlMessage m;
     m.kind = k;
     CHECK(round_trip(m).kind == k);
@@ -172,18 +202,23 @@ TEST_CASE("control messages survive a round trip", "[control]") {
 }
 
 TEST_CASE("malformed control messages are errors quoting the line", "[control]") {
-  CHECK(air::parse_control_message("hello 2 1 2 2 x").error().message ==
-        "control message 'hello 2 1 2 2 x': protocol version 2, this air-run speaks 1");
-  CHECK(air::parse_control_message("hello 1 x 2 2 n").error().message ==
-        "control message 'hello 1 x 2 2 n': bad number 'x'");
+  CHECK(air::parse_control_message("hello 1 1 2 2 x").error().message ==
+        "control message 'hello 1 1 2 2 x': protocol version 1, this air-run speaks 2");
+  CHECK(air::parse_control_message("hello 2 x 2 2 n").error().message ==
+        "control message 'hello 2 x 2 2 n': bad number 'x'");
+  CHECK(air::parse_control_message("over 1 2").error().message ==
+        "control message 'over 1 2': expected 'over NODE 0|1'");
+  CHECK(air::parse_control_message("restart 1").error().message ==
+        "control message 'restart 1': expected 'restart ATTEMPT MASTER_PORT'");
   CHECK(air::parse_control_message("hello 1 1 2").error().message ==
         "control message 'hello 1 1 2': expected 'hello VERSION NODE NODES RANKS NAME'");
   CHECK(air::parse_control_message("fail 1 2").error().message ==
         "control message 'fail 1 2': expected 'fail NODE RANK CODE NAME TEXT'");
   CHECK(air::parse_control_message("GET / HTTP/1.1").error().message ==
         "control message 'GET / HTTP/1.1': unknown message");
-  CHECK(air::parse_control_message("start").error().message ==
-        "control message 'start': expected 'start RUN_ID [MLFLOW_EXPERIMENT_ID MLFLOW_RUN_ID]'");
+  CHECK(air::parse_control_message("start abc").error().message ==
+        "control message 'start abc': expected 'start NODE NODES MASTER_PORT RUN_ID [MLFLOW_EXPERIMENT_ID "
+        "MLFLOW_RUN_ID]'");
 }
 
 TEST_CASE("two agents join, node 0's run id wins, and a success is agreed", "[control]") {
@@ -277,7 +312,7 @@ TEST_CASE("an agent that stops talking is noticed after the heartbeat timeout", 
   // A hand-made agent: authenticates, says hello, then never sends a heartbeat.
   const int fd = connect_loopback(port);
   authenticate(fd, "s3cret-join-token");
-  const std::string hello = "hello 1 1 2 2 mute\n";
+  const std::string hello = "hello 2 1 2 2 mute\n";
   REQUIRE(::send(fd, hello.data(), hello.size(), 0) == static_cast<ssize_t>(hello.size()));
   Joined node0 = server.get();
   REQUIRE(node0.ok());
@@ -419,4 +454,97 @@ TEST_CASE("silent connections filling node 0's queue do not lock out a real node
   CHECK(node0.ok());
   CHECK(client.ok());
   for (int fd : silent) ::close(fd);
-}
+
+  TEST_CASE("after a failure every node agrees on a restart with node 0's port", "[control]") {
+    auto [node0, node1] = join_two(free_port());
+    node1->report_failure(3, 2, "rank 2 exited with exit code 3");
+    REQUIRE(wait_for_failure(*node0, 2s).has_value());
+    auto later = std::async(std::launch::async, [&node1 = node1] {
+      air::RunOutcome failed;
+      failed.status = air::RunOutcome::Status::failed;
+      failed.root_cause_rank = 2;
+      node1->settle(failed);
+      return node1->agree_restart(failed, true, 1, 0);
+    });
+    air::RunOutcome mine;
+    mine.status = air::RunOutcome::Status::failed;
+    mine.remote_failure = air::RemoteFailure{};
+    node0->settle(mine);
+    CHECK(node0->agree_restart(mine, true, 1, 41234) == std::optional<int>(41234));
+    CHECK(later.get() == std::optional<int>(41234));
+    CHECK(node1->master_port() == 41234);
+
+    // The next attempt starts clean: a failure there is seen again.
+    node0->report_failure(5, 0, "rank 0 exited with exit code 5");
+    const auto f = wait_for_failure(*node1, 2s);
+    REQUIRE(f.has_value());
+    CHECK(f->exit_code == 5);
+  }
+
+  TEST_CASE("a node that may not restart stops every node", "[control]") {
+    auto [node0, node1] = join_two(free_port());
+    auto later = std::async(std::launch::async, [&node1 = node1] {
+      air::RunOutcome interrupted;
+      interrupted.status = air::RunOutcome::Status::interrupted;
+      interrupted.interrupt_signal = 2;
+      node1->settle(interrupted);
+      return node1->agree_restart(interrupted, false, 1, 0);
+    });
+    REQUIRE(wait_for_failure(*node0, 2s).has_value());
+    air::RunOutcome mine;
+    mine.status = air::RunOutcome::Status::failed;
+    node0->settle(mine);
+    CHECK_FALSE(node0->agree_restart(mine, true, 1, 41235).has_value());
+    CHECK_FALSE(later.get().has_value());
+  }
+
+  TEST_CASE("c10d: node ranks in order of arrival, the binder is node 0", "[control]") {
+    const int port = free_port();
+    const auto c10d = [port](const char* name) {
+      air::ControlOptions o = options_for(0, port);
+      o.c10d = true;
+      o.num_nodes = 3;
+      o.node_name = name;
+      o.master_port = 30000;
+      return o;
+    };
+    auto host = std::async(std::launch::async, [&] { return air::ControlChannel::join(c10d("first")); });
+    std::this_thread::sleep_for(200ms); // "first" binds the port before the others try
+    auto second = std::async(std::launch::async, [&] { return air::ControlChannel::join(c10d("second")); });
+    std::this_thread::sleep_for(200ms);
+    Joined third = air::ControlChannel::join(c10d("third"));
+    Joined h = host.get();
+    Joined s = second.get();
+    REQUIRE(h.ok());
+    REQUIRE(s.ok());
+    REQUIRE(third.ok());
+    CHECK((*h)->node_rank() == 0);
+    CHECK((*s)->node_rank() == 1);
+    CHECK((*third)->node_rank() == 2);
+    CHECK((*third)->num_nodes() == 3);
+    CHECK((*third)->master_port() == 30000);
+    CHECK((*s)->run_id() == "run-from-node0");
+  }
+
+  TEST_CASE("c10d MIN:MAX starts with MIN nodes after the last call", "[control]") {
+    const int port = free_port();
+    const auto c10d = [port](const char* name) {
+      air::ControlOptions o = options_for(0, port);
+      o.c10d = true;
+      o.num_nodes = 4;
+      o.min_nodes = 2;
+      o.last_call_timeout = 300ms;
+      o.node_name = name;
+      return o;
+    };
+    const auto start = Clock::now();
+    auto host = std::async(std::launch::async, [&] { return air::ControlChannel::join(c10d("first")); });
+    std::this_thread::sleep_for(100ms);
+    Joined other = air::ControlChannel::join(c10d("second"));
+    Joined h = host.get();
+    REQUIRE(h.ok());
+    REQUIRE(other.ok());
+    CHECK((*h)->num_nodes() == 2);
+    CHECK((*other)->num_nodes() == 2);
+    CHECK(Clock::now() - start >= 300ms);
+  }

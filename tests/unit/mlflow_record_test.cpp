@@ -147,19 +147,22 @@ TEST_CASE("control: start carries node 0's MLflow run", "[mlflow][control]") {
   air::ControlMessage m;
   m.kind = air::ControlMessage::Kind::start;
   m.text = "run1";
+  m.node_rank = 1;
+  m.num_nodes = 2;
+  m.master_port = 29500;
   m.mlflow_experiment_id = "3";
   m.mlflow_run_id = "fcf4cfd68e2b407fb77ddfcadf73f27b";
   const std::string line = air::format_control_message(m);
-  CHECK(line == "start run1 3 fcf4cfd68e2b407fb77ddfcadf73f27b\n");
+  CHECK(line == "start 1 2 29500 run1 3 fcf4cfd68e2b407fb77ddfcadf73f27b\n");
   auto back = air::parse_control_message(line.substr(0, line.size() - 1));
   REQUIRE(back.ok());
   CHECK(back->text == "run1");
   CHECK(back->mlflow_experiment_id == "3");
   CHECK(back->mlflow_run_id == m.mlflow_run_id);
 
-  auto plain = air::parse_control_message("start run1");
+  auto plain = air::parse_control_message("start 1 2 29500 run1");
   REQUIRE(plain.ok());
   CHECK(plain->mlflow_run_id.empty());
-  CHECK_FALSE(air::parse_control_message("start run1 3").ok());
-  CHECK_FALSE(air::parse_control_message("start run1 3 r extra").ok());
+  CHECK_FALSE(air::parse_control_message("start 1 2 29500 run1 3").ok());
+  CHECK_FALSE(air::parse_control_message("start 1 2 29500 run1 3 r extra").ok());
 }

@@ -1,6 +1,7 @@
 // The JSON summary: exact shape for a hand-built run, and its JSON Schema.
 #include "core/os/atomic_file.hpp"
 #include "core/report/summary.hpp"
+#include "core/run/attempts.hpp"
 #include "tests/unit/catch.hpp"
 #include "tests/unit/results_fixture.hpp"
 
@@ -106,13 +107,13 @@ TEST_CASE("summary document shape", "[summary]") {
         "gpu_binding": "uuid", "gpus": ["GPU-aaaa", "GPU-bbbb"], "notices": []})j"));
     CHECK(doc["launch"] == Json::parse(R"j({"world_size": 4, "node_rank": 0, "num_nodes": 1,
         "node_name": null, "cluster_source": "single", "master_addr": "127.0.0.1", "master_port": 29500,
-        "run_dir": "/tmp/air-run-r1", "timeout_s": 5400.0, "grace_period_s": 30.0})j"));
+        "run_dir": "/tmp/air-run-r1", "timeout_s": 5400.0, "grace_period_s": 30.0, "max_restarts": 0})j"));
   }
 
   SECTION("outcome") {
     CHECK(doc["outcome"] == Json::parse(R"j({"status": "failed", "exit_code": 3, "root_cause_rank": 1,
         "reason": "rank 1 exited with exit code 3", "interrupt_signal": null, "interrupt_signal_name": null,
-        "console_lines_dropped": 0, "remote_failure": null})j"));
+        "console_lines_dropped": 0, "remote_failure": null, "restarts": 0, "attempts": []})j"));
   }
 
   SECTION("ranks") {
@@ -241,6 +242,24 @@ TEST_CASE("summary validates against docs/summary.schema.json", "[summary]") {
   ok_report.results.resize(4);
   ok_report.errors.resize(4);
   CHECK(validate(ok_report, "ok.json") == 0);
+
+  // A restarted run: every attempt with its root cause.
+  air::test::SampleRun restarted;
+  restarted.plan.max_restarts = 1;
+  air::AttemptRecord first = air::attempt_record(restarted.plan, restarted.outcome);
+  first.error = "RuntimeError: boom";
+  first.remote_failure = air::RemoteFailure{1, "node2", 5, 5, "rank 5 exited with exit code 5"};
+  restarted.outcome.attempts = {first, air::attempt_record(restarted.plan, restarted.outcome)};
+  restarted.outcome.attempts[1].attempt = 1;
+  air::RunReport restarted_report = air::test::sample_report(restarted);
+  const Json doc = air::summary_json(restarted_report);
+  CHECK(doc["outcome"]["restarts"] == 1);
+  CHECK(doc["outcome"]["attempts"].size() == 2);
+  CHECK(doc["outcome"]["attempts"][0]["error"] == "RuntimeError: boom");
+  CHECK(doc["outcome"]["attempts"][0]["remote_failure"]["node_name"] == "node2");
+  CHECK(doc["outcome"]["attempts"][1]["attempt"] == 1);
+  CHECK(doc["launch"]["max_restarts"] == 1);
+  CHECK(validate(restarted_report, "restarted.json") == 0);
 
   // The schema is not vacuous: a document with a wrong type fails it.
   Json broken = air::summary_json(report);

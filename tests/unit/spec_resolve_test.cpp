@@ -75,6 +75,12 @@ TEST_CASE("key table has one row per LaunchSpec field, unique names", "[spec]") 
                                              "node_rank",
                                              "join_timeout",
                                              "control_port",
+                                             "max_restarts",
+                                             "rdzv_backend",
+                                             "rdzv_endpoint",
+                                             "rdzv_id",
+                                             "rdzv_conf",
+                                             "standalone",
                                              "log_dir",
                                              "console_ranks",
                                              "isolate_gpus",
@@ -185,6 +191,12 @@ nnodes: 4
 node_rank: 2
 join_timeout: 90s
 control_port: 29600
+max_restarts: 2
+rdzv_backend: static
+rdzv_endpoint: 10.0.0.1:29500
+rdzv_id: exp-1.a_b
+rdzv_conf: join_timeout=90,read_timeout=30
+standalone: false
 log_dir: logs
 console_ranks: "0,2-3"
 isolate_gpus: true
@@ -231,6 +243,9 @@ local_ranks_filter: "1"
   CHECK(s.node_rank.value == 2);
   CHECK(s.join_timeout.value == Millis(90'000));
   CHECK(s.control_port.value == 29600);
+  CHECK(s.max_restarts.value == 2);
+  CHECK(s.rdzv_conf.value == "join_timeout=90,read_timeout=30");
+  CHECK(s.read_timeout.value == std::optional<Millis>(Millis(30'000)));
   CHECK(s.log_dir.value == "logs");
   CHECK(s.console_ranks.value == std::vector<int>{0, 2, 3});
   CHECK(s.isolate_gpus.value);
@@ -240,7 +255,7 @@ local_ranks_filter: "1"
   CHECK(s.junit_file.value == "out/junit.xml");
   CHECK(s.tail_lines.value == 0);
   CHECK(s.mlflow_tracking_uri.value == "http://mlflow:5000");
-  CHECK(where(s.mlflow_tracking_uri.origin) == "job.yaml:39:3");
+  CHECK(where(s.mlflow_tracking_uri.origin) == "job.yaml:45:3");
   CHECK(s.mlflow_tags.value == std::map<std::string, std::string>{{"team", "vision"}});
   CHECK(s.mlflow_required.value);
   CHECK(s.mlflow_timeout.value == Millis(60'000));
@@ -306,6 +321,12 @@ TEST_CASE("describe_spec prints key = value (origin) in table order", "[spec]") 
       "node_rank = 0  (default)",
       "join_timeout = 5m  (default)",
       "control_port = 0  (default)",
+      "max_restarts = 0  (default)",
+      "rdzv_backend = static  (default)",
+      "rdzv_endpoint = \"\"  (default)",
+      "rdzv_id = \"\"  (default)",
+      "rdzv_conf = \"\"  (default)",
+      "standalone = false  (default)",
       "log_dir = \"\"  (default)",
       "console_ranks = all  (default)",
       "isolate_gpus = false  (default)",

@@ -1,0 +1,127 @@
+// The attempt loop around supervise(): torchrun's --max-restarts.
+#include "core/run/attempts.hpp"
+
+#include "core/os/signals.hpp"
+
+#include <fmt/format.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+
+namespace air {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// "rank3.log" -> "rank3.attempt2.log": every attempt keeps its own output.
+std::string attempt_log(const std::string& path, int attempt) {
+  if (path.empty() || attempt == 0) return path;
+  const std::filesystem::path p(path);
+  return (p.parent_path() / fmt::format("{}.attempt{}{}", p.stem().string(), attempt, p.extension().string()))
+      .string();
+}
+
+/// The previous attempt's result and error files must not be read as this
+/// attempt's: a rank that fails silently now would show the old traceback.
+void clear_rank_files(const LaunchPlan& plan) {
+  std::error_code ignored;
+  for (const auto& rank : plan.ranks) {
+    std::filesystem::remove(rank.result_file, ignored);
+    std::filesystem::remove(rank.error_file, ignored);
+  }
+}
+
+void say(const ConsoleOptions& console, const std::string& line) {
+  const std::string text = "air-run: " + line + "\n";
+  [[maybe_unused]] const auto n = ::write(console.stderr_fd, text.data(), text.size());
+}
+
+} // namespace
+
+bool restartable_outcome(const RunOutcome& outcome) { return outcome.status == RunOutcome::Status::failed; }
+
+LaunchPlan plan_for_attempt(const LaunchPlan& first, int attempt, int master_port,
+                            std::optional<std::chrono::milliseconds> timeout_left) {
+  LaunchPlan plan = first;
+  plan.attempt = attempt;
+  plan.master_port = master_port;
+  plan.timeout = timeout_left;
+  for (auto& rank : plan.ranks) {
+    rank.env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(attempt);
+    rank.env["MASTER_PORT"] = std::to_string(master_port);
+    rank.log_file = attempt_log(rank.log_file, attempt);
+  }
+  return plan;
+}
+
+AttemptRecord attempt_record(const LaunchPlan& plan, const RunOutcome& outcome) {
+  AttemptRecord r;
+  r.attempt = plan.attempt;
+  r.exit_code = outcome.exit_code();
+  r.root_cause_rank = outcome.root_cause_rank;
+  r.reason = outcome.reason;
+  r.remote_failure = outcome.remote_failure;
+  r.master_port = plan.master_port;
+  r.started_at = outcome.started_at;
+  r.ended_at = outcome.ended_at;
+  r.duration_s = outcome.duration_s;
+  return r;
+}
+
+RunOutcome run_attempts(LaunchPlan& plan, const ConsoleOptions& console, SupervisorHooks* supervisor_hooks,
+                        AttemptHooks& attempt_hooks) {
+  const LaunchPlan first = plan;
+  const auto started = Clock::now();
+  const auto started_wall = std::chrono::system_clock::now();
+  std::vector<AttemptRecord> earlier; // every attempt that ended before this one
+  RunOutcome outcome;
+  for (int attempt = 0;; ++attempt) {
+    outcome = supervise(plan, console, supervisor_hooks);
+    if (attempt > 0 && outcome.status == RunOutcome::Status::timed_out && first.timeout) {
+      outcome.reason = fmt::format("timed out after {} (the whole run, {} attempts)",
+                                   format_duration(*first.timeout), attempt + 1);
+    }
+    if (attempt >= first.max_restarts) break;
+    const auto port = attempt_hooks.next_attempt(outcome, attempt + 1, restartable_outcome(outcome));
+    if (!port) break;
+
+    AttemptRecord record = attempt_record(plan, outcome);
+    attempt_hooks.record_attempt(plan, outcome, record);
+    clear_rank_files(plan);
+    // A Ctrl-C or SIGTERM that came while the group was being torn down ends the run here.
+    if (auto watch = InterruptWatch::open()) {
+      if (const int sig = watch->take(); sig != 0) {
+        outcome.status = RunOutcome::Status::interrupted;
+        outcome.interrupt_signal = sig;
+        outcome.reason = fmt::format("interrupted by {} before restart {}", signal_name(sig), attempt + 1);
+        break;
+      }
+    }
+    std::optional<std::chrono::milliseconds> left;
+    if (first.timeout) {
+      left = *first.timeout - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
+      if (left->count() <= 0) {
+        outcome.status = RunOutcome::Status::timed_out;
+        outcome.reason = fmt::format("timed out after {} (the whole run, before restart {})",
+                                     format_duration(*first.timeout), attempt + 1);
+        break;
+      }
+    }
+    earlier.push_back(std::move(record));
+    say(console, fmt::format("restarting the worker group: attempt {} of {} (TORCHELASTIC_RESTART_COUNT={}, "
+                             "MASTER_PORT={}) after {}",
+                             attempt + 2, first.max_restarts + 1, attempt + 1, *port, outcome.reason));
+    plan = plan_for_attempt(first, attempt + 1, *port, left);
+  }
+  AttemptRecord last = attempt_record(plan, outcome);
+  attempt_hooks.record_attempt(plan, outcome, last);
+  earlier.push_back(std::move(last));
+  outcome.attempts = std::move(earlier);
+  outcome.started_at = started_wall;
+  outcome.duration_s = std::chrono::duration<double>(Clock::now() - started).count();
+  return outcome;
+}
+
+} // namespace air
