@@ -454,97 +454,98 @@ TEST_CASE("silent connections filling node 0's queue do not lock out a real node
   CHECK(node0.ok());
   CHECK(client.ok());
   for (int fd : silent) ::close(fd);
+}
 
-  TEST_CASE("after a failure every node agrees on a restart with node 0's port", "[control]") {
-    auto [node0, node1] = join_two(free_port());
-    node1->report_failure(3, 2, "rank 2 exited with exit code 3");
-    REQUIRE(wait_for_failure(*node0, 2s).has_value());
-    auto later = std::async(std::launch::async, [&node1 = node1] {
-      air::RunOutcome failed;
-      failed.status = air::RunOutcome::Status::failed;
-      failed.root_cause_rank = 2;
-      node1->settle(failed);
-      return node1->agree_restart(failed, true, 1, 0);
-    });
-    air::RunOutcome mine;
-    mine.status = air::RunOutcome::Status::failed;
-    mine.remote_failure = air::RemoteFailure{};
-    node0->settle(mine);
-    CHECK(node0->agree_restart(mine, true, 1, 41234) == std::optional<int>(41234));
-    CHECK(later.get() == std::optional<int>(41234));
-    CHECK(node1->master_port() == 41234);
+TEST_CASE("after a failure every node agrees on a restart with node 0's port", "[control]") {
+  auto [node0, node1] = join_two(free_port());
+  node1->report_failure(3, 2, "rank 2 exited with exit code 3");
+  REQUIRE(wait_for_failure(*node0, 2s).has_value());
+  auto later = std::async(std::launch::async, [&node1 = node1] {
+    air::RunOutcome failed;
+    failed.status = air::RunOutcome::Status::failed;
+    failed.root_cause_rank = 2;
+    node1->settle(failed);
+    return node1->agree_restart(failed, true, 1, 0);
+  });
+  air::RunOutcome mine;
+  mine.status = air::RunOutcome::Status::failed;
+  mine.remote_failure = air::RemoteFailure{};
+  node0->settle(mine);
+  CHECK(node0->agree_restart(mine, true, 1, 41234) == std::optional<int>(41234));
+  CHECK(later.get() == std::optional<int>(41234));
+  CHECK(node1->master_port() == 41234);
 
-    // The next attempt starts clean: a failure there is seen again.
-    node0->report_failure(5, 0, "rank 0 exited with exit code 5");
-    const auto f = wait_for_failure(*node1, 2s);
-    REQUIRE(f.has_value());
-    CHECK(f->exit_code == 5);
-  }
+  // The next attempt starts clean: a failure there is seen again.
+  node0->report_failure(5, 0, "rank 0 exited with exit code 5");
+  const auto f = wait_for_failure(*node1, 2s);
+  REQUIRE(f.has_value());
+  CHECK(f->exit_code == 5);
+}
 
-  TEST_CASE("a node that may not restart stops every node", "[control]") {
-    auto [node0, node1] = join_two(free_port());
-    auto later = std::async(std::launch::async, [&node1 = node1] {
-      air::RunOutcome interrupted;
-      interrupted.status = air::RunOutcome::Status::interrupted;
-      interrupted.interrupt_signal = 2;
-      node1->settle(interrupted);
-      return node1->agree_restart(interrupted, false, 1, 0);
-    });
-    REQUIRE(wait_for_failure(*node0, 2s).has_value());
-    air::RunOutcome mine;
-    mine.status = air::RunOutcome::Status::failed;
-    node0->settle(mine);
-    CHECK_FALSE(node0->agree_restart(mine, true, 1, 41235).has_value());
-    CHECK_FALSE(later.get().has_value());
-  }
+TEST_CASE("a node that may not restart stops every node", "[control]") {
+  auto [node0, node1] = join_two(free_port());
+  auto later = std::async(std::launch::async, [&node1 = node1] {
+    air::RunOutcome interrupted;
+    interrupted.status = air::RunOutcome::Status::interrupted;
+    interrupted.interrupt_signal = 2;
+    node1->settle(interrupted);
+    return node1->agree_restart(interrupted, false, 1, 0);
+  });
+  REQUIRE(wait_for_failure(*node0, 2s).has_value());
+  air::RunOutcome mine;
+  mine.status = air::RunOutcome::Status::failed;
+  node0->settle(mine);
+  CHECK_FALSE(node0->agree_restart(mine, true, 1, 41235).has_value());
+  CHECK_FALSE(later.get().has_value());
+}
 
-  TEST_CASE("c10d: node ranks in order of arrival, the binder is node 0", "[control]") {
-    const int port = free_port();
-    const auto c10d = [port](const char* name) {
-      air::ControlOptions o = options_for(0, port);
-      o.c10d = true;
-      o.num_nodes = 3;
-      o.node_name = name;
-      o.master_port = 30000;
-      return o;
-    };
-    auto host = std::async(std::launch::async, [&] { return air::ControlChannel::join(c10d("first")); });
-    std::this_thread::sleep_for(200ms); // "first" binds the port before the others try
-    auto second = std::async(std::launch::async, [&] { return air::ControlChannel::join(c10d("second")); });
-    std::this_thread::sleep_for(200ms);
-    Joined third = air::ControlChannel::join(c10d("third"));
-    Joined h = host.get();
-    Joined s = second.get();
-    REQUIRE(h.ok());
-    REQUIRE(s.ok());
-    REQUIRE(third.ok());
-    CHECK((*h)->node_rank() == 0);
-    CHECK((*s)->node_rank() == 1);
-    CHECK((*third)->node_rank() == 2);
-    CHECK((*third)->num_nodes() == 3);
-    CHECK((*third)->master_port() == 30000);
-    CHECK((*s)->run_id() == "run-from-node0");
-  }
+TEST_CASE("c10d: node ranks in order of arrival, the binder is node 0", "[control]") {
+  const int port = free_port();
+  const auto c10d = [port](const char* name) {
+    air::ControlOptions o = options_for(0, port);
+    o.c10d = true;
+    o.num_nodes = 3;
+    o.node_name = name;
+    o.master_port = 30000;
+    return o;
+  };
+  auto host = std::async(std::launch::async, [&] { return air::ControlChannel::join(c10d("first")); });
+  std::this_thread::sleep_for(200ms); // "first" binds the port before the others try
+  auto second = std::async(std::launch::async, [&] { return air::ControlChannel::join(c10d("second")); });
+  std::this_thread::sleep_for(200ms);
+  Joined third = air::ControlChannel::join(c10d("third"));
+  Joined h = host.get();
+  Joined s = second.get();
+  REQUIRE(h.ok());
+  REQUIRE(s.ok());
+  REQUIRE(third.ok());
+  CHECK((*h)->node_rank() == 0);
+  CHECK((*s)->node_rank() == 1);
+  CHECK((*third)->node_rank() == 2);
+  CHECK((*third)->num_nodes() == 3);
+  CHECK((*third)->master_port() == 30000);
+  CHECK((*s)->run_id() == "run-from-node0");
+}
 
-  TEST_CASE("c10d MIN:MAX starts with MIN nodes after the last call", "[control]") {
-    const int port = free_port();
-    const auto c10d = [port](const char* name) {
-      air::ControlOptions o = options_for(0, port);
-      o.c10d = true;
-      o.num_nodes = 4;
-      o.min_nodes = 2;
-      o.last_call_timeout = 300ms;
-      o.node_name = name;
-      return o;
-    };
-    const auto start = Clock::now();
-    auto host = std::async(std::launch::async, [&] { return air::ControlChannel::join(c10d("first")); });
-    std::this_thread::sleep_for(100ms);
-    Joined other = air::ControlChannel::join(c10d("second"));
-    Joined h = host.get();
-    REQUIRE(h.ok());
-    REQUIRE(other.ok());
-    CHECK((*h)->num_nodes() == 2);
-    CHECK((*other)->num_nodes() == 2);
-    CHECK(Clock::now() - start >= 300ms);
-  }
+TEST_CASE("c10d MIN:MAX starts with MIN nodes after the last call", "[control]") {
+  const int port = free_port();
+  const auto c10d = [port](const char* name) {
+    air::ControlOptions o = options_for(0, port);
+    o.c10d = true;
+    o.num_nodes = 4;
+    o.min_nodes = 2;
+    o.last_call_timeout = 300ms;
+    o.node_name = name;
+    return o;
+  };
+  const auto start = Clock::now();
+  auto host = std::async(std::launch::async, [&] { return air::ControlChannel::join(c10d("first")); });
+  std::this_thread::sleep_for(100ms);
+  Joined other = air::ControlChannel::join(c10d("second"));
+  Joined h = host.get();
+  REQUIRE(h.ok());
+  REQUIRE(other.ok());
+  CHECK((*h)->num_nodes() == 2);
+  CHECK((*other)->num_nodes() == 2);
+  CHECK(Clock::now() - start >= 300ms);
+}
