@@ -20,6 +20,7 @@ constexpr FlagAlias k_flag_aliases[] = {
     {"master_addr", "--master_addr"},
     {"node_rank", "--node_rank"},
     {"no_python", "--no_python"},
+    {"live", "!--no-live"}, // CLI11: a '!' name counts as the flag's negation
 };
 
 /// Legacy serverless_gpu flags, passed to the spec module under their legacy key.

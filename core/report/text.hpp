@@ -22,6 +22,7 @@ namespace air {
 ///     stopped by air-run: ranks 0, 3
 ///
 /// Tracebacks and tails are cut to the last `plan.tail_lines` lines. Pure.
-std::string format_report(const RunReport& report);
+/// `color`: the root cause line in red (a colour terminal, core/run/console_style.hpp).
+std::string format_report(const RunReport& report, bool color = false);
 
 } // namespace air

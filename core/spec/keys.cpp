@@ -90,6 +90,16 @@ constexpr std::array k_spec_keys{
             "launch nothing (exit 2) when the run cannot be created"},
     SpecKey{"mlflow.timeout", "mlflow-timeout", "", "AIR_RUN_MLFLOW_TIMEOUT", VT::duration, "15s",
             "how long an unreachable or failing tracking server is retried, at the start and at the end"},
+    SpecKey{"live", "live", "", "AIR_RUN_LIVE", VT::boolean, "true",
+            "a live status area (ranks, time left, GPU readings) under the rank output when stderr is a "
+            "terminal and CI is unset; --no-live turns it off"},
+    SpecKey{"quiet", "quiet", "q", "AIR_RUN_QUIET", VT::boolean, "false",
+            "only rank output and the final report: no notices, no live status"},
+    SpecKey{"stdin", "stdin", "", "AIR_RUN_STDIN", VT::integer,
+            "rank 0 when there is one rank and stdin is a terminal",
+            "the rank that reads air-run's stdin (breakpoint(), pdb); the others read /dev/null", 0},
+    SpecKey{"timestamps", "timestamps", "", "AIR_RUN_TIMESTAMPS", VT::boolean, "false",
+            "start each rank line on the console with the wall-clock time (HH:MM:SS.mmm)"},
 };
 
 constexpr std::array k_legacy_keys{

@@ -124,6 +124,10 @@ struct LaunchSpec {
   Setting<std::map<std::string, std::string>> mlflow_tags; ///< extra run tags
   Setting<bool> mlflow_required;                           ///< no run, no launch (exit 2)
   Setting<Millis> mlflow_timeout{Millis(15'000), {}};      ///< retry budget per tracking phase
+  Setting<bool> live{true, {}};           ///< the live status area on a terminal (core/run/live_view.hpp)
+  Setting<bool> quiet;                    ///< only rank output and the final report
+  Setting<std::optional<int>> stdin_rank; ///< the rank given air-run's stdin; nullopt = see keys.cpp
+  Setting<bool> timestamps;               ///< rank lines on the console start with the time
 
   std::string spec_path; ///< the -f file, "" when none
 };

@@ -88,7 +88,11 @@ TEST_CASE("key table has one row per LaunchSpec field, unique names", "[spec]") 
                                              "mlflow.run_name",
                                              "mlflow.tags",
                                              "mlflow.required",
-                                             "mlflow.timeout"};
+                                             "mlflow.timeout",
+                                             "live",
+                                             "quiet",
+                                             "stdin",
+                                             "timestamps"};
   std::vector<std::string> keys;
   std::set<std::string_view> flags;
   std::set<std::string_view> envs;
@@ -187,6 +191,10 @@ mlflow:
   tags: {team: vision}
   required: true
   timeout: 1m
+live: false
+quiet: true
+stdin: 3
+timestamps: true
 )");
   const auto& s = r.spec;
   CHECK(r.warnings.empty());
@@ -226,6 +234,10 @@ mlflow:
   CHECK(s.mlflow_tags.value == std::map<std::string, std::string>{{"team", "vision"}});
   CHECK(s.mlflow_required.value);
   CHECK(s.mlflow_timeout.value == Millis(60'000));
+  CHECK_FALSE(s.live.value);
+  CHECK(s.quiet.value);
+  CHECK(s.stdin_rank.value == std::optional<int>(3));
+  CHECK(s.timestamps.value);
   CHECK(s.spec_path == "job.yaml");
   for (const auto& line : air::describe_spec(s)) {
     INFO(line);
@@ -296,6 +308,10 @@ TEST_CASE("describe_spec prints key = value (origin) in table order", "[spec]") 
       "mlflow.tags = {}  (default)",
       "mlflow.required = false  (default)",
       "mlflow.timeout = 15s  (default)",
+      "live = true  (default)",
+      "quiet = false  (default)",
+      "stdin = auto  (default)",
+      "timestamps = false  (default)",
   };
   CHECK(air::describe_spec(r.spec) == expected);
   CHECK(r.spec.requirements_file.value == "req.txt");
