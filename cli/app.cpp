@@ -2,6 +2,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
+#include "core/base/environment.hpp"
 #include "core/base/error.hpp"
 #include "core/base/suggest.hpp"
 #include "core/os/signals.hpp"
@@ -12,6 +13,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 
@@ -80,8 +82,21 @@ int run_main(int argc, char** argv) {
   app.get_formatter()->column_width(34);
   CliOptions options;
   register_options(app, options);
+  // torchrun's spellings, prefixes and PET_* variables, for every flag.
+  std::vector<std::string> args(argv + std::min(argc, 1), argv + argc);
+  auto normalized = normalize_launcher_args(args, known_flags(app), current_environment());
+  if (!normalized) {
+    std::fputs(
+        fmt::format("air-run: error: {}\nRun `air-run --help` for the options.\n", normalized.error().message)
+            .c_str(),
+        stderr);
+    return 2;
+  }
+  for (const auto& note : normalized->notes) std::fputs((note + "\n").c_str(), stderr);
   try {
-    app.parse(argc, argv);
+    // CLI11 takes a vector in reverse order.
+    std::vector<std::string> reversed(normalized->args.rbegin(), normalized->args.rend());
+    app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
     std::fputs(app.help().c_str(), stdout);
     return 0;

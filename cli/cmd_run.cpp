@@ -14,14 +14,18 @@
 #include "core/run/supervisor.hpp"
 #include "core/spec/path_template.hpp"
 #include "core/spec/spec.hpp"
+#include "core/spec/torchrun.hpp"
 
 #include <fmt/format.h>
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 namespace air::cli {
@@ -91,6 +95,35 @@ Hardware hardware_for(const LaunchSpec& spec, const Environment& env) {
   skipped.source = "skipped";
   skipped.reason = "accelerator_type is CPU: GPUs not probed";
   return skipped;
+}
+
+/// The ranks and GPUs: torchrun's --nproc-per-node when given (more ranks
+/// than GPUs allowed), else air-run's strict accelerator matching.
+Expected<Selection> select_ranks(const LaunchSpec& spec, const Hardware& hardware) {
+  if (spec.nproc_per_node.value.empty()) {
+    return select_accelerators(requested_type(spec), spec.num_accelerators.value, spec.cpu_ranks.value,
+                               hardware);
+  }
+  auto nproc = parse_nproc_per_node(spec.nproc_per_node.value, "nproc_per_node");
+  if (!nproc) return nproc.error();
+  // os.cpu_count(), as torchrun counts: every online CPU, not the affinity mask.
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  return select_nproc_per_node(*nproc, requested_type(spec), hardware, cpus > 0 ? static_cast<int>(cpus) : 1);
+}
+
+/// torchrun's per-run log directory for -r/-t files, made when either is
+/// set: `<log_dir>/<run_id>_XXXXXX` (a temporary base when log_dir is unset).
+Expected<std::string> make_torchrun_log_dir(const LaunchSpec& spec, const Environment& env,
+                                            const std::string& run_id) {
+  if (spec.redirects.value == "0" && spec.tee.value == "0") return std::string();
+  std::string base = spec.log_dir.value;
+  if (base.empty()) base = fmt::format("{}/torchelastic_{}", env_or(env, "TMPDIR", "/tmp"), run_id);
+  AIR_TRY(make_directories(base));
+  std::string path = fmt::format("{}/{}_XXXXXX", base, run_id);
+  if (mkdtemp(path.data()) == nullptr) {
+    return Error{ErrorKind::system, fmt::format("mkdtemp {}: {}", path, std::strerror(errno))};
+  }
+  return path;
 }
 
 /// The paths a run writes, as given (with placeholders), and their check:
@@ -181,8 +214,7 @@ Expected<int> run_command(const CliOptions& options) {
   if (!paths) return paths.error();
 
   const Hardware hardware = hardware_for(spec, env);
-  auto selection =
-      select_accelerators(requested_type(spec), spec.num_accelerators.value, spec.cpu_ranks.value, hardware);
+  auto selection = select_ranks(spec, hardware);
   if (!selection) return selection.error();
 
   // environment.dependencies: every rank runs in one cached virtual
@@ -291,6 +323,14 @@ Expected<int> run_command(const CliOptions& options) {
     if (!dir) return setup_failed(dir.error());
     ctx.run_dir = *dir;
   }
+  auto torchrun_dir = make_torchrun_log_dir(spec, env, ctx.run_id);
+  if (!torchrun_dir) return setup_failed(torchrun_dir.error());
+  ctx.torchrun_log_dir = *torchrun_dir;
+  if (!ctx.torchrun_log_dir.empty()) {
+    std::fputs(
+        fmt::format("air-run: rank output files (--redirects/--tee) in {}\n", ctx.torchrun_log_dir).c_str(),
+        stderr);
+  }
   // A spare real-time signal arms faulthandler in Python ranks (core/run/stacks.hpp).
   ctx.stack_signal = SIGRTMIN + 3;
   auto plan = make_plan(spec, *selection, env, ctx);
@@ -313,6 +353,8 @@ Expected<int> run_command(const CliOptions& options) {
 
   ConsoleOptions console;
   if (spec.json.value) console.stdout_fd = STDERR_FILENO; // stdout carries only the JSON summary
+  // One rank cannot interleave with another: its output is printed as is, as torchrun prints it.
+  console.prefix = !spec.no_prefix.value && plan->world_size > 1;
   console.stdout_color = use_color(::isatty(console.stdout_fd) == 1, env);
   console.stderr_color = use_color(::isatty(STDERR_FILENO) == 1, env);
   console.stdin_rank = *stdin_rank;

@@ -8,21 +8,6 @@ namespace air::cli {
 
 namespace {
 
-/// Extra spellings for torchrun users; the key table holds the primary flag.
-struct FlagAlias {
-  std::string_view key;
-  std::string_view alias;
-};
-constexpr FlagAlias k_flag_aliases[] = {
-    {"num_accelerators", "--nproc-per-node"},
-    {"num_accelerators", "--nproc_per_node"},
-    {"master_port", "--master_port"},
-    {"master_addr", "--master_addr"},
-    {"node_rank", "--node_rank"},
-    {"no_python", "--no_python"},
-    {"live", "!--no-live"}, // CLI11: a '!' name counts as the flag's negation
-};
-
 /// Legacy serverless_gpu flags, passed to the spec module under their legacy key.
 struct LegacyFlag {
   std::string_view key;
@@ -38,10 +23,8 @@ std::string names_for(const SpecKey& key) {
   std::string names;
   if (!key.short_flag.empty()) names += fmt::format("-{},", key.short_flag);
   names += fmt::format("--{}", key.flag);
-  for (const auto& alias : k_flag_aliases) {
-    if (alias.key == key.key) names += fmt::format(",{}", alias.alias);
-  }
-  return names;
+  if (key.key == "live") names += ",!--no-live"; // CLI11: a '!' name is the flag's negation
+  return names; // torchrun's underscore spellings and prefixes: normalize_launcher_args
 }
 
 std::string help_for(const SpecKey& key) {
@@ -130,6 +113,18 @@ std::vector<std::tuple<std::string, std::string, std::string>> CliOptions::flag_
     for (const auto& text : slot.texts) out.emplace_back(key, text, slot.spelling);
   }
   return out;
+}
+
+std::vector<KnownFlag> known_flags(const CLI::App& app) {
+  std::vector<KnownFlag> known;
+  for (const CLI::Option* opt : app.get_options()) {
+    const bool takes_value = opt->get_items_expected_max() > 0; // flags expect 0 items
+    const auto& snames = opt->get_snames();
+    for (const auto& lname : opt->get_lnames()) {
+      known.push_back({lname, snames.empty() ? "" : snames.front(), takes_value});
+    }
+  }
+  return known;
 }
 
 } // namespace air::cli

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "core/spec/spec.hpp"
+#include "core/spec/torchrun.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -46,5 +47,9 @@ Expected<ResolvedSpec> resolve_cli_spec(const CliOptions& options, const Environ
 
 /// Registers air-run's own flags and one flag per spec key (from the key table).
 void register_options(CLI::App& app, CliOptions& options);
+
+/// The long flags `app` registered, with their short letter and whether they
+/// take a value: what torchrun-style spellings and prefixes resolve against.
+std::vector<KnownFlag> known_flags(const CLI::App& app);
 
 } // namespace air::cli

@@ -27,7 +27,8 @@ def one_run(air_run, ranks, lines, live):
     """Seconds for the whole run, and the bytes that reached the terminal."""
     master, slave = pty.openpty()
     env = {k: v for k, v in os.environ.items() if k != "CI" and not k.startswith("AIR_RUN_")}
-    env.update(TERM="xterm-256color", NO_COLOR="1")
+    env = {k: v for k, v in env.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
+    env["TERM"] = "xterm-256color"
     cmd = [air_run, "--cpu-ranks", str(ranks), "--no-python"]
     if not live:
         cmd.append("--no-live")

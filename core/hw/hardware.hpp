@@ -65,7 +65,10 @@ std::string detected_accelerator_type(const Hardware& hw);
 struct Selection {
   bool cpu = false;
   int ranks = 0;
-  std::vector<GpuInfo> gpus;        ///< the first `ranks` GPUs in CUDA-visible order
+  std::vector<GpuInfo> gpus; ///< the first `ranks` GPUs in CUDA-visible order
+  /// Fewer GPUs than ranks, allowed (torchrun's --nproc-per-node): local rank
+  /// i uses gpus[i % gpus.size()], as torchrun's cuda:LOCAL_RANK convention does modulo.
+  bool shared_gpus = false;
   std::string accelerator_type;     ///< canonical type of what is used, "GPU_2xH200" or "CPU"
   std::vector<std::string> notices; ///< one-line notices (e.g. "no GPU found, running on CPU")
 };

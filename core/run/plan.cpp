@@ -26,12 +26,6 @@ std::vector<std::string> rank_argv(const LaunchSpec& spec) {
   return argv;
 }
 
-std::string join_uuids(const std::vector<GpuInfo>& gpus) {
-  std::string out;
-  for (const auto& gpu : gpus) out += (out.empty() ? "" : ",") + gpu.uuid;
-  return out;
-}
-
 void set_unless_present(Environment& env, const std::string& name, const std::string& value) {
   env.emplace(name, value); // emplace keeps an existing value
 }
@@ -44,7 +38,8 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
     return usage_error("no target given: use `air-run [options] TARGET [ARGS...]` or `command:` in the spec");
   }
   if (selection.ranks < 1) return usage_error("nothing to run: 0 ranks selected");
-  if (!selection.cpu && static_cast<int>(selection.gpus.size()) < selection.ranks) {
+  if (!selection.cpu && selection.gpus.empty()) return usage_error("no GPU selected for a GPU run");
+  if (!selection.cpu && !selection.shared_gpus && static_cast<int>(selection.gpus.size()) < selection.ranks) {
     return usage_error(fmt::format("{} ranks need {} GPUs, {} selected", selection.ranks, selection.ranks,
                                    selection.gpus.size()));
   }
@@ -87,7 +82,7 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
   common["GROUP_WORLD_SIZE"] = std::to_string(plan.num_nodes);
   common["NODE_RANK"] = std::to_string(plan.node_rank);
   common["NUM_NODES"] = std::to_string(plan.num_nodes);
-  common["ROLE_NAME"] = "default";
+  common["ROLE_NAME"] = spec.role.value;
   common["ROLE_WORLD_SIZE"] = std::to_string(plan.world_size);
   common["MASTER_ADDR"] = plan.master_addr;
   common["MASTER_PORT"] = std::to_string(plan.master_port);
@@ -98,13 +93,9 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
   common["AIR_RUN_ID"] = plan.run_id;
   common["AIR_ACCELERATOR_TYPE"] = selection.accelerator_type;
   common["AIR_NUM_ACCELERATORS"] = std::to_string(selection.ranks);
-  if (!selection.cpu) {
-    // Bind by UUID: NVML's order is not CUDA's, and an inherited
-    // CUDA_VISIBLE_DEVICES may already be a subset. PCI order makes indices
-    // inside the ranks match the order air-run reports.
-    common["CUDA_VISIBLE_DEVICES"] = join_uuids(selection.gpus);
-    common["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
-  }
+  // CUDA_VISIBLE_DEVICES stays as the parent set it, as under torchrun: a
+  // rank binds to device LOCAL_RANK inside it, and scripts that parse it as
+  // a list of indices keep working. --isolate-gpus narrows it per rank below.
 
   const auto argv = rank_argv(spec);
   // Python ranks get faulthandler armed through a sitecustomize shim (no
@@ -120,7 +111,12 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
     common[std::string(k_stack_signal_var)] = std::to_string(ctx.stack_signal);
   }
   const auto& console = spec.console_ranks.value;
+  const auto& local_filter = spec.local_ranks_filter.value;
   const std::string log_dir = spec.log_dir.value;
+  auto redirects = parse_std_streams(spec.redirects.value, "redirects");
+  if (!redirects) return redirects.error();
+  auto tee = parse_std_streams(spec.tee.value, "tee");
+  if (!tee) return tee.error();
   for (int local = 0; local < selection.ranks; ++local) {
     RankPlan rank;
     rank.local_rank = local;
@@ -133,6 +129,20 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
       rank.log_file = fmt::format(
           "{}/rank{}.log", substitute_placeholder(log_dir, "rank", std::to_string(rank.rank)), rank.rank);
     rank.console = console.empty() || std::find(console.begin(), console.end(), rank.rank) != console.end();
+    if (!local_filter.empty() &&
+        std::find(local_filter.begin(), local_filter.end(), local) == local_filter.end())
+      rank.console = false;
+    // torchrun's -r/-t: <log dir>/<run>_<random>/attempt_<n>/<local_rank>/{stdout,stderr}.log.
+    const int redirected = redirects->for_rank(local);
+    const int teed = tee->for_rank(local);
+    const std::string attempt_dir = fmt::format("{}/attempt_{}/{}", ctx.torchrun_log_dir, ctx.attempt, local);
+    for (int stream = 0; stream < 2; ++stream) {
+      const int bit = 1 << stream;
+      if (((redirected | teed) & bit) == 0 || ctx.torchrun_log_dir.empty()) continue;
+      rank.stream_files[stream] = attempt_dir + (stream == 0 ? "/stdout.log" : "/stderr.log");
+      rank.stream_console[stream] = (teed & bit) != 0;
+    }
+    if (!ctx.torchrun_log_dir.empty()) rank.error_file = attempt_dir + "/error.json";
 
     auto& env = rank.env;
     env["RANK"] = std::to_string(rank.rank);
@@ -145,7 +155,7 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
       env[std::string(k_stack_file_var)] = rank.stack_file;
     }
     if (!selection.cpu) {
-      rank.gpu_uuid = selection.gpus[static_cast<size_t>(local)].uuid;
+      rank.gpu_uuid = selection.gpus[static_cast<size_t>(local) % selection.gpus.size()].uuid;
       if (spec.isolate_gpus.value) {
         // Opt-in isolation: the rank sees only its GPU, which is device 0 to it.
         env["CUDA_VISIBLE_DEVICES"] = rank.gpu_uuid;
@@ -186,8 +196,14 @@ std::vector<std::string> describe_plan(const LaunchPlan& plan) {
       if (it != rank.env.end()) vars += fmt::format(" {}={}", name, it->second);
     }
     lines.push_back("  " + vars.substr(vars.empty() ? 0 : 1));
+    if (!rank.gpu_uuid.empty()) lines.push_back("  gpu: " + rank.gpu_uuid);
     if (!rank.log_file.empty()) lines.push_back("  log: " + rank.log_file);
-    if (!rank.console) lines.push_back("  console: hidden (--ranks)");
+    if (!rank.console) lines.push_back("  console: hidden (--ranks, --local-ranks-filter)");
+    for (int stream = 0; stream < 2; ++stream) {
+      if (rank.stream_files[stream].empty()) continue;
+      lines.push_back(fmt::format("  {}: {}{}", stream == 0 ? "stdout" : "stderr", rank.stream_files[stream],
+                                  rank.stream_console[stream] ? " (tee)" : ""));
+    }
   }
   return lines;
 }

@@ -4,6 +4,7 @@
 #include "core/base/error.hpp"
 #include "core/hw/hardware.hpp"
 #include "core/spec/spec.hpp"
+#include "core/spec/torchrun.hpp"
 
 #include <optional>
 #include <string>
@@ -22,7 +23,11 @@ struct RankPlan {
   std::string error_file;        ///< TORCHELASTIC_ERROR_FILE
   std::string log_file;          ///< per-rank log ("" without --log-dir)
   bool console = true;           ///< whether its lines reach the console
-  std::string gpu_uuid;          ///< the GPU it binds to ("" on CPU)
+  /// torchrun's -r/-t files, [0] stdout and [1] stderr ("" = none), and
+  /// whether each stream still reaches the console (tee) or only its file.
+  std::string stream_files[2];
+  bool stream_console[2] = {true, true};
+  std::string gpu_uuid;   ///< the GPU it binds to ("" on CPU)
   std::string stack_file; ///< where its Python stacks are dumped ("" when not armed, core/run/stacks.hpp)
 };
 
@@ -58,6 +63,10 @@ struct PlanContext {
   int num_nodes = 1;
   std::string node_name;
   std::string cluster_source = "single";
+  /// torchrun's per-run log directory (`<log_dir>/<run_id>_<random>`) for
+  /// -r/-t files: attempt_<n>/<local_rank>/{stdout,stderr}.log, error.json.
+  std::string torchrun_log_dir;
+  int attempt = 0;      ///< TORCHELASTIC_RESTART_COUNT of the group being planned
   int stack_signal = 0; ///< a spare real-time signal for Python stacks; 0: do not arm
 };
 
@@ -65,6 +74,16 @@ struct PlanContext {
 /// the parent's environment. Pure: no system calls. Errors are usage errors.
 Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selection,
                                const Environment& parent_env, const PlanContext& ctx);
+
+/// Ranks for torchrun's --nproc-per-node, decided as torchrun decides them:
+/// gpu needs a GPU ("CUDA is not available" otherwise), cpu is `cpu_count`
+/// ranks, auto the GPUs when there are any, else `cpu_count`. A count runs on
+/// the GPUs when there are any, several ranks to a GPU when there are fewer
+/// (with a notice), and on CPU when there are none. accelerator_type CPU
+/// keeps every rank on CPU. Pure.
+Expected<Selection> select_nproc_per_node(const NprocPerNode& nproc,
+                                          const std::optional<std::string>& requested_type,
+                                          const Hardware& hw, int cpu_count);
 
 /// Human rendering of the plan for --dry-run (argv and the variables air-run sets).
 std::vector<std::string> describe_plan(const LaunchPlan& plan);

@@ -161,9 +161,10 @@ struct RankState {
   std::string prefix;     ///< "[rank3]: " on stdout
   std::string prefix_err; ///< the same on stderr (coloured or not, per stream)
   std::optional<LineSink> log;
-  long long stack_offset = -1; ///< size of its stack file when the signal went out; -1: not asked
-  long long stack_seen = -1;   ///< its size at the previous check
-  bool reads_stdin = false;    ///< air-run forwards its stdin to it (ConsoleOptions::stdin_rank)
+  std::optional<LineSink> stream_logs[2]; ///< torchrun's -r/-t files: stdout.log, stderr.log
+  long long stack_offset = -1;            ///< size of its stack file when the signal went out; -1: not asked
+  long long stack_seen = -1;              ///< its size at the previous check
+  bool reads_stdin = false; ///< air-run forwards its stdin to it (ConsoleOptions::stdin_rank)
   /// Per stream: bytes of the unfinished line already shown (a prompt).
   std::size_t shown_partial[2] = {0, 0};
 };
@@ -304,6 +305,18 @@ bool Supervisor::open_logs() {
       return false;
     }
     r.log.emplace(std::move(*fd));
+  }
+  for (auto& r : ranks_) {
+    for (int stream = 0; stream < 2; ++stream) {
+      if (r.plan->stream_files[stream].empty()) continue;
+      auto fd = open_log_file(r.plan->stream_files[stream]);
+      if (!fd) {
+        out_.status = RunOutcome::Status::launch_failed;
+        out_.reason = fd.error().message;
+        return false;
+      }
+      r.stream_logs[stream].emplace(std::move(*fd));
+    }
   }
   return true;
 }
@@ -557,8 +570,11 @@ void Supervisor::close_stream(RankState& r, Stream& s) {
 
 void Supervisor::deliver(RankState& r, Stream& s, std::string_view data, bool eof) {
   RankOutcome& o = out_.ranks[r.index];
-  const bool echo = r.plan->console;
+  const int stream = s.is_stderr ? 1 : 0;
+  const bool echo = r.plan->console && r.plan->stream_console[stream];
   const bool log = r.log.has_value() && !r.log->broken();
+  std::optional<LineSink>& stream_log = r.stream_logs[stream];
+  const bool to_stream_log = stream_log.has_value() && !stream_log->broken();
   const auto tail_max = static_cast<std::size_t>(std::max(plan_.tail_lines, 0));
   console_batch_.clear();
   log_batch_.clear();
@@ -577,7 +593,7 @@ void Supervisor::deliver(RankState& r, Stream& s, std::string_view data, bool eo
       console_batch_ += '\n';
       shown = 0;
     }
-    if (log) {
+    if (log || to_stream_log) {
       log_batch_ += line;
       log_batch_ += '\n';
     }
@@ -605,6 +621,12 @@ void Supervisor::deliver(RankState& r, Stream& s, std::string_view data, bool eo
   if (log) {
     r.log->write(log_batch_, lines);
     if (r.log->broken()) o.log_error = "write " + r.plan->log_file + ": " + std::strerror(r.log->error());
+  }
+  if (to_stream_log) {
+    stream_log->write(log_batch_, lines);
+    if (stream_log->broken()) {
+      o.log_error = "write " + r.plan->stream_files[stream] + ": " + std::strerror(stream_log->error());
+    }
   }
 }
 

@@ -90,6 +90,17 @@ constexpr std::array k_spec_keys{
             "launch nothing (exit 2) when the run cannot be created"},
     SpecKey{"mlflow.timeout", "mlflow-timeout", "", "AIR_RUN_MLFLOW_TIMEOUT", VT::duration, "15s",
             "how long an unreachable or failing tracking server is retried, at the start and at the end"},
+    SpecKey{"no_prefix", "no-prefix", "", "AIR_RUN_NO_PREFIX", VT::boolean, "false (true with one rank)",
+            "print rank output without the [rankN]: prefix, as torchrun does"},
+    // torchrun's own options, with torchrun's meaning (docs/torchrun.md).
+    SpecKey{"nproc_per_node", "nproc-per-node", "", "", VT::string, "none",
+            "torchrun's ranks per node: N, gpu, cpu or auto; more ranks than GPUs share them"},
+    SpecKey{"role", "role", "", "", VT::string, "default", "ROLE_NAME given to every rank"},
+    SpecKey{"redirects", "redirects", "r", "", VT::string, "0",
+            "rank output to files only: 1 stdout, 2 stderr, 3 both, or per local rank (0:3,1:2)"},
+    SpecKey{"tee", "tee", "t", "", VT::string, "0", "like redirects, and to the console as well"},
+    SpecKey{"local_ranks_filter", "local-ranks-filter", "", "", VT::rank_list, "all",
+            "local ranks whose output reaches the console, like 0,2-3"},
     SpecKey{"live", "live", "", "AIR_RUN_LIVE", VT::boolean, "true",
             "a live status area (ranks, time left, GPU readings) under the rank output when stderr is a "
             "terminal and CI is unset; --no-live turns it off"},

@@ -5,6 +5,7 @@
 #include "core/base/suggest.hpp"
 #include "core/spec/accelerator_type.hpp"
 #include "core/spec/spec.hpp"
+#include "core/spec/torchrun.hpp"
 
 #include <yaml-cpp/yaml.h>
 
@@ -619,6 +620,18 @@ void apply(LaunchSpec& s, const Assignment& a, bool append) {
   }
   if (k == "mlflow.required") return put(s.mlflow_required, std::get<bool>(v), o);
   if (k == "mlflow.timeout") return put(s.mlflow_timeout, std::get<Millis>(v), o);
+  if (k == "no_prefix") return put(s.no_prefix, std::get<bool>(v), o);
+  if (k == "nproc_per_node") return put(s.nproc_per_node, std::get<std::string>(v), o);
+  if (k == "role") return put(s.role, std::get<std::string>(v), o);
+  if (k == "redirects") return put(s.redirects, std::get<std::string>(v), o);
+  if (k == "tee") return put(s.tee, std::get<std::string>(v), o);
+  if (k == "local_ranks_filter") {
+    auto& ranks = s.local_ranks_filter.value;
+    put_list(s.local_ranks_filter, std::get<std::vector<int>>(v), o, append);
+    std::sort(ranks.begin(), ranks.end());
+    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+    return;
+  }
 }
 
 void apply_all(LaunchSpec& spec, const std::vector<Assignment>& assignments) {
@@ -733,6 +746,17 @@ std::pair<std::string, Origin> show(const LaunchSpec& s, std::string_view k) {
   }
   if (k == "mlflow.required") return {show_bool(s.mlflow_required.value), s.mlflow_required.origin};
   if (k == "mlflow.timeout") return {format_duration(s.mlflow_timeout.value), s.mlflow_timeout.origin};
+  if (k == "no_prefix") return {show_bool(s.no_prefix.value), s.no_prefix.origin};
+  if (k == "nproc_per_node") {
+    return {s.nproc_per_node.value.empty() ? "none" : s.nproc_per_node.value, s.nproc_per_node.origin};
+  }
+  if (k == "role") return {show_string(s.role.value), s.role.origin};
+  if (k == "redirects") return {show_string(s.redirects.value), s.redirects.origin};
+  if (k == "tee") return {show_string(s.tee.value), s.tee.origin};
+  if (k == "local_ranks_filter") {
+    return {s.local_ranks_filter.value.empty() ? "all" : format_rank_list(s.local_ranks_filter.value),
+            s.local_ranks_filter.origin};
+  }
   return {"?", Origin{}};
 }
 
@@ -751,6 +775,26 @@ std::string Origin::describe() const {
   }
   return "default";
 }
+
+namespace {
+
+/// torchrun's values, checked here so a bad one names where it came from.
+Status check_torchrun_values(const LaunchSpec& spec) {
+  if (!spec.nproc_per_node.value.empty()) {
+    AIR_TRY(parse_nproc_per_node(spec.nproc_per_node.value,
+                                 place_of(spec.nproc_per_node.origin, "nproc_per_node")));
+    if (!spec.num_accelerators.is_default()) {
+      return usage_error(place_of(spec.nproc_per_node.origin, "nproc_per_node") +
+                         ": give either it or num_accelerators (" + spec.num_accelerators.origin.describe() +
+                         ")");
+    }
+  }
+  AIR_TRY(parse_std_streams(spec.redirects.value, place_of(spec.redirects.origin, "redirects")));
+  AIR_TRY(parse_std_streams(spec.tee.value, place_of(spec.tee.origin, "tee")));
+  return ok_status();
+}
+
+} // namespace
 
 Expected<ResolvedSpec> resolve_spec(const SpecInputs& inputs) {
   ResolvedSpec resolved;
@@ -775,6 +819,7 @@ Expected<ResolvedSpec> resolve_spec(const SpecInputs& inputs) {
     return usage_error(place_of(spec.no_python.origin, "no_python") +
                        ": cannot be used together with module (" + spec.module.origin.describe() + ")");
   }
+  AIR_TRY(check_torchrun_values(spec));
   return resolved;
 }
 

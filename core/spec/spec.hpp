@@ -124,6 +124,12 @@ struct LaunchSpec {
   Setting<std::map<std::string, std::string>> mlflow_tags; ///< extra run tags
   Setting<bool> mlflow_required;                           ///< no run, no launch (exit 2)
   Setting<Millis> mlflow_timeout{Millis(15'000), {}};      ///< retry budget per tracking phase
+  Setting<bool> no_prefix;                                 ///< rank output without "[rankN]: "
+  Setting<std::string> nproc_per_node;                     ///< torchrun's N|gpu|cpu|auto, "" = not given
+  Setting<std::string> role{"default", {}};                ///< ROLE_NAME
+  Setting<std::string> redirects{"0", {}};                 ///< torchrun's -r (parse_std_streams)
+  Setting<std::string> tee{"0", {}};                       ///< torchrun's -t (parse_std_streams)
+  Setting<std::vector<int>> local_ranks_filter;            ///< empty = every local rank reaches the console
   Setting<bool> live{true, {}};           ///< the live status area on a terminal (core/run/live_view.hpp)
   Setting<bool> quiet;                    ///< only rank output and the final report
   Setting<std::optional<int>> stdin_rank; ///< the rank given air-run's stdin; nullopt = see keys.cpp

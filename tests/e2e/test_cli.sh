@@ -105,6 +105,31 @@ test_fake_gpu_fewer_uses_first() {
   expect_not_contains "$out" "GPU-00000000-0000-0000-0000-000000000002"
 }
 
+test_cuda_visible_devices_is_left_as_the_parent_set_it() {
+  # As under torchrun: ranks bind to device LOCAL_RANK inside the parent's list.
+  CUDA_VISIBLE_DEVICES=1,0 AIR_RUN_FAKE_GPUS="2xNVIDIA H200" run_air -n 2 \
+    --no-python sh -c 'echo "cvd=${CUDA_VISIBLE_DEVICES-unset} order=${CUDA_DEVICE_ORDER-unset}"'
+  expect_rc 0
+  expect_eq "$(grep -c 'cvd=1,0 order=unset' stdout)" 2
+  AIR_RUN_FAKE_GPUS="2xNVIDIA H200" run_air -n 2 --no-python sh -c 'echo "cvd=${CUDA_VISIBLE_DEVICES-unset}"'
+  expect_eq "$(grep -c 'cvd=unset' stdout)" 2
+  # --isolate-gpus narrows it to each rank's GPU, by UUID.
+  AIR_RUN_FAKE_GPUS="2xNVIDIA H200" run_air -n 2 --isolate-gpus \
+    --no-python sh -c 'echo "cvd=$CUDA_VISIBLE_DEVICES local=$LOCAL_RANK"'
+  expect_contains "$out" "[rank1]: cvd=GPU-00000000-0000-0000-0000-000000000002 local=0"
+}
+
+test_more_ranks_than_gpus_only_under_torchrun_flags() {
+  AIR_RUN_FAKE_GPUS="2xNVIDIA H200" run_air -n 4 --dry-run --no-python /bin/true
+  expect_rc 2
+  expect_contains "$err" "requested 4 accelerators, found GPU_2xH200"
+  AIR_RUN_FAKE_GPUS="2xNVIDIA H200" run_air --nproc_per_node 4 --dry-run --no-python /bin/true
+  expect_rc 0
+  expect_contains "$out" "4 ranks on 2 GPU(s)"
+  expect_contains "$out" "rank 3 (local 3)"
+  expect_eq "$(grep -c 'gpu: GPU-00000000-0000-0000-0000-000000000002' stdout)" 2
+}
+
 test_fake_gpu_default_uses_all_and_matches() {
   AIR_RUN_FAKE_GPUS="8xNVIDIA H100 80GB HBM3" run_air --accelerator-type GPU_8xH100 --dry-run --no-python /bin/true
   expect_rc 0

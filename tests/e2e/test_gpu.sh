@@ -71,6 +71,9 @@ test_cuda_visible_devices_by_index_and_uuid() {
     "GPU_1x$(model) $uuid"
 }
 
+# prefix R: rank R's line prefix; a run of one rank prints unprefixed, as torchrun.
+prefix() { ((ngpu > 1)) && echo "[rank$1]: "; }
+
 # print_uuid: a rank command printing how many GPUs torch sees and the UUID of cuda:$LOCAL_RANK.
 print_uuid='import os, torch; d = int(os.environ["LOCAL_RANK"]); print("uuid", torch.cuda.device_count(), "GPU-" + str(torch.cuda.get_device_properties(d).uuid))'
 
@@ -80,7 +83,7 @@ expect_ranks_on_their_gpus() {
   local r want
   for ((r = 0; r < ngpu; r++)); do
     want=$(json summary.json "d['ranks'][$r]['gpu']")
-    expect_contains "$out" "[rank$r]: uuid $1 $want"
+    expect_contains "$out" "$(prefix "$r")uuid $1 $want"
   done
 }
 
@@ -90,6 +93,34 @@ test_each_rank_sees_the_gpu_air_run_bound_it_to() {
   expect_ranks_on_their_gpus "$ngpu"
   expect_eq "$(json summary.json 'sorted(r["gpu"] for r in d["ranks"]) == sorted(d["selection"]["gpus"])')" "True"
   expect_eq "$(json summary.json 'len(set(r["gpu"] for r in d["ranks"]))')" "$ngpu"
+}
+
+test_ranks_bind_by_index_inside_the_parents_cuda_visible_devices() {
+  # As under torchrun: the list reaches the ranks unchanged and rank r uses
+  # device r inside it; with the order reversed, rank 0 is on the last GPU.
+  ((ngpu >= 2)) || { echo "skip: needs 2 GPUs"; return 0; }
+  local order
+  order=$(seq $((ngpu - 1)) -1 0 | paste -sd, -)
+  CUDA_VISIBLE_DEVICES=$order run_air --summary summary.json --no-python \
+    "$TORCH_PYTHON" -c 'import os; print("cvd", os.environ["CUDA_VISIBLE_DEVICES"])'
+  expect_rc 0
+  expect_eq "$(grep -c "cvd $order" stdout)" "$ngpu"
+  CUDA_VISIBLE_DEVICES=$order run_air --summary summary.json --no-python "$TORCH_PYTHON" -c "$print_uuid"
+  expect_rc 0
+  expect_ranks_on_their_gpus "$ngpu"
+  expect_eq "$(json summary.json 'd["ranks"][0]["gpu"]')" \
+    "$(nvidia-smi -i $((ngpu - 1)) --query-gpu=uuid --format=csv,noheader)"
+}
+
+test_torchrun_nproc_per_node_gpu_and_more_ranks_than_gpus() {
+  run_air --nproc-per-node gpu --no-python "$TORCH_PYTHON" -c "$print_uuid"
+  expect_rc 0
+  expect_eq "$(grep -c 'uuid ' stdout)" "$ngpu"
+  # Twice as many ranks as GPUs: torchrun launches them (gloo tests share GPUs); so does air-run, with a note.
+  run_air --nproc-per-node $((2 * ngpu)) --no-python "$TORCH_PYTHON" -c 'import os; print("r", os.environ["RANK"])'
+  expect_rc 0
+  expect_contains "$err" "$((2 * ngpu)) ranks on $ngpu GPU(s)"
+  expect_eq "$(grep -cE '(^|]: )r [0-9]+$' stdout)" "$((2 * ngpu))"
 }
 
 test_isolated_ranks_see_only_their_own_gpu() {
@@ -116,8 +147,8 @@ test_product_page_example_trains_on_every_gpu_with_nccl() {
   expect_rc 0
   local r
   for ((r = 0; r < ngpu; r++)); do
-    expect_contains "$out" "[rank$r]: rank $r/$ngpu epoch 2: loss"
-    expect_contains "$out" "[rank$r]: rank $r: done in"
+    expect_contains "$out" "$(prefix "$r")rank $r/$ngpu epoch 2: loss"
+    expect_contains "$out" "$(prefix "$r")rank $r: done in"
   done
   expect_eq "$(grep -c 'weights in sync: True' stdout)" "$ngpu"
   expect_eq "$(json summary.json 'd["selection"]["cpu"], d["launch"]["world_size"]')" "False $ngpu"
@@ -128,7 +159,7 @@ test_fsdp_variant_trains() {
   run_air --python "$TORCH_PYTHON" "$AIR_SOURCE_DIR/configs/examples/simple_mlp_fsdp.py" --epochs 2
   expect_rc 0
   local r
-  for ((r = 0; r < ngpu; r++)); do expect_contains "$out" "[rank$r]: rank $r/$ngpu fsdp epoch 1: loss"; done
+  for ((r = 0; r < ngpu; r++)); do expect_contains "$out" "$(prefix "$r")rank $r/$ngpu fsdp epoch 1: loss"; done
 }
 
 test_rank_dying_mid_all_reduce_is_root_cause_and_frees_the_gpus() {

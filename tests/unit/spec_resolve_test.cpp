@@ -89,6 +89,12 @@ TEST_CASE("key table has one row per LaunchSpec field, unique names", "[spec]") 
                                              "mlflow.tags",
                                              "mlflow.required",
                                              "mlflow.timeout",
+                                             "no_prefix",
+                                             "nproc_per_node",
+                                             "role",
+                                             "redirects",
+                                             "tee",
+                                             "local_ranks_filter",
                                              "live",
                                              "quiet",
                                              "stdin",
@@ -191,6 +197,11 @@ mlflow:
   tags: {team: vision}
   required: true
   timeout: 1m
+no_prefix: true
+role: trainer
+redirects: "3"
+tee: "0:1,1:2"
+local_ranks_filter: "1"
 live: false
 quiet: true
 stdin: 3
@@ -234,6 +245,11 @@ timestamps: true
   CHECK(s.mlflow_tags.value == std::map<std::string, std::string>{{"team", "vision"}});
   CHECK(s.mlflow_required.value);
   CHECK(s.mlflow_timeout.value == Millis(60'000));
+  CHECK(s.no_prefix.value);
+  CHECK(s.role.value == "trainer");
+  CHECK(s.redirects.value == "3");
+  CHECK(s.tee.value == "0:1,1:2");
+  CHECK(s.local_ranks_filter.value == std::vector<int>{1});
   CHECK_FALSE(s.live.value);
   CHECK(s.quiet.value);
   CHECK(s.stdin_rank.value == std::optional<int>(3));
@@ -241,7 +257,8 @@ timestamps: true
   CHECK(s.spec_path == "job.yaml");
   for (const auto& line : air::describe_spec(s)) {
     INFO(line);
-    CHECK(line.find("(default)") == std::string::npos); // every key came from the file
+    // every key came from the file, but nproc_per_node (it excludes num_accelerators)
+    if (line.rfind("nproc_per_node", 0) != 0) CHECK(line.find("(default)") == std::string::npos);
   }
 }
 
@@ -308,6 +325,12 @@ TEST_CASE("describe_spec prints key = value (origin) in table order", "[spec]") 
       "mlflow.tags = {}  (default)",
       "mlflow.required = false  (default)",
       "mlflow.timeout = 15s  (default)",
+      "no_prefix = false  (default)",
+      "nproc_per_node = none  (default)",
+      "role = default  (default)",
+      "redirects = 0  (default)",
+      "tee = 0  (default)",
+      "local_ranks_filter = all  (default)",
       "live = true  (default)",
       "quiet = false  (default)",
       "stdin = auto  (default)",
