@@ -8,8 +8,22 @@ PYTHON := $(shell python3 -c 'import torch' >/dev/null 2>&1 && command -v python
 endif
 DEPS ?= test
 JOBS ?= $(shell nproc)
+# The checkout's `air` package for the demo and the tests, through PYTHONPATH:
+# nothing is installed into an interpreter.
+CHECKOUT_PYTHONPATH = $(CURDIR)/python$(if $(PYTHONPATH),:$(PYTHONPATH))
+# `make install`: where, and an optional staging root (packagers).
+PREFIX ?= /usr/local
+DESTDIR ?=
+# The release build behind `make package` and `make wheel`: fmt, yaml-cpp and
+# libstdc++ linked in (AIR_PORTABLE), no tests, installed under /usr.
+RELEASE_BUILD ?= build-release
+RELEASE_FLAGS = -DCMAKE_BUILD_TYPE=Release -DAIR_PORTABLE=ON -DAIR_BUILD_TESTS=OFF -DAIR_WITH_CUDA=OFF \
+	-DCMAKE_INSTALL_PREFIX=/usr -DPython3_EXECUTABLE=/usr/bin/python3
+# `make portable`: the same, built in a Debian 11 root (scripts/build-portable.sh).
+PORTABLE_BUILD ?= build-portable
 
-.PHONY: all deps configure build demo test unit e2e pytest asan format format-check lint bench clean
+.PHONY: all deps configure build demo test unit e2e pytest asan format format-check lint bench soak clean \
+	install release package wheel portable test-install
 
 all: build
 
@@ -25,15 +39,53 @@ build: configure
 	@ln -sf $(BUILD)/compile_commands.json compile_commands.json
 
 # The product page's SimpleMLP DDP example: all GPUs with NCCL, else 2 CPU ranks with gloo.
+# Builds air-run only, not the tests.
 demo: DEPS = demo
-demo: build
-	@scripts/install-python.sh $(PYTHON) >/dev/null
-	$(BUILD)/cli/air-run --python $(PYTHON) -f configs/demo.yaml
+demo: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target air-run
+	PYTHONPATH=$(CHECKOUT_PYTHONPATH) $(BUILD)/cli/air-run --python $(PYTHON) -f configs/demo.yaml
 
 test: build
-	@scripts/install-python.sh $(PYTHON) >/dev/null
 	cd $(BUILD) && ctest --output-on-failure -j 2
-	AIR_RUN_BINARY=$(abspath $(BUILD))/cli/air-run $(PYTHON) -m pytest -q python/tests
+	AIR_RUN_BINARY=$(abspath $(BUILD))/cli/air-run PYTHONPATH=$(CHECKOUT_PYTHONPATH) $(PYTHON) -m pytest -q python/tests
+
+# air-run, air-nccl-check when built, man page, completions, the air package
+# (where $(PYTHON) looks under PREFIX) and the docs; see docs/install.md.
+install: DEPS = build
+install: deps
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) -DCMAKE_INSTALL_PREFIX=$(PREFIX) -DPython3_EXECUTABLE=$(PYTHON) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS) --target air-run air-run-docs
+	DESTDIR=$(DESTDIR) cmake --install $(BUILD)
+
+release: DEPS = package
+release: deps
+	@cmake -S . -B $(RELEASE_BUILD) $(RELEASE_FLAGS) >/dev/null
+	@cmake --build $(RELEASE_BUILD) -j $(JOBS)
+
+# $(RELEASE_BUILD)/air-run_<version>_<arch>.deb
+package: release
+	cd $(RELEASE_BUILD) && rm -f air-run_*.deb && cpack -G DEB >/dev/null && ls -l $(CURDIR)/$(RELEASE_BUILD)/air-run_*.deb
+
+# $(RELEASE_BUILD)/dist/air_run-<version>-py3-none-<platform>.whl: the air package and the binary.
+wheel: release
+	scripts/build-wheel.sh $(RELEASE_BUILD)/cli/air-run $(RELEASE_BUILD)/dist
+
+# The binary, .deb and wheel for Debian 11 and later, proven in a Debian 11 root (needs root).
+portable: DEPS = package
+portable: deps
+	scripts/build-portable.sh $(PORTABLE_BUILD)
+	scripts/build-wheel.sh $(PORTABLE_BUILD)/air-run $(PORTABLE_BUILD)/dist manylinux_2_31_x86_64
+	AIR_PORTABLE_BINARY=$(PORTABLE_BUILD)/air-run AIR_PORTABLE_DEB=$$(ls $(PORTABLE_BUILD)/air-run_*.deb) \
+	  AIR_SOURCE_DIR=$(CURDIR) bash tests/e2e/test_install_portable.sh
+	AIR_WHEEL=$$(ls $(PORTABLE_BUILD)/dist/air_run-*.whl) AIR_RUN=$(CURDIR)/$(PORTABLE_BUILD)/air-run \
+	  AIR_SOURCE_DIR=$(CURDIR) bash tests/e2e/test_install_wheel.sh
+
+# The .deb in a fresh Debian 12 root and the wheel in a fresh venv (needs root).
+test-install: package wheel
+	AIR_DEB=$$(ls $(RELEASE_BUILD)/air-run_*.deb) AIR_RUN=$(CURDIR)/$(RELEASE_BUILD)/cli/air-run \
+	  AIR_SOURCE_DIR=$(CURDIR) bash tests/e2e/test_install_deb.sh
+	AIR_WHEEL=$$(ls $(RELEASE_BUILD)/dist/air_run-*.whl) AIR_RUN=$(CURDIR)/$(RELEASE_BUILD)/cli/air-run \
+	  AIR_SOURCE_DIR=$(CURDIR) bash tests/e2e/test_install_wheel.sh
 
 unit: build
 	$(BUILD)/tests/unit_tests
@@ -54,5 +106,9 @@ lint: build
 bench: build
 	python3 scripts/bench-launch.py --air-run $(BUILD)/cli/air-run --baseline $(BUILD)/fixtures/baseline_launcher
 
+# Long: 10,000 launches of 4 ranks and 1,000 of 64 (SOAK_ARGS="--sequential 500 --wide 50" for a short one).
+soak: build
+	python3 scripts/soak.py --air-run $(BUILD)/cli/air-run --fixtures $(BUILD)/fixtures $(SOAK_ARGS)
+
 clean:
-	rm -rf build build-asan compile_commands.json
+	rm -rf build build-asan $(RELEASE_BUILD) $(PORTABLE_BUILD) compile_commands.json

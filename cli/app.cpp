@@ -1,6 +1,7 @@
 #include "cli/app.hpp"
 
 #include "cli/commands.hpp"
+#include "cli/docs.hpp"
 #include "cli/options.hpp"
 #include "core/base/environment.hpp"
 #include "core/base/error.hpp"
@@ -45,7 +46,7 @@ Examples:
   air-run --accelerator-type GPU_8xH100 train.py
   air-run --no-python -n 2 ./my_binary
   air-run --check [--json]                 preflight: GPU health and NCCL all-reduce bandwidth
-Precedence: flags > AIR_RUN_* environment > spec file > defaults.
+Precedence: flags > AIR_RUN_* environment (`man air-run` lists them) > spec file > defaults.
 Exit codes: 0 ok, 2 bad spec/hardware mismatch, a failing rank's code (128+N for signal N),
 124 timeout, 126/127 target not executable/not found, 128+N air-run interrupted.
 --check: 0 all checks passed (warnings allowed), 1 a check failed or no GPU to check, 2 bad usage.)";
@@ -79,7 +80,6 @@ int run_main(int argc, char** argv) {
   CLI::App app{"air-run: launch a distributed training job, one process per accelerator", "air-run"};
   app.prefix_command(); // everything from TARGET on belongs to the ranks
   app.footer(k_footer);
-  app.get_formatter()->column_width(34);
   CliOptions options;
   register_options(app, options);
   // torchrun's spellings, prefixes and PET_* variables, for every flag.
@@ -119,8 +119,8 @@ int run_main(int argc, char** argv) {
     std::fputs("air-run " AIR_VERSION "\n", stdout);
     return 0;
   }
-  if (options.print_spec_table) {
-    std::fputs(spec_keys_markdown().c_str(), stdout);
+  if (const std::string document = generated_document(app, options); !document.empty()) {
+    std::fputs(document.c_str(), stdout);
     return 0;
   }
   if (options.check) {

@@ -152,7 +152,8 @@ Expected<int> check_command(const CliOptions& options) {
   const Hardware hw = detect_hardware(env);
   std::optional<std::string> requested;
   if (!spec->accelerator_type.value.empty()) requested = spec->accelerator_type.value;
-  auto selection = select_accelerators(requested, spec->num_accelerators.value, spec->cpu_ranks.value, hw);
+  auto selection = select_accelerators(requested, spec->num_accelerators.value, spec->cpu_ranks.value, hw,
+                                       !spec->cpu_ranks.is_default());
   if (!selection) return selection.error();
   if (selection->cpu) {
     // Not a usage error: the command was right, the node has nothing to

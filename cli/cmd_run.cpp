@@ -102,7 +102,7 @@ Hardware hardware_for(const LaunchSpec& spec, const Environment& env) {
 Expected<Selection> select_ranks(const LaunchSpec& spec, const Hardware& hardware) {
   if (spec.nproc_per_node.value.empty()) {
     return select_accelerators(requested_type(spec), spec.num_accelerators.value, spec.cpu_ranks.value,
-                               hardware);
+                               hardware, !spec.cpu_ranks.is_default());
   }
   auto nproc = parse_nproc_per_node(spec.nproc_per_node.value, "nproc_per_node");
   if (!nproc) return nproc.error();

@@ -1,5 +1,6 @@
 #include "cli/options.hpp"
 
+#include "cli/help.hpp"
 #include "core/os/host.hpp"
 
 #include <fmt/format.h>
@@ -29,61 +30,95 @@ std::string names_for(const SpecKey& key) {
 
 std::string help_for(const SpecKey& key) {
   std::string help(key.doc);
-  if (!key.default_text.empty()) help += fmt::format(" [default: {}]", key.default_text);
-  if (!key.env.empty()) help += fmt::format(" (env {})", key.env);
+  if (!key.default_text.empty() && key.type != ValueType::boolean)
+    help += fmt::format(" [default: {}]", key.default_text);
   return help;
+}
+
+/// The first long name in a CLI11 names list: "-n,--num-accelerators" -> "--num-accelerators".
+std::string first_long_name(std::string_view names) {
+  const auto start = names.find("--");
+  return std::string(names.substr(start, names.find(',', start) - start));
+}
+
+/// One key's flag: a switch for booleans, else one value per occurrence;
+/// repeats accumulate (--env A=1 --env B=2) and the value never swallows the
+/// TARGET that follows it.
+CLI::Option* add_key_option(CLI::App& app, CliOptions& options, const SpecKey& key, const std::string& names,
+                            const std::string& help) {
+  auto& slot = options.slots.emplace_back();
+  slot.key = &key;
+  slot.spelling = first_long_name(names);
+  if (key.type == ValueType::boolean) return app.add_flag(names, slot.count, help);
+  auto* opt = app.add_option(names, slot.texts, help);
+  opt->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->expected(1)->allow_extra_args(false);
+  return opt->type_name(std::string(key.value_name));
 }
 
 } // namespace
 
 void register_options(CLI::App& app, CliOptions& options) {
-  app.add_option("-f,--spec", options.spec_file, "YAML spec file (see configs/)");
+  namespace G = key_group;
+  const std::string launch(G::launch), accelerators(G::accelerators), environment(G::environment);
+  app.add_option("-f,--spec", options.spec_file, "YAML spec file (examples in configs/)")
+      ->type_name("FILE")
+      ->group(launch);
   app.add_flag("--dry-run", options.dry_run,
-               "print the resolved spec with each value's origin and the per-rank plan; launch nothing");
-  app.add_flag("--list-gpus", options.list_gpus, "print the detected GPUs (with --json as JSON) and exit");
-  app.add_flag("--version", options.version, "print the version and exit");
+               "print the resolved spec with each value's origin and the per-rank plan; launch nothing")
+      ->group(launch);
+  for (const auto& key : spec_keys()) {
+    if (key.flag.empty()) continue;
+    add_key_option(app, options, key, names_for(key), help_for(key))->group(std::string(key.group));
+  }
+  // air-run's own commands follow the keys of their heading.
+  app.add_flag("--torch-distributor", options.torch_distributor,
+               "run TARGET once as an unchanged TorchDistributor script (pyspark import provided by air)")
+      ->group(launch);
+  app.add_flag("--list-gpus", options.list_gpus, "print the detected GPUs (with --json as JSON) and exit")
+      ->group(accelerators);
   app.add_flag(
-      "--check", options.check,
-      "preflight: GPU health (NVML) and an NCCL all-reduce over the selected GPUs; exit 0 ok, 1 failed");
+         "--check", options.check,
+         "preflight: GPU health (NVML) and an NCCL all-reduce over the selected GPUs; exit 0 ok, 1 failed")
+      ->group(accelerators);
   app.add_option(
          "--min-busbw", options.min_busbw,
          "with --check: minimum all-reduce bus bandwidth in GB/s at the largest size [default: 100 for "
          "NVLink-class GPUs, else 5]")
       ->type_name("GBPS")
-      ->check(CLI::Range(0.0, 1e6));
-  app.add_flag("--torch-distributor", options.torch_distributor,
-               "run TARGET once as an unchanged TorchDistributor script (pyspark import provided by air)");
-  app.add_flag("--list-envs", options.list_envs, "list the cached Python environments and exit");
+      ->check(CLI::Range(0.0, 1e6).description(""))
+      ->group(accelerators);
+  app.add_flag("--list-envs", options.list_envs, "list the cached Python environments and exit")
+      ->group(environment);
   app.add_flag(
-      "--prune-envs", options.prune_envs,
-      "remove cached Python environments (not in use; with --older-than, only those unused that long)");
-  app.add_option("--older-than", options.older_than, "with --prune-envs: a duration like 30d, 12h or 90m");
+         "--prune-envs", options.prune_envs,
+         "remove cached Python environments (not in use; with --older-than, only those unused that long)")
+      ->group(environment);
+  app.add_option("--older-than", options.older_than, "with --prune-envs: a duration like 30d, 12h or 90m")
+      ->type_name("DURATION")
+      ->group(environment);
 
-  app.add_flag("--print-spec-table", options.print_spec_table, "print the spec key table as Markdown")
-      ->group(""); // hidden: keeps README.md in step with the key table (tests/e2e/test_docs.sh)
-
-  for (const auto& key : spec_keys()) {
-    if (key.flag.empty()) continue;
-    auto& slot = options.slots.emplace_back();
-    slot.key = &key;
-    slot.spelling = fmt::format("--{}", key.flag);
-    if (key.type == ValueType::boolean) {
-      app.add_flag(names_for(key), slot.count, help_for(key));
-      continue;
-    }
-    auto* opt = app.add_option(names_for(key), slot.texts, help_for(key));
-    // One value per occurrence; repeats accumulate (--env A=1 --env B=2) and
-    // the value never swallows the TARGET that follows it.
-    opt->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->expected(1)->allow_extra_args(false);
-    opt->type_name(key.type == ValueType::string_map ? "KEY=VALUE" : "VALUE");
-  }
+  // Help is re-added here so that "Other" lists it first, then the version and the deprecated flags.
+  app.set_help_flag();
+  app.set_help_flag("-h,--help", "print this help and exit")->group(std::string(k_group_other));
+  app.add_flag("--version", options.version, "print the version and exit")->group(std::string(k_group_other));
   for (const auto& legacy : k_legacy_flags) {
     auto& slot = options.slots.emplace_back();
     slot.key = nullptr;
     slot.spelling = std::string(legacy.flag);
     auto* opt = app.add_option(std::string(legacy.flag), slot.texts, std::string(legacy.doc));
     opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)->expected(1)->allow_extra_args(false);
+    opt->type_name("VALUE")->group(std::string(k_group_other));
   }
+
+  // Hidden (empty group): generated documents that keep docs and shells in step with the key table.
+  app.add_flag("--print-spec-table", options.print_spec_table, "print the spec key table as Markdown")
+      ->group("");
+  app.add_flag("--print-man", options.print_man, "print the air-run(1) man page (roff)")->group("");
+  app.add_option("--print-completion", options.print_completion,
+                 "print the completion script for bash or zsh")
+      ->check(CLI::IsMember({"bash", "zsh"}))
+      ->group("");
+  app.formatter(std::make_shared<HelpFormatter>());
 }
 
 Expected<ResolvedSpec> resolve_cli_spec(const CliOptions& options, const Environment& env) {

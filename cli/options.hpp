@@ -24,6 +24,8 @@ struct CliOptions {
   bool prune_envs = false;       ///< --prune-envs
   std::string older_than;        ///< --older-than, for --prune-envs
   bool print_spec_table = false; ///< hidden: the README key table, generated from the key table
+  bool print_man = false;        ///< hidden: the man page, generated from the options
+  std::string print_completion;  ///< hidden: "bash" or "zsh", the completion script
   bool check = false;            ///< --check: the preflight health and NCCL check
   double min_busbw = -1;         ///< --min-busbw GB/s; < 0: the default for the GPUs
 
@@ -45,7 +47,8 @@ struct CliOptions {
 /// (read here). Shared by every command that needs the spec.
 Expected<ResolvedSpec> resolve_cli_spec(const CliOptions& options, const Environment& env);
 
-/// Registers air-run's own flags and one flag per spec key (from the key table).
+/// Registers air-run's own flags and one flag per spec key (from the key table),
+/// each under its `--help` heading, and installs the help layout (cli/help.hpp).
 void register_options(CLI::App& app, CliOptions& options);
 
 /// The long flags `app` registered, with their short letter and whether they

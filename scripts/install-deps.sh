@@ -4,6 +4,8 @@
 #   scripts/install-deps.sh build      compiler and libraries
 #   scripts/install-deps.sh demo       build + PyTorch, unless $PYTHON already has torch
 #   scripts/install-deps.sh [test]     everything the test suite uses (the default)
+#   scripts/install-deps.sh package    build + what `make package`, `make wheel`,
+#                                      `make portable` and `make test-install` use
 #   AIR_SKIP_DEPS=1 make ...           skip this step entirely (e.g. non-Debian hosts)
 set -euo pipefail
 
@@ -25,6 +27,13 @@ packages=(
 )
 case $what in
   build) ;;
+  package)
+    packages+=(
+      dpkg-dev file                   # CPack's .deb: dpkg-shlibdeps computes Depends
+      python3 python3-setuptools python3-wheel python3-pip python3-venv # the wheel, built offline
+      debootstrap                     # throwaway Debian roots for the install tests
+    )
+    ;;
   demo)
     # A GPU machine usually has its own PyTorch (a venv, a container's): use it.
     if ! "${PYTHON:-/usr/bin/python3}" -c 'import torch' >/dev/null 2>&1; then
@@ -36,13 +45,15 @@ case $what in
       libxml2-utils                   # xmllint: validates the JUnit report in tests
       clang-format clang-tidy         # make format / make lint
       python3 python3-torch python3-pytest python3-cloudpickle python3-venv python3-pip
+      python3-setuptools python3-wheel  # tests/e2e/test_install_wheel.sh builds the wheel
       python3-jsonschema              # validates the JSON summary against docs/summary.schema.json
       python3-fsspec                  # air.data reads URLs through fsspec (tested with memory://)
       procps                          # ps/pgrep for the end-to-end tests
+      zsh                             # checks the generated zsh completion parses
       slurm-wlm munge                 # real Slurm for the multi-node end-to-end test
     )
     ;;
-  *) echo "usage: scripts/install-deps.sh [build|demo|test]" >&2; exit 2 ;;
+  *) echo "usage: scripts/install-deps.sh [build|demo|test|package]" >&2; exit 2 ;;
 esac
 
 missing=()

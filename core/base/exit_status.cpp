@@ -3,8 +3,9 @@
 #include <sys/wait.h>
 
 #include <csignal>
-#include <cstring>
 #include <string>
+#include <string_view>
+#include <utility>
 
 namespace air {
 
@@ -30,11 +31,27 @@ int ExitStatus::shell_code() const {
   return 1;
 }
 
+namespace {
+
+/// The names glibc's sigabbrev_np gives (it needs glibc 2.32; the release
+/// binary is built against 2.31, see docs/install.md).
+constexpr std::pair<int, std::string_view> k_signal_names[] = {
+    {SIGHUP, "HUP"},       {SIGINT, "INT"},   {SIGQUIT, "QUIT"},   {SIGILL, "ILL"},   {SIGTRAP, "TRAP"},
+    {SIGABRT, "ABRT"},     {SIGBUS, "BUS"},   {SIGFPE, "FPE"},     {SIGKILL, "KILL"}, {SIGUSR1, "USR1"},
+    {SIGSEGV, "SEGV"},     {SIGUSR2, "USR2"}, {SIGPIPE, "PIPE"},   {SIGALRM, "ALRM"}, {SIGTERM, "TERM"},
+    {SIGSTKFLT, "STKFLT"}, {SIGCHLD, "CHLD"}, {SIGCONT, "CONT"},   {SIGSTOP, "STOP"}, {SIGTSTP, "TSTP"},
+    {SIGTTIN, "TTIN"},     {SIGTTOU, "TTOU"}, {SIGURG, "URG"},     {SIGXCPU, "XCPU"}, {SIGXFSZ, "XFSZ"},
+    {SIGVTALRM, "VTALRM"}, {SIGPROF, "PROF"}, {SIGWINCH, "WINCH"}, {SIGPOLL, "POLL"}, {SIGPWR, "PWR"},
+    {SIGSYS, "SYS"},
+};
+
+} // namespace
+
 std::string signal_name(int sig) {
-  // sigabbrev_np is glibc >= 2.32; both Debian 12 and Ubuntu 24.04 have it.
-  const char* abbrev = sigabbrev_np(sig);
-  if (abbrev == nullptr) return "SIG" + std::to_string(sig);
-  return std::string("SIG") + abbrev;
+  for (const auto& [number, name] : k_signal_names) {
+    if (number == sig) return "SIG" + std::string(name);
+  }
+  return "SIG" + std::to_string(sig); // real-time signals have no name
 }
 
 std::string ExitStatus::describe() const {

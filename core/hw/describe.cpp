@@ -66,8 +66,8 @@ std::string hardware_json(const Hardware& hw) {
       {"source", hw.source},
       {"reason", hw.reason},
       // null when unset: "" is a real value that hides every GPU.
-      {"cuda_visible_devices",
-       hw.cuda_visible_devices_set ? nlohmann::ordered_json(hw.cuda_visible_devices) : nullptr},
+      {"cuda_visible_devices", hw.cuda_visible_devices_set ? nlohmann::ordered_json(hw.cuda_visible_devices)
+                                                           : nlohmann::ordered_json(nullptr)},
       {"notes", hw.notes},
       {"gpus", gpus},
   };

@@ -75,9 +75,11 @@ struct Selection {
 
 /// Checks a requested type and count against the hardware. Errors (hardware
 /// kind, exit 2) name both sides: "requested GPU_8xH100, found GPU_2xH200".
+/// Falling back to CPU adds a "no GPU found" notice, unless the user asked for
+/// CPU ranks (`cpu_ranks_given`: cpu_ranks was set, not the default).
 Expected<Selection> select_accelerators(std::optional<std::string> requested_type,
-                                        std::optional<int> requested_count, int cpu_ranks,
-                                        const Hardware& hw);
+                                        std::optional<int> requested_count, int cpu_ranks, const Hardware& hw,
+                                        bool cpu_ranks_given = false);
 
 /// One GPU as a JSON object (index, uuid, pci_bus_id, name, model,
 /// memory_total_bytes): the shape `--list-gpus --json` and the summary share.

@@ -83,8 +83,8 @@ std::string model_family(std::string_view gpu_name) {
 std::string detected_accelerator_type(const Hardware& hw) { return type_of(hw.gpus); }
 
 Expected<Selection> select_accelerators(std::optional<std::string> requested_type,
-                                        std::optional<int> requested_count, int cpu_ranks,
-                                        const Hardware& hw) {
+                                        std::optional<int> requested_count, int cpu_ranks, const Hardware& hw,
+                                        bool cpu_ranks_given) {
   if (requested_count && *requested_count < 1) {
     return usage_error(fmt::format("num_accelerators must be at least 1, got {}", *requested_count));
   }
@@ -104,7 +104,7 @@ Expected<Selection> select_accelerators(std::optional<std::string> requested_typ
     selection.cpu = true;
     selection.ranks = requested_count.value_or(cpu_ranks);
     selection.accelerator_type = "CPU";
-    if (!type) {
+    if (!type && (requested_count || !cpu_ranks_given)) {
       selection.notices.push_back(
           fmt::format("no GPU found ({}); running {} rank(s) on CPU", no_gpu_reason(hw), selection.ranks));
     }

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <cstdint>
 #include <cstring>
 #include <optional>
 #include <string_view>
@@ -33,7 +34,51 @@ struct ChildSetup {
   pid_t parent = -1;
   long max_fd = 1024;                 ///< upper bound for the close loop when close_range is missing
   const rlimit* open_files = nullptr; ///< soft limit to restore (raise_open_file_limit), or none
+  int cgroup_procs_fd = -1;           ///< cgroup.procs to join, or -1 (none, or born in it already)
 };
+
+/// clone3's arguments up to `cgroup` (CLONE_ARGS_SIZE_VER2), spelled out here
+/// because glibc 2.36 has no wrapper and older kernel headers lack the field.
+struct CloneArgs {
+  std::uint64_t flags = 0;
+  std::uint64_t pidfd = 0;
+  std::uint64_t child_tid = 0;
+  std::uint64_t parent_tid = 0;
+  std::uint64_t exit_signal = 0;
+  std::uint64_t stack = 0;
+  std::uint64_t stack_size = 0;
+  std::uint64_t tls = 0;
+  std::uint64_t set_tid = 0;
+  std::uint64_t set_tid_size = 0;
+  std::uint64_t cgroup = 0;
+};
+constexpr std::uint64_t k_clone_into_cgroup = 0x200000000ULL;
+
+/// Cleared once clone3 with CLONE_INTO_CGROUP is refused for good (old kernel, seccomp).
+bool g_clone_into_cgroup = true;
+
+/// fork(), or with a cgroup directory, a fork born in that cgroup. `born_in`
+/// says which. The child must stay async-signal-safe until exec either way
+/// (the raw clone3 runs no atfork handlers).
+pid_t fork_into(int cgroup_dir_fd, bool& born_in) {
+  born_in = false;
+#ifdef SYS_clone3
+  if (cgroup_dir_fd >= 0 && g_clone_into_cgroup) {
+    CloneArgs args;
+    args.flags = k_clone_into_cgroup;
+    args.exit_signal = SIGCHLD;
+    args.cgroup = static_cast<std::uint64_t>(cgroup_dir_fd);
+    const long pid = ::syscall(SYS_clone3, &args, sizeof(args));
+    if (pid >= 0) {
+      born_in = true;
+      return static_cast<pid_t>(pid);
+    }
+    if (errno == EAGAIN || errno == ENOMEM) return -1;
+    g_clone_into_cgroup = false; // ENOSYS, E2BIG, EINVAL, EPERM...: the fallback from now on
+  }
+#endif
+  return ::fork();
+}
 
 /// The RLIMIT_NOFILE air-run inherited, once raise_open_file_limit changed it.
 std::optional<rlimit> g_inherited_open_files;
@@ -68,6 +113,13 @@ void close_fds(unsigned first, unsigned last, long max_fd) {
   // standard fd closed and pipe2 handed out 0, 1 or 2.
   int err_fd = ::fcntl(s.exec_error_fd, F_DUPFD_CLOEXEC, 3);
   if (err_fd < 0) _exit(127);
+
+  // Join the run's cgroup before anything else, so every process this rank
+  // ever starts is born in it. "0" moves the writer. A refusal is not fatal:
+  // the parent notices (Containment::rank_started) and falls back.
+  if (s.cgroup_procs_fd >= 0) {
+    [[maybe_unused]] const ssize_t n = ::write(s.cgroup_procs_fd, "0", 1);
+  }
 
   // Die with air-run, even on `kill -9`. The parent may already be gone
   // before prctl took effect; then nobody would signal us, so leave now.
@@ -155,7 +207,7 @@ Expected<std::string> resolve_executable(const std::string& name, const std::str
 }
 
 Expected<StartedProcess> start_process(const std::vector<std::string>& argv, const Environment& env,
-                                       const SpawnOptions& options) {
+                                       CgroupTarget cgroup, const SpawnOptions& options) {
   if (argv.empty() || argv[0].empty()) return usage_error("empty command");
   const bool searched = argv[0].find('/') == std::string::npos;
   const auto path_it = env.find("PATH");
@@ -203,10 +255,13 @@ Expected<StartedProcess> start_process(const std::vector<std::string>& argv, con
   const long open_max = ::sysconf(_SC_OPEN_MAX);
   setup.max_fd = open_max > 0 ? open_max : 1024;
   if (g_inherited_open_files) setup.open_files = &*g_inherited_open_files;
-
-  const pid_t pid = ::fork();
+  bool born_in_cgroup = false;
+  const pid_t pid = fork_into(cgroup.dir_fd, born_in_cgroup);
   if (pid < 0) return sys_error("fork", errno);
-  if (pid == 0) exec_child(setup);
+  if (pid == 0) {
+    if (!born_in_cgroup) setup.cgroup_procs_fd = cgroup.procs_fd;
+    exec_child(setup);
+  }
 
   // Same call as the child: whichever runs first wins, so the group exists
   // before anyone signals it. EACCES (child already exec'd) is fine.

@@ -41,7 +41,8 @@ Expected<std::string> resolve_executable(const std::string& name, const std::str
 /// Starts `argv` with exactly `env` as its environment, isolated the way every
 /// rank is (fork+exec rather than posix_spawn, so PDEATHSIG can be set):
 /// its own process group, PR_SET_PDEATHSIG(SIGKILL) so `kill -9` of air-run
-/// leaves no rank behind, default dispositions and an empty mask, stdin from
+/// ends the rank itself (its descendants are core/os/containment.hpp's job),
+/// default dispositions and an empty mask, stdin from
 /// /dev/null, stdout/stderr to two fresh pipes, every other fd closed.
 ///
 /// The child runs only async-signal-safe calls between fork and exec; the
@@ -51,6 +52,13 @@ Expected<std::string> resolve_executable(const std::string& name, const std::str
 /// not_executable (126) for EACCES, ENOEXEC and other exec errors, system
 /// (125) when pipe2/open/fork fail. The failed child is already reaped then.
 Expected<ChildProcess> spawn_process(const std::vector<std::string>& argv, const Environment& env);
+
+/// Where a new process is to be born: a cgroup v2 directory, as an fd for
+/// clone3 and as its cgroup.procs opened for writing for the fallback. -1: none.
+struct CgroupTarget {
+  int dir_fd = -1;
+  int procs_fd = -1;
+};
 
 /// A forked child whose exec is not yet confirmed: start_process's result.
 /// Launching many ranks, a caller starts them all and then confirms each, so
@@ -65,8 +73,12 @@ struct StartedProcess {
 /// spawn_process's first half: the PATH lookup (its not_found and
 /// not_executable errors come from here) and the fork. The child runs from
 /// here on; a signal sent to its group reaches it even before it has exec'd.
+/// With a `cgroup` (core/os/run_cgroup.hpp) the child is born in it: clone3's
+/// CLONE_INTO_CGROUP (Linux 5.7), else the child moves itself in through
+/// cgroup.procs before anything else (slower: every move waits for the
+/// kernel's cgroup lock, some milliseconds each).
 Expected<StartedProcess> start_process(const std::vector<std::string>& argv, const Environment& env,
-                                       const SpawnOptions& options = {});
+                                       CgroupTarget cgroup = {}, const SpawnOptions& options = {});
 
 /// spawn_process's second half: waits until the child has exec'd (or failed
 /// to, when it is reaped and its exec error returned).

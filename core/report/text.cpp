@@ -90,13 +90,33 @@ void append_stacks(std::string& out, const RunOutcome& o) {
 
 } // namespace
 
+std::string format_warnings(const RunOutcome& o) {
+  std::string out;
+  for (const RankOutcome& r : o.ranks) {
+    if (!r.log_error.empty())
+      out +=
+          "air-run: warning: rank " + std::to_string(r.rank) + "'s log is incomplete: " + r.log_error + "\n";
+  }
+  if (o.console_lines_dropped > 0) {
+    const auto n = o.console_lines_dropped;
+    out += "air-run: warning: " + std::to_string(n) + (n == 1 ? " line" : " lines") +
+           " of rank output not shown on the console (it stopped taking output)\n";
+  }
+  if (o.leftover_processes > 0) {
+    const auto n = o.leftover_processes;
+    out += "air-run: ended " + std::to_string(n) + (n == 1 ? " process" : " processes") +
+           " that the ranks left running\n";
+  }
+  return out;
+}
+
 std::string format_report(const RunReport& report, bool color) {
   const RunOutcome& o = report.outcome;
   const std::string run = "air-run: run " + report.plan.run_id + " ";
   if (o.status == RunOutcome::Status::succeeded) {
     const std::size_t n = o.ranks.size();
     return run + "succeeded after " + format_seconds(o.duration_s) + ": " + std::to_string(n) +
-           (n == 1 ? " rank" : " ranks") + " exited 0\n";
+           (n == 1 ? " rank" : " ranks") + " exited 0\n" + format_warnings(o);
   }
   std::string out = run + std::string(status_words(o.status)) + " after " + format_seconds(o.duration_s) +
                     " (exit code " + std::to_string(report.exit_code) + ")";
@@ -156,7 +176,7 @@ std::string format_report(const RunReport& report, bool color) {
              " grace period, killed (SIGKILL): " + who + "\n";
   }
   append_stacks(out, o);
-  return out;
+  return out + format_warnings(o);
 }
 
 } // namespace air

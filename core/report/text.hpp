@@ -21,8 +21,18 @@ namespace air {
 ///     also failed: rank 2 (local_rank 2, pid 4244): signal 11 (SIGSEGV, core dumped)
 ///     stopped by air-run: ranks 0, 3
 ///
-/// Tracebacks and tails are cut to the last `plan.tail_lines` lines. Pure.
+/// Tracebacks and tails are cut to the last `plan.tail_lines` lines. Then,
+/// whatever the status, format_warnings(). Pure.
 /// `color`: the root cause line in red (a colour terminal, core/run/console_style.hpp).
 std::string format_report(const RunReport& report, bool color = false);
+
+/// Output that was lost, which the exit code (the ranks') does not show: a
+/// log file that could not be written in full (a full disk), console lines
+/// dropped; and the processes the ranks left that air-run ended. One line each:
+///
+///   air-run: warning: rank 0's log is incomplete: write runs/rank0.log: No space left on device
+///   air-run: warning: 1830 lines of rank output not shown on the console (it stopped taking output)
+///   air-run: ended 2 processes that the ranks left running
+std::string format_warnings(const RunOutcome& outcome);
 
 } // namespace air

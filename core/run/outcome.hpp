@@ -73,6 +73,9 @@ struct RunOutcome {
   std::chrono::system_clock::time_point ended_at{};
   double duration_s = 0;
   std::uint64_t console_lines_dropped = 0;
+  /// Processes still running below air-run after every rank had ended (a
+  /// rank's background jobs, daemons), which air-run then ended.
+  std::size_t leftover_processes = 0;
   /// Set (with status failed and root_cause_rank -1) when another node's
   /// failure stopped this run; `reason` then says "stopped because node ...".
   std::optional<RemoteFailure> remote_failure;

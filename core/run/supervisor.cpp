@@ -2,6 +2,7 @@
 
 #include "core/base/duration.hpp"
 #include "core/base/line_splitter.hpp"
+#include "core/os/containment.hpp"
 #include "core/os/log_sink.hpp"
 #include "core/os/oom.hpp"
 #include "core/os/process.hpp"
@@ -48,6 +49,9 @@ constexpr auto k_settle_time = std::chrono::seconds(1);
 /// How much of a reaped rank's pipes to read before judging how it failed.
 constexpr int k_max_drain_reads = 16;
 constexpr std::size_t k_read_size = 64 * 1024;
+/// At the end, how long the console may take nothing before the rest of
+/// air-run's buffered echo is dropped (counted in console_lines_dropped).
+constexpr int k_console_stall_ms = 1000;
 /// One tail entry keeps at most this much of a line: the tail is for the
 /// human summary, and 50 lines of 1 MiB would be 50 MiB.
 constexpr std::size_t k_tail_line_max = 4096;
@@ -164,7 +168,7 @@ struct RankState {
   std::optional<LineSink> stream_logs[2]; ///< torchrun's -r/-t files: stdout.log, stderr.log
   long long stack_offset = -1;            ///< size of its stack file when the signal went out; -1: not asked
   long long stack_seen = -1;              ///< its size at the previous check
-  bool reads_stdin = false; ///< air-run forwards its stdin to it (ConsoleOptions::stdin_rank)
+  bool reads_stdin = false;               ///< air-run forwards its stdin to it (ConsoleOptions::stdin_rank)
   /// Per stream: bytes of the unfinished line already shown (a prompt).
   std::size_t shown_partial[2] = {0, 0};
 };
@@ -184,6 +188,8 @@ private:
   void iterate();
   std::optional<Clock::time_point> next_deadline(Clock::time_point now) const;
   void handle_signals();
+  bool held_back(const RankState& r, const Stream& s) const;
+  Clock::time_point drain_deadline(const RankState& r) const;
   bool read_stream(RankState& r, Stream& s);
   void drain_ready(RankState& r);
   void close_stream(RankState& r, Stream& s);
@@ -228,6 +234,7 @@ private:
   RunOutcome out_;
   std::vector<RankState> ranks_;
   SignalGuard* signals_ = nullptr;
+  std::unique_ptr<Containment> containment_;
   std::optional<std::uint64_t> oom_baseline_;
   Clock::time_point start_{};
   std::optional<Clock::time_point> timeout_deadline_;
@@ -284,9 +291,17 @@ RunOutcome Supervisor::run() {
   if (open_logs()) {
     if (plan_.timeout) timeout_deadline_ = start_ + *plan_.timeout;
     raise_open_file_limit();
+    Containment::Options containment;
+    containment.grace = std::chrono::duration_cast<std::chrono::milliseconds>(plan_.grace_period);
+    containment_ = Containment::start(containment);
     spawn_all();
     start_live();
     while (!finished()) iterate();
+    // Whatever the ranks left behind (background jobs, daemons that called
+    // setsid) ends with the run, as the ranks' own groups did.
+    const auto grace = kill_sent_ ? std::chrono::milliseconds(0) : containment.grace;
+    out_.leftover_processes = containment_->sweep(grace);
+    containment_.reset(); // while SIGPIPE is still ignored: it writes to the watchdog
   }
   stop_live(); // before any report: the terminal is left as it was found
   stop_stdin();
@@ -330,7 +345,7 @@ void Supervisor::spawn_all() {
   started.reserve(ranks_.size());
   for (auto& r : ranks_) {
     r.started = Clock::now();
-    auto s = start_process(r.plan->argv, r.plan->env, spawn_options(r));
+    auto s = start_process(r.plan->argv, r.plan->env, containment_->cgroup_target(), spawn_options(r));
     if (!s) {
       spawn_failed(r, s.error());
       break; // later ranks are not started; pid stays -1, status not_exited
@@ -339,6 +354,7 @@ void Supervisor::spawn_all() {
     r.reads_stdin = spawn_options(r).stdin_pipe;
     if (r.reads_stdin) rank_stdin_ = std::move(s->child.stdin_fd);
     r.pid = s->child.pid;
+    containment_->rank_started(r.pid);
     by_pid_[r.pid] = &r;
     out_.ranks[r.index].pid = r.pid;
     started.emplace_back(&r, std::move(*s));
@@ -356,6 +372,7 @@ void Supervisor::spawn_all() {
     }
     r->streams[0].fd = std::move(child->stdout_fd);
     r->streams[1].fd = std::move(child->stderr_fd);
+    containment_->rank_confirmed(r->pid);
   }
 }
 
@@ -405,8 +422,7 @@ std::optional<Clock::time_point> Supervisor::next_deadline(Clock::time_point now
   for (const auto& r : ranks_) {
     const bool open = r.streams[0].fd || r.streams[1].fd;
     if ((r.spawned && !r.reaped) || open) all_quiet = false;
-    if (r.reaped && open && (!tearing_down_ || kill_sent_))
-      consider(std::max(r.reaped_at, kill_sent_ ? kill_sent_at_ : r.reaped_at) + k_drain_timeout);
+    if (r.reaped && open && (!tearing_down_ || kill_sent_)) consider(drain_deadline(r));
   }
   if (tearing_down_ && !kill_sent_ && all_quiet) consider(now + k_group_check_interval);
   if (hooks_) {
@@ -423,10 +439,14 @@ void Supervisor::iterate() {
   owners.emplace_back(nullptr, nullptr);
   for (auto& r : ranks_) {
     for (auto& s : r.streams) {
-      if (!s.fd) continue;
+      if (!s.fd || held_back(r, s)) continue;
       fds.push_back({s.fd.get(), POLLIN, 0});
       owners.emplace_back(&r, &s);
     }
+  }
+  const std::size_t first_sink_fd = fds.size();
+  for (LineSink* sink : {&stdout_sink_, &stderr_sink_}) {
+    if (sink->pending()) fds.push_back({sink->poll_fd(), POLLOUT, 0});
   }
   const std::size_t first_hook_fd = fds.size();
   if (hooks_) {
@@ -471,16 +491,22 @@ void Supervisor::iterate() {
     const bool from_stdin = fds[stdin_index].fd == STDIN_FILENO;
     forward_stdin(from_stdin, !from_stdin);
   }
+  if (ready > 0 && first_sink_fd < first_hook_fd) {
+    stdout_sink_.flush();
+    stderr_sink_.flush();
+  }
   if (ready > 0) {
-    for (std::size_t i = 1; i < first_hook_fd; ++i) {
+    for (std::size_t i = 1; i < first_sink_fd; ++i) {
       if (fds[i].revents == 0) continue;
       auto [rank, stream] = owners[i];
+      if (held_back(*rank, *stream)) continue; // an earlier read in this pass filled the console
       read_stream(*rank, *stream);
     }
   }
   reap(); // cheap, and catches exits whose SIGCHLD merged with another
   check_deadlines();
   tell_hooks();
+  containment_->record_descendants();
   live_tick();
 }
 
@@ -541,6 +567,24 @@ void Supervisor::handle_signals() {
       break;
     }
   }
+}
+
+bool Supervisor::held_back(const RankState& r, const Stream& s) const {
+  // The console does not take more now: leave the rank's output in its pipe
+  // (a live rank waits, as with any pipe). Not once the run is ending: then
+  // the output is taken, and dropped with a count if need be.
+  if (!r.plan->console || tearing_down_) return false;
+  return (s.is_stderr ? stderr_sink_ : stdout_sink_).full();
+}
+
+Clock::time_point Supervisor::drain_deadline(const RankState& r) const {
+  auto from = std::max(r.reaped_at, kill_sent_ ? kill_sent_at_ : r.reaped_at);
+  // A slow console that still takes output gets it all: count from its last progress.
+  for (const auto& s : r.streams) {
+    if (s.fd && held_back(r, s))
+      from = std::max(from, (s.is_stderr ? stderr_sink_ : stdout_sink_).last_progress());
+  }
+  return from + k_drain_timeout;
 }
 
 bool Supervisor::read_stream(RankState& r, Stream& s) {
@@ -646,8 +690,13 @@ void Supervisor::reap() {
     if (rc < 0 || info.si_pid == 0) break;
     const auto it = by_pid_.find(info.si_pid);
     if (it == by_pid_.end()) {
-      scan_all(ended);
-      break;
+      if (containment_ && containment_->is_watchdog(info.si_pid)) containment_->watchdog_gone();
+      int ignored = 0;
+      if (::waitpid(info.si_pid, &ignored, WNOHANG) <= 0) {
+        scan_all(ended); // not ours to reap after all; take the ranks' exits
+        break;
+      }
+      continue;
     }
     if (!reap_one(*it->second, ended)) break;
   }
@@ -749,8 +798,7 @@ void Supervisor::check_deadlines() {
   if (tearing_down_ && !kill_sent_) return; // drain deadlines wait for the grace period
   for (auto& r : ranks_) {
     if (!r.reaped || !(r.streams[0].fd || r.streams[1].fd)) continue;
-    const auto deadline = std::max(r.reaped_at, kill_sent_ ? kill_sent_at_ : r.reaped_at) + k_drain_timeout;
-    if (now < deadline) continue;
+    if (now < drain_deadline(r)) continue;
     // Descendants still hold the pipes long after the rank ended: stop them
     // and stop reading, or air-run would wait forever.
     signal_group(r.pid, SIGKILL);
@@ -778,6 +826,8 @@ void Supervisor::begin_teardown(int sig) {
     // Reaped leaders' groups too: their descendants must not linger.
     signal_group(r.pid, sig);
   }
+  // And what left the groups (setsid, setpgid) or lost its rank parent.
+  if (containment_) containment_->signal_all(sig);
 }
 
 void Supervisor::kill_all() {
@@ -791,6 +841,7 @@ void Supervisor::kill_all() {
     }
     signal_group(r.pid, SIGKILL);
   }
+  if (containment_) containment_->signal_all(SIGKILL);
 }
 
 /// Says at once what the teardown will do and how to cut it short: after
@@ -880,6 +931,9 @@ void Supervisor::finalize() {
     if (o.last_output_at && o.last_output_age_s < 0)
       o.last_output_age_s = seconds_between(*o.last_output_at, r.reaped ? r.reaped_at : now);
   }
+  // Bounded: a console nobody reads must not keep air-run from reporting.
+  stdout_sink_.finish(k_console_stall_ms);
+  stderr_sink_.finish(k_console_stall_ms);
   out_.console_lines_dropped = stdout_sink_.lines_dropped() + stderr_sink_.lines_dropped();
 }
 
@@ -969,6 +1023,9 @@ void Supervisor::live_tick() {
   if (!live_) return;
   const auto now = Clock::now();
   if (now < live_->next_deadline()) return;
+  // A console that is behind gets no redraw now: the next batch of lines
+  // brings the area along anyway.
+  if (stdout_sink_.pending() || stderr_sink_.pending()) return;
   const std::string text = live_->tick(now, live_snapshot(now));
   if (!text.empty()) stderr_sink_.write(text, 0);
 }

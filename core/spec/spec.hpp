@@ -47,8 +47,20 @@ enum class ValueType {
   rank_list,    ///< "0,2-3", or a YAML list of ranks; flags repeat and accumulate
 };
 
+/// Headings under which `--help` and the man page list the flags; each key
+/// row names one.
+namespace key_group {
+inline constexpr std::string_view launch = "Launch";
+inline constexpr std::string_view accelerators = "Accelerators";
+inline constexpr std::string_view environment = "Environment";
+inline constexpr std::string_view nodes = "Nodes";
+inline constexpr std::string_view output = "Output and reports";
+inline constexpr std::string_view mlflow = "MLflow tracking";
+inline constexpr std::string_view torchrun = "torchrun compatibility";
+} // namespace key_group
+
 /// One row of the single key table: it drives YAML parsing, flags, AIR_RUN_*
-/// variables, validation, `--help` and the README table.
+/// variables, validation, `--help`, the man page, shell completion and the README table.
 struct SpecKey {
   std::string_view key;        ///< YAML path, dotted for nested keys ("environment.python")
   std::string_view flag;       ///< long flag without dashes ("timeout"), "" when there is none
@@ -57,6 +69,8 @@ struct SpecKey {
   ValueType type;
   std::string_view default_text;       ///< as shown in docs
   std::string_view doc;                ///< one line
+  std::string_view group;              ///< `--help` heading, one of key_group
+  std::string_view value_name;         ///< `--help` placeholder ("N", "DIR"); "" for booleans
   std::int64_t min_value = 0;          ///< integer keys only: smallest accepted value
   std::int64_t max_value = 2147483647; ///< integer keys only: largest accepted value
 };

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-# python/air -> python -> repository root
+# python/air -> python -> repository root (in a checkout; elsewhere, just a directory)
 REPO_ROOT = os.path.dirname(os.path.dirname(_PACKAGE_DIR))
 PYTHON_ROOT = os.path.dirname(_PACKAGE_DIR)
 
@@ -15,25 +15,43 @@ _checked = {}   # (path, mtime) -> version text
 _gpu_cache = {}  # (path, mtime, CUDA_VISIBLE_DEVICES, AIR_RUN_* hardware overrides) -> dict
 
 
+def packaged_binary():
+    """The air-run the wheel installed with this package (air/bin/air-run),
+    or None when the package came without one (a checkout, the .deb)."""
+    path = os.path.join(_PACKAGE_DIR, "bin", "air-run")
+    return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+
+
+def _in_checkout():
+    return os.path.isfile(os.path.join(REPO_ROOT, "CMakeLists.txt"))
+
+
 def find_air_run():
-    """Path of the air-run binary: $AIR_RUN_BINARY, else `air-run` on PATH,
-    else the repository build (<repo>/build/cli/air-run). RuntimeError when
-    none is usable."""
+    """Path of the air-run binary: $AIR_RUN_BINARY, else the one packaged
+    with this package (the wheel's), else `air-run` on PATH, else, in a
+    checkout, its build (<repo>/build/cli/air-run). RuntimeError when none is
+    usable."""
     explicit = os.environ.get("AIR_RUN_BINARY")
     if explicit:
         if not (os.path.isfile(explicit) and os.access(explicit, os.X_OK)):
             raise RuntimeError("AIR_RUN_BINARY=%s is not an executable file" % explicit)
         return os.path.abspath(explicit)
+    packaged = packaged_binary()
+    if packaged:
+        return packaged
     on_path = shutil.which("air-run")
     if on_path:
         return on_path
-    built = os.path.join(REPO_ROOT, "build", "cli", "air-run")
-    if os.path.isfile(built) and os.access(built, os.X_OK):
-        return built
+    if _in_checkout():
+        built = os.path.join(REPO_ROOT, "build", "cli", "air-run")
+        if os.path.isfile(built) and os.access(built, os.X_OK):
+            return built
+        raise RuntimeError(
+            "air: the air-run binary was not found: set AIR_RUN_BINARY to its path, put air-run on "
+            "PATH, or build it in this checkout (make build), which gives %s" % built)
     raise RuntimeError(
-        "air: the air-run binary was not found: set AIR_RUN_BINARY to its path, put air-run on "
-        "PATH, or build it in the repository (cmake -S . -B build && cmake --build build), "
-        "which gives %s" % built)
+        "air: the air-run binary was not found: set AIR_RUN_BINARY to its path or put air-run on "
+        "PATH; the air-run wheel and the .deb install it (see docs/install.md)")
 
 
 def _version_of(path):

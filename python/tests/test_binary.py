@@ -79,3 +79,34 @@ def test_list_gpus(fake_air_run):
     assert info["accelerator_type"] == "GPU_2xH200"
     assert _binary.gpu_count(info) == 2
     assert _binary.gpu_count(_binary.list_gpus(fake_air_run(gpus=0))) == 0
+
+
+def test_packaged_binary_comes_before_path(fake_air_run, monkeypatch, tmp_path):
+    """The wheel's own binary (air/bin/air-run) is found first, so a pip
+    install needs no configuration and never picks up another version."""
+    monkeypatch.delenv("AIR_RUN_BINARY", raising=False)
+    package = tmp_path / "site-packages" / "air"
+    (package / "bin").mkdir(parents=True)
+    (package / "bin" / "air-run").symlink_to(fake_air_run())
+    monkeypatch.setattr(_binary, "_PACKAGE_DIR", str(package))
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "air-run").symlink_to(fake_air_run())
+    monkeypatch.setenv("PATH", str(bindir))
+    assert _binary.packaged_binary() == str(package / "bin" / "air-run")
+    assert _binary.find_air_run() == str(package / "bin" / "air-run")
+
+
+def test_not_found_outside_a_checkout_names_no_build_path(monkeypatch, tmp_path):
+    """An installed package (no checkout around it) suggests installing the
+    binary, not a build directory that cannot exist."""
+    monkeypatch.delenv("AIR_RUN_BINARY", raising=False)
+    monkeypatch.setattr(_binary, "_PACKAGE_DIR", str(tmp_path / "lib" / "site-packages" / "air"))
+    monkeypatch.setattr(_binary, "REPO_ROOT", str(tmp_path / "lib"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(RuntimeError) as info:
+        _binary.find_air_run()
+    message = str(info.value)
+    assert message == ("air: the air-run binary was not found: set AIR_RUN_BINARY to its path or "
+                       "put air-run on PATH; the air-run wheel and the .deb install it (see "
+                       "docs/install.md)")

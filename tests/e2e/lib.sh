@@ -124,6 +124,8 @@ expect_ranks_gone() {
 run_tests() {
   local fn
   for fn in $(declare -F | awk '{print $3}' | grep '^test_'); do
+    # E2E_ONLY=substring runs only the matching tests (a short GPU lease, a rerun)
+    [[ -z ${E2E_ONLY:-} || $fn == *"$E2E_ONLY"* ]] || continue
     current=$fn
     TESTDIR=$(mktemp -d "${TMPDIR:-/tmp}/air-e2e-$fn-XXXXXX")
     local before=$failures

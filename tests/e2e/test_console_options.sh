@@ -6,12 +6,12 @@ source "$(dirname "$0")/lib.sh"
 
 test_quiet_keeps_rank_output_and_the_report() {
   run_air --cpu-ranks 2 --no-python sh -c 'echo hi $RANK'
-  expect_contains "$err" "air-run: no GPU found"
+  expect_contains "$err" "air-run: setting OMP_NUM_THREADS"
   run_air -q --cpu-ranks 2 --no-python sh -c 'echo hi $RANK'
   expect_rc 0
   expect_contains "$out" "[rank1]: hi 1"
   expect_contains "$err" "air-run: run "
-  expect_not_contains "$err" "no GPU found"
+  expect_not_contains "$err" "OMP_NUM_THREADS"
   expect_eq "$(grep -c '^air-run:' "$TESTDIR/stderr")" "1" # the report's line only
 }
 
@@ -20,7 +20,7 @@ test_root_cause_red_and_notices_dim_in_colour_only() {
   FORCE_COLOR=1 run_air --cpu-ranks 2 --no-python sh -c '[ $RANK = 1 ] && exit 3; sleep 0.2'
   expect_rc 3
   expect_contains "$err" "${esc}[31m  root cause: rank 1"
-  expect_contains "$err" "${esc}[2mair-run: no GPU found"
+  expect_contains "$err" "${esc}[2mair-run: setting OMP_NUM_THREADS"
   NO_COLOR=1 run_air --cpu-ranks 2 --no-python sh -c '[ $RANK = 1 ] && exit 3; sleep 0.2'
   expect_contains "$err" "  root cause: rank 1"
   [[ $err != *"$esc"* ]] || fail "escape codes under NO_COLOR"

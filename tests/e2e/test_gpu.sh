@@ -212,6 +212,52 @@ test_kill_9_of_air_run_frees_the_gpus() {
   expect_gpus_freed
 }
 
+# gpu_memory_used: MiB in use on each GPU, one line, in index order.
+gpu_memory_used() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | tr '\n' ' '; }
+
+# Ranks that are shell wrappers (the rank is `sh`, not Python), each with a
+# Python grandchild on its GPU that ignores SIGTERM and one in a session of its
+# own (setsid): after kill -9 of air-run, no process is left and the GPU
+# memory is back to what it was (PDEATHSIG alone reaches only the shells).
+test_kill_9_with_wrapper_ranks_frees_the_gpus() {
+  local mark="air-gpu-orphan-$$-$RANDOM" before
+  before=$(gpu_memory_used)
+  cat >hold.py <<'PY'
+import os, signal, time, torch
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+dev = int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count()
+x = torch.empty(512 * 2**20, dtype=torch.uint8, device=f"cuda:{dev}")  # 512 MiB
+torch.cuda.synchronize()
+print("holding", flush=True)
+time.sleep(600)
+PY
+  cat >wrapper.sh <<SH
+#!/bin/sh
+"$TORCH_PYTHON" hold.py "$mark" &
+setsid "$TORCH_PYTHON" hold.py "$mark" &
+"$TORCH_PYTHON" hold.py "$mark"
+SH
+  chmod +x wrapper.sh
+  "$AIR_RUN" --no-python --grace-period 2s ./wrapper.sh >stdout 2>stderr &
+  air=$!
+  if ! wait_for "[[ \$(grep -c holding stdout) -ge $((3 * ngpu)) ]]" 120; then
+    kill -KILL "$air" $(pgrep -f -- "$mark") 2>/dev/null
+    fail "the wrappers' Python processes did not start: $(tail -5 stderr)"
+    return 1
+  fi
+  [[ -n $(gpu_processes) ]] || fail "nvidia-smi does not see the processes on the GPUs"
+  kill -KILL "$air"
+  finish_air 10
+  if ! wait_for "[[ \$(pgrep -c -f -- $mark) == 0 ]]" 30; then
+    fail "processes left after kill -9 of air-run: $(pgrep -af -- "$mark")"
+    kill -KILL $(pgrep -f -- "$mark") 2>/dev/null
+  fi
+  wait_for '[[ -z $(gpu_processes) ]]' 20 || fail "processes still on the GPUs: $(gpu_processes)"
+  # memory back to within 256 MiB of what it was on every GPU
+  wait_for "python3 -c 'import sys; b, a = sys.argv[1].split(), sys.argv[2].split(); sys.exit(any(int(y) > int(x) + 256 for x, y in zip(b, a)))' \"$before\" \"\$(gpu_memory_used)\"" 20 ||
+    fail "GPU memory not freed: before $before, after $(gpu_memory_used) MiB"
+}
+
 test_ctrl_c_stops_training_with_130_and_frees_the_gpus() {
   start_gpu_training || return
   kill -INT "$air"

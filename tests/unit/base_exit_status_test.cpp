@@ -11,4 +11,7 @@ TEST_CASE("exit status decodes codes and signals", "[exit_status]") {
   CHECK(ExitStatus::exited_with(0).success());
   CHECK_FALSE(ExitStatus::killed_by(SIGTERM).success());
   CHECK(air::signal_name(SIGSEGV) == "SIGSEGV");
+  CHECK(air::signal_name(SIGUSR1) == "SIGUSR1");
+  CHECK(air::signal_name(SIGPWR) == "SIGPWR");
+  CHECK(air::signal_name(SIGRTMIN + 1) == "SIG" + std::to_string(SIGRTMIN + 1));
 }

@@ -282,6 +282,13 @@ TEST_CASE("select_accelerators matches requests against hardware", "[hardware]")
     CHECK(counted->ranks == 2);
     CHECK(counted->notices == Strings{"no GPU found (AIR_RUN_FAKE_GPUS is "
                                       "empty); running 2 rank(s) on CPU"});
+
+    // CPU ranks asked for: the CPU is what was wanted, nothing to notice.
+    auto asked = air::select_accelerators(nullopt, nullopt, 3, none, true);
+    REQUIRE(asked.ok());
+    CHECK(asked->cpu);
+    CHECK(asked->ranks == 3);
+    CHECK(asked->notices.empty());
   }
   SECTION("explicit CPU ignores GPUs") {
     auto cpu = air::select_accelerators("CPU", nullopt, 5, two_h200);

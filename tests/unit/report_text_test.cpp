@@ -116,3 +116,25 @@ TEST_CASE("report: stopped ranks fold into ranges", "[report]") {
         "air-run: run r1 was interrupted after 12.4s (exit code 130): air-run received SIGINT\n"
         "  stopped by air-run: ranks 0, 2-5, 7\n");
 }
+
+TEST_CASE("report: lost output and leftover processes are said, whatever the status", "[report]") {
+  air::test::SampleRun run;
+  run.outcome.status = air::RunOutcome::Status::succeeded;
+  run.outcome.root_cause_rank = -1;
+  run.outcome.reason.clear();
+  run.outcome.duration_s = 1;
+  run.outcome.ranks.resize(2);
+  run.outcome.ranks[1].log_error = "write /logs/rank1.log: No space left on device";
+  run.outcome.console_lines_dropped = 1;
+  run.outcome.leftover_processes = 2;
+  air::RunReport report{run.spec, run.hardware, run.selection, run.plan, run.outcome, "h", 0, {}, {}};
+  CHECK(air::format_report(report) ==
+        "air-run: run r1 succeeded after 1.0s: 2 ranks exited 0\n"
+        "air-run: warning: rank 1's log is incomplete: write /logs/rank1.log: No space left on device\n"
+        "air-run: warning: 1 line of rank output not shown on the console (it stopped taking output)\n"
+        "air-run: ended 2 processes that the ranks left running\n");
+  run.outcome.ranks[1].log_error.clear();
+  run.outcome.console_lines_dropped = 0;
+  run.outcome.leftover_processes = 0;
+  CHECK(air::format_warnings(run.outcome).empty());
+}

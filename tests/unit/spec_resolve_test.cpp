@@ -102,10 +102,17 @@ TEST_CASE("key table has one row per LaunchSpec field, unique names", "[spec]") 
   std::vector<std::string> keys;
   std::set<std::string_view> flags;
   std::set<std::string_view> envs;
+  const std::set<std::string_view> groups = {air::key_group::launch,      air::key_group::accelerators,
+                                             air::key_group::environment, air::key_group::nodes,
+                                             air::key_group::output,      air::key_group::mlflow,
+                                             air::key_group::torchrun};
   for (const auto& row : air::spec_keys()) {
     keys.emplace_back(row.key);
     CHECK_FALSE(row.doc.empty());
     CHECK_FALSE(row.default_text.empty());
+    // Every row has a --help heading; a flag that takes a value has a placeholder, a switch none.
+    CHECK(groups.count(row.group) == 1);
+    CHECK(row.value_name.empty() == (row.flag.empty() || row.type == air::ValueType::boolean));
     if (!row.flag.empty()) CHECK(flags.insert(row.flag).second);
     if (!row.short_flag.empty()) CHECK(flags.insert(row.short_flag).second);
     if (!row.env.empty()) {

@@ -1,0 +1,26 @@
+#pragma once
+
+#include "cli/options.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <string_view>
+
+namespace air::cli {
+
+/// The air-run(1) man page in roff: every visible option under its `--help`
+/// heading with its spec key and variable, the spec file keys, the
+/// AIR_RUN_* variables, and the examples and exit codes of the footer.
+std::string man_page(const CLI::App& app);
+
+/// A completion script for `shell` ("bash" or "zsh"): the option names,
+/// file or directory names for the options that take them, and file names
+/// for TARGET and everything after it.
+std::string completion_script(const CLI::App& app, std::string_view shell);
+
+/// What a hidden --print-* flag asked for (the README key table, the man page
+/// or a completion script); "" when none was given.
+std::string generated_document(const CLI::App& app, const CliOptions& options);
+
+} // namespace air::cli

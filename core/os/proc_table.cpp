@@ -1,0 +1,97 @@
+#include "core/os/proc_table.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <string>
+#include <unordered_map>
+
+namespace air {
+
+namespace {
+
+bool read_stat(const char* pid, ProcEntry& entry) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%s/stat", pid);
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[1024];
+  ssize_t n;
+  do {
+    n = ::read(fd, buf, sizeof(buf) - 1);
+  } while (n < 0 && errno == EINTR);
+  ::close(fd);
+  if (n <= 0) return false;
+  return parse_proc_stat(std::string_view(buf, static_cast<std::size_t>(n)), entry);
+}
+
+} // namespace
+
+bool parse_proc_stat(std::string_view text, ProcEntry& entry) {
+  const auto open = text.find('(');
+  const auto close = text.rfind(')');
+  if (open == std::string_view::npos || close == std::string_view::npos || close < open) return false;
+  const std::string head(text.substr(0, open));
+  const std::string rest(text.substr(close + 1));
+  long pid = 0;
+  if (std::sscanf(head.c_str(), "%ld", &pid) != 1) return false;
+  char state = 0;
+  long ppid = 0;
+  long pgid = 0;
+  unsigned long long start = 0;
+  // Fields 3-5 and 22 (proc(5)): state, ppid, pgrp, ..., starttime.
+  if (std::sscanf(rest.c_str(),
+                  " %c %ld %ld %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", &state,
+                  &ppid, &pgid, &start) != 4)
+    return false;
+  entry.pid = static_cast<pid_t>(pid);
+  entry.ppid = static_cast<pid_t>(ppid);
+  entry.pgid = static_cast<pid_t>(pgid);
+  entry.start = start;
+  entry.zombie = state == 'Z' || state == 'X';
+  return true;
+}
+
+std::vector<ProcEntry> read_proc_table() {
+  std::vector<ProcEntry> table;
+  DIR* dir = ::opendir("/proc");
+  if (dir == nullptr) return table;
+  while (const dirent* e = ::readdir(dir)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    ProcEntry entry;
+    if (read_stat(e->d_name, entry)) table.push_back(entry);
+  }
+  ::closedir(dir);
+  return table;
+}
+
+bool read_proc_entry(pid_t pid, ProcEntry& entry) {
+  const std::string name = std::to_string(pid);
+  return read_stat(name.c_str(), entry);
+}
+
+std::vector<ProcEntry> live_descendants(const std::vector<ProcEntry>& table, const std::vector<pid_t>& roots,
+                                        pid_t skip) {
+  std::unordered_multimap<pid_t, const ProcEntry*> children;
+  for (const auto& e : table) children.emplace(e.ppid, &e);
+  std::vector<ProcEntry> found;
+  std::vector<pid_t> todo(roots.begin(), roots.end());
+  while (!todo.empty()) {
+    const pid_t parent = todo.back();
+    todo.pop_back();
+    const auto [first, last] = children.equal_range(parent);
+    for (auto it = first; it != last; ++it) {
+      const ProcEntry& child = *it->second;
+      if (child.pid == skip || child.pid == parent) continue;
+      todo.push_back(child.pid);
+      if (!child.zombie) found.push_back(child);
+    }
+  }
+  return found;
+}
+
+} // namespace air

@@ -1,0 +1,39 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace air {
+
+/// One line of the process table as /proc/<pid>/stat tells it. The start
+/// time (clock ticks since boot) tells a process apart from a later one that
+/// got the same pid.
+struct ProcEntry {
+  pid_t pid = 0;
+  pid_t ppid = 0;
+  pid_t pgid = 0;
+  std::uint64_t start = 0;
+  bool zombie = false; ///< state Z or X: dead, waiting to be reaped
+};
+
+/// Parses one /proc/<pid>/stat text ("pid (comm) S ppid pgrp ...", where comm
+/// may hold spaces and ')'). False when the text is not in that shape.
+bool parse_proc_stat(std::string_view text, ProcEntry& entry);
+
+/// Every process /proc shows now. A process that ends during the scan is
+/// simply missing; an unreadable /proc gives an empty table.
+std::vector<ProcEntry> read_proc_table();
+
+/// The entry for `pid`, read alone; false when it is gone.
+bool read_proc_entry(pid_t pid, ProcEntry& entry);
+
+/// The live (not zombie) processes of `table` whose parent chain reaches one
+/// of `roots`, roots excluded, and none below `skip` (a process and its
+/// subtree left out, such as air-run's own watchdog).
+std::vector<ProcEntry> live_descendants(const std::vector<ProcEntry>& table, const std::vector<pid_t>& roots,
+                                        pid_t skip = -1);
+
+} // namespace air

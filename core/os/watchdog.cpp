@@ -1,0 +1,193 @@
+#include "core/os/watchdog.hpp"
+
+#include "core/os/proc_table.hpp"
+#include "core/os/run_cgroup.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <set>
+#include <utility>
+#include <vector>
+
+namespace air {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Watched {
+  std::set<pid_t> groups;
+  std::set<std::pair<pid_t, std::uint64_t>> processes;
+  std::string cgroup_dir;
+};
+
+/// Everything of the run still alive: group members, recorded processes that
+/// are still the same process, cgroup members, and all their descendants.
+std::set<pid_t> run_processes(const Watched& w) {
+  const auto table = read_proc_table();
+  const pid_t self = ::getpid();
+  std::vector<pid_t> roots;
+  std::set<pid_t> cgroup_members;
+  if (!w.cgroup_dir.empty()) {
+    std::string text;
+    const int fd = ::open((w.cgroup_dir + "/cgroup.procs").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      char buf[4096];
+      ssize_t n;
+      while ((n = ::read(fd, buf, sizeof(buf))) > 0) text.append(buf, static_cast<std::size_t>(n));
+      ::close(fd);
+    }
+    for (const pid_t p : parse_cgroup_procs(text)) cgroup_members.insert(p);
+  }
+  std::set<pid_t> found;
+  for (const auto& e : table) {
+    const bool in_group = w.groups.count(e.pgid) != 0;
+    const bool recorded = w.processes.count({e.pid, e.start}) != 0;
+    if (!in_group && !recorded && cgroup_members.count(e.pid) == 0) continue;
+    roots.push_back(e.pid);
+    if (!e.zombie && e.pid != self) found.insert(e.pid);
+  }
+  for (const auto& e : live_descendants(table, roots, self)) found.insert(e.pid);
+  return found;
+}
+
+void kill_cgroup(const std::string& dir) {
+  if (dir.empty()) return;
+  const int fd = ::open((dir + "/cgroup.kill").c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  [[maybe_unused]] const ssize_t n = ::write(fd, "1", 1);
+  ::close(fd);
+}
+
+void pause_ms(int ms) { ::poll(nullptr, 0, ms); }
+
+/// air-run is gone: end everything it started.
+void end_run(const Watched& w, std::chrono::milliseconds grace) {
+  for (const pid_t g : w.groups) ::kill(-g, SIGTERM);
+  std::set<pid_t> signalled;
+  const auto deadline = Clock::now() + grace;
+  for (;;) {
+    const auto left = run_processes(w);
+    if (left.empty()) break;
+    for (const pid_t p : left)
+      if (signalled.insert(p).second) ::kill(p, SIGTERM);
+    if (Clock::now() >= deadline) break;
+    pause_ms(50);
+  }
+  // SIGKILL until nothing is left; bounded, in case something keeps forking
+  // faster than the scan (a cgroup's kill has no such race).
+  const auto give_up = Clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    kill_cgroup(w.cgroup_dir);
+    for (const pid_t g : w.groups) ::kill(-g, SIGKILL);
+    const auto left = run_processes(w);
+    if (left.empty() || Clock::now() >= give_up) break;
+    for (const pid_t p : left) ::kill(p, SIGKILL);
+    pause_ms(20);
+  }
+  if (!w.cgroup_dir.empty()) {
+    for (int i = 0; i < 100 && ::rmdir(w.cgroup_dir.c_str()) != 0 && errno == EBUSY; ++i) pause_ms(20);
+  }
+}
+
+/// Keeps the set of recorded processes bounded on long runs: forgets those
+/// that have ended (their pid now names nothing, or another process).
+void forget_ended(Watched& w) {
+  for (auto it = w.processes.begin(); it != w.processes.end();) {
+    ProcEntry e;
+    if (!read_proc_entry(it->first, e) || e.start != it->second || e.zombie)
+      it = w.processes.erase(it);
+    else
+      ++it;
+  }
+}
+
+[[noreturn]] void watchdog_main(int read_fd, Watched w, std::chrono::milliseconds grace) {
+  ::setsid();
+  ::prctl(PR_SET_NAME, "air-run-watch");
+  struct sigaction act {};
+  sigemptyset(&act.sa_mask);
+  act.sa_handler = SIG_IGN;
+  for (int sig : {SIGINT, SIGHUP, SIGQUIT, SIGPIPE, SIGTSTP, SIGTTIN, SIGTTOU, SIGUSR1, SIGUSR2})
+    ::sigaction(sig, &act, nullptr);
+  act.sa_handler = SIG_DFL;
+  for (int sig : {SIGTERM, SIGCHLD}) ::sigaction(sig, &act, nullptr);
+  sigset_t empty;
+  sigemptyset(&empty);
+  ::sigprocmask(SIG_SETMASK, &empty, nullptr);
+  [[maybe_unused]] const int rc = ::chdir("/");
+
+  std::size_t next_prune = 4096;
+  WatchdogRecord rec;
+  std::size_t have = 0;
+  for (;;) {
+    const ssize_t n = ::read(read_fd, reinterpret_cast<char*>(&rec) + have, sizeof(rec) - have);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break; // EOF: air-run has gone, one way or another
+    have += static_cast<std::size_t>(n);
+    if (have < sizeof(rec)) continue;
+    have = 0;
+    if (rec.type == k_watch_end) _exit(0);
+    if (rec.type == k_watch_group && rec.pid > 0) w.groups.insert(rec.pid);
+    if (rec.type == k_watch_process && rec.pid > 0) w.processes.insert({rec.pid, rec.start});
+    if (w.processes.size() >= next_prune) {
+      forget_ended(w);
+      next_prune = std::max<std::size_t>(4096, w.processes.size() * 2);
+    }
+  }
+  end_run(w, grace);
+  _exit(0);
+}
+
+} // namespace
+
+pid_t fork_watchdog(int& write_fd, const std::string& cgroup_dir, std::chrono::milliseconds grace) {
+  write_fd = -1;
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return -1;
+  const int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null_fd < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return -1;
+  }
+  Watched watched;
+  watched.cgroup_dir = cgroup_dir;
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    ::close(null_fd);
+    return -1;
+  }
+  if (pid == 0) {
+    // Only the pipe's read end (as fd 3) and /dev/null on 0-2: holding one of
+    // air-run's fds (its stdout pipe, a socket) would keep it open past air-run.
+    const int keep = ::fcntl(fds[0], F_DUPFD_CLOEXEC, 10);
+    if (keep < 0 || ::dup2(null_fd, 0) < 0 || ::dup2(null_fd, 1) < 0 || ::dup2(null_fd, 2) < 0) _exit(1);
+    if (::dup2(keep, 3) < 0) _exit(1);
+#ifdef SYS_close_range
+    if (::syscall(SYS_close_range, 4U, ~0U, 0U) != 0)
+#endif
+    {
+      const long max_fd = ::sysconf(_SC_OPEN_MAX);
+      for (long fd = 4; fd < (max_fd > 0 ? max_fd : 1024); ++fd) ::close(static_cast<int>(fd));
+    }
+    watchdog_main(3, std::move(watched), grace);
+  }
+  ::close(fds[0]);
+  ::close(null_fd);
+  const int flags = ::fcntl(fds[1], F_GETFL);
+  ::fcntl(fds[1], F_SETFL, flags | O_NONBLOCK);
+  write_fd = fds[1];
+  return pid;
+}
+
+} // namespace air

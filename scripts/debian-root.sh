@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Throwaway Debian roots for the install tests and the portable build, without
+# containers and without touching the host: debootstrap writes only into the
+# root, and `run` mounts /proc, /dev/pts and /dev/shm in a private mount namespace that
+# disappears with the command.
+#
+#   scripts/debian-root.sh make SUITE DIR [PACKAGE...]
+#       A fresh root of SUITE (bullseye, bookworm, ...) with PACKAGE... in DIR
+#       (replaced). The first time it runs debootstrap --variant=minbase from
+#       the mirror and keeps a tarball of the result next to DIR
+#       (DIR/../<suite>-<hash>.tar); later calls unpack that (seconds, offline).
+#   scripts/debian-root.sh run DIR COMMAND [ARG...]
+#       Runs COMMAND inside the root (as root, HOME=/root, a plain PATH).
+#
+# Needs root (chroot, debootstrap, unshare) and the debootstrap package.
+# AIR_DEBIAN_MIRROR overrides the mirror; the default is the host's first
+# deb.debian.org-style URI in /etc/apt/sources.list*, else deb.debian.org.
+set -euo pipefail
+
+die() {
+  echo "debian-root: $*" >&2
+  exit 1
+}
+
+mirror() {
+  if [[ -n ${AIR_DEBIAN_MIRROR:-} ]]; then
+    echo "$AIR_DEBIAN_MIRROR"
+    return
+  fi
+  local uri
+  uri=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list 2>/dev/null |
+    grep -oE 'https?://[^ ]+/debian/?( |$)' | grep -v security | head -n 1 | tr -d ' ') || true
+  echo "${uri:-http://deb.debian.org/debian}"
+}
+
+make_root() {
+  local suite=$1 dir=$2
+  shift 2
+  local packages
+  packages=$(printf '%s\n' "$@" | sort -u | paste -sd, -)
+  local key
+  key=$(printf '%s %s' "$suite" "$packages" | sha256sum | cut -c1-12)
+  local cache
+  cache="$(dirname "$dir")/$suite-$key.tar"
+  mkdir -p "$(dirname "$dir")"
+  rm -rf "$dir"
+  if [[ ! -f $cache ]]; then
+    command -v debootstrap >/dev/null || die "debootstrap is not installed (apt-get install debootstrap)"
+    local tmp="$dir.debootstrap"
+    rm -rf "$tmp"
+    echo "debian-root: debootstrap $suite${packages:+ with $packages} from $(mirror) (cached as $cache)" >&2
+    debootstrap --variant=minbase ${packages:+--include="$packages"} "$suite" "$tmp" "$(mirror)" >"$tmp.log" 2>&1 ||
+      die "debootstrap failed; see $tmp.log"
+    rm -f "$tmp.log"
+    # Package lists and downloaded .debs are not needed to install local files.
+    rm -rf "$tmp"/var/cache/apt/archives/*.deb "$tmp"/var/lib/apt/lists/*_Packages
+    tar -C "$tmp" -cf "$cache.part" . && mv "$cache.part" "$cache"
+    mv "$tmp" "$dir"
+  else
+    mkdir -p "$dir"
+    tar -C "$dir" -xf "$cache"
+  fi
+}
+
+run_in_root() {
+  local dir=$1
+  shift
+  [[ -x $dir/bin/sh ]] || die "$dir is not a Debian root"
+  # --fork --pid: the command is PID 1 of its own namespace, so nothing it
+  # starts outlives it; --mount: the mounts below are private and vanish with it.
+  unshare --mount --pid --fork --mount-proc="$dir/proc" -- \
+    sh -c 'mount -t tmpfs -o size=256m tmpfs "$0/dev/shm" &&
+           mount -t devpts -o newinstance,ptmxmode=0666 devpts "$0/dev/pts" &&
+           exec chroot "$0" "$@"' "$dir" \
+    env -i HOME=/root TERM=dumb LANG=C.UTF-8 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    "$@"
+}
+
+[[ $(id -u) == 0 ]] || die "needs root (debootstrap and chroot)"
+case ${1:-} in
+  make) shift; (($# >= 2)) || die "usage: debian-root.sh make SUITE DIR [PACKAGE...]"; make_root "$@" ;;
+  run) shift; (($# >= 2)) || die "usage: debian-root.sh run DIR COMMAND [ARG...]"; run_in_root "$@" ;;
+  *) die "usage: debian-root.sh make SUITE DIR [PACKAGE...] | run DIR COMMAND [ARG...]" ;;
+esac

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The Debian package, installed as a user would: `apt-get install ./air-run_*.deb`
+# in a fresh minimal Debian 12 root (never on this machine), then air-run's
+# help, a 2-rank CPU run, a Python target, the man page, bash completion, the
+# air Python package, and `apt-get remove` leaving the root as it was.
+#
+# AIR_DEB names the package (`make test-install` builds it with `make package`);
+# without it, or without root (debootstrap, chroot), the test is skipped (77).
+# The root comes from scripts/debian-root.sh, cached as a tarball under
+# AIR_ROOTS_DIR (default: roots/ next to the package).
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/debian_root.sh"
+
+if [[ -z ${AIR_DEB:-} || $(id -u) != 0 ]]; then
+  echo "skip: needs AIR_DEB=<path of air-run_*.deb> and root (make test-install)"
+  exit 77
+fi
+AIR_DEB=$(realpath "$AIR_DEB")
+ROOTS=${AIR_ROOTS_DIR:-$(dirname "$AIR_DEB")/roots}
+use_debian_root bookworm "$ROOTS/bookworm-deb-test" man-db python3 bash-completion
+
+# Every file and directory of the root that a package could own.
+file_list() {
+  (cd "$R" && find . -xdev \( -path ./proc -o -path ./dev -o -path ./tmp -o -path ./run -o -path ./var/log \
+    -o -path ./var/cache -o -path ./var/lib/dpkg -o -path ./var/lib/apt -o -path ./root \) -prune -o -print | sort)
+}
+file_list >"$ROOTS/before-install.txt"
+
+test_a_apt_installs_the_package_offline() {
+  cp "$AIR_DEB" "$R/tmp/"
+  in_root "apt-get install -y /tmp/$(basename "$AIR_DEB")"
+  expect_rc 0
+  in_root "dpkg-query -W -f '\${Status} \${Version}' air-run"
+  expect_eq "$out" "install ok installed 0.1.0"
+}
+
+test_b_help_and_version() {
+  in_root "air-run --version && air-run --help"
+  expect_rc 0
+  expect_contains "$out" "air-run 0.1.0"
+  expect_contains "$out" "Usage: air-run [OPTIONS] TARGET [ARGS...]"
+  in_root "command -v air-run"
+  expect_eq "$out" "/usr/bin/air-run"
+}
+
+test_c_two_cpu_ranks() {
+  in_root "air-run --cpu-ranks 2 --no-python sh -c 'echo rank \$RANK of \$WORLD_SIZE'"
+  expect_rc 0
+  expect_contains "$out" "rank 0 of 2"
+  expect_contains "$out" "rank 1 of 2"
+  expect_contains "$err" "2 ranks exited 0"
+}
+
+test_d_python_target_and_air_package() {
+  in_root "printf 'import os, air\nprint(\"rank\", os.environ[\"RANK\"], air.__file__)\n' >/tmp/job.py &&
+           cd /tmp && air-run --cpu-ranks 2 job.py"
+  expect_rc 0
+  expect_contains "$out" "rank 1 /usr/lib/python3/dist-packages/air/__init__.py"
+  in_root "python3 -c 'from air import _binary; print(_binary.resolve_binary())'"
+  expect_eq "$out" "/usr/bin/air-run"
+}
+
+test_e_man_page() {
+  in_root "MANWIDTH=100 man -P cat air-run"
+  expect_rc 0
+  expect_contains "$out" "air-run - launch a distributed training job"
+  expect_contains "$out" "--accelerator-type TYPE"
+}
+
+test_f_bash_completion() {
+  # bash-completion's loader finds the file by the command's name, as at a prompt.
+  in_root ". /usr/share/bash-completion/bash_completion && __load_completion air-run && complete -p air-run &&
+           COMP_WORDS=(air-run --acc) COMP_CWORD=1 && _air_run && echo \"reply: \${COMPREPLY[*]}\""
+  expect_rc 0
+  expect_contains "$out" "complete -F _air_run air-run"
+  expect_contains "$out" "reply: --accelerator-type"
+  in_root "test -f /usr/share/zsh/vendor-completions/_air-run"
+  expect_rc 0
+}
+
+test_g_remove_leaves_nothing() {
+  in_root "apt-get remove -y air-run"
+  expect_rc 0
+  in_root "dpkg-query -W -f '\${Status}' air-run"
+  expect_not_contains "$out" "install ok installed"
+  file_list >after-remove.txt
+  diff "$ROOTS/before-install.txt" after-remove.txt >diff.txt || fail "files left after remove: $(head -20 diff.txt)"
+}
+
+run_tests

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The pip wheel that carries the binary, installed as a user would: into a
+# fresh venv (with the system's packages visible, for torch), offline. It must
+# give `import air`, an `air-run` command, and @distributed that finds the
+# wheel's own binary with no configuration (no AIR_RUN_BINARY, venv not on
+# PATH) and runs 2 gloo ranks with it.
+#
+# AIR_WHEEL names a built wheel (`make test-install` passes the release one);
+# without it the test builds one around $AIR_RUN (scripts/build-wheel.sh).
+# Uses /usr/bin/python3, Debian's, with torch, setuptools, wheel and venv.
+# The tests run in order (a_ to e_) on one venv.
+source "$(dirname "$0")/lib.sh"
+
+PY=$TORCH_PYTHON
+if ! "$PY" -c 'import setuptools, wheel, ensurepip' 2>/dev/null; then
+  echo "skip: $PY lacks setuptools, wheel or venv (scripts/install-deps.sh test)"
+  exit 77
+fi
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/air-wheel-XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+if [[ -z ${AIR_WHEEL:-} ]]; then
+  AIR_WHEEL=$(PYTHON=$PY "$AIR_SOURCE_DIR/scripts/build-wheel.sh" "$AIR_RUN" "$WORK/dist") || exit 1
+fi
+VENV=$WORK/venv
+"$PY" -m venv --system-site-packages "$VENV" || exit 1
+"$VENV/bin/python" -m pip install -q --no-index --no-deps --no-cache-dir --disable-pip-version-check \
+  "$AIR_WHEEL" || exit 1
+SITE=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+
+# in_venv COMMAND...: as a user with the venv installed but not activated and
+# nothing of this checkout in sight: a plain PATH, no AIR_* variables.
+in_venv() {
+  env -u AIR_RUN_BINARY -u AIR_RUN -u PYTHONPATH PATH=/usr/bin:/bin "$@" >"$TESTDIR/stdout" 2>"$TESTDIR/stderr"
+  rc=$?
+  out=$(cat "$TESTDIR/stdout")
+  err=$(cat "$TESTDIR/stderr")
+}
+
+test_a_wheel_is_a_platform_wheel_with_the_binary() {
+  [[ $(basename "$AIR_WHEEL") =~ ^air_run-0\.1\.0-py3-none-(linux|manylinux_[0-9]+_[0-9]+)_x86_64\.whl$ ]] ||
+    fail "unexpected wheel name $(basename "$AIR_WHEEL")"
+  [[ -x $SITE/air/bin/air-run ]] || fail "no executable $SITE/air/bin/air-run"
+}
+
+test_b_air_run_command_in_the_venv() {
+  in_venv "$VENV/bin/air-run" --version
+  expect_rc 0
+  expect_eq "$out" "air-run 0.1.0"
+  in_venv "$VENV/bin/air-run" --cpu-ranks 2 --no-python sh -c 'echo rank $RANK of $WORLD_SIZE'
+  expect_rc 0
+  expect_contains "$out" "rank 1 of 2"
+  in_venv env PATH="$VENV/bin:/usr/bin:/bin" sh -c 'command -v air-run'
+  expect_eq "$out" "$VENV/bin/air-run"
+}
+
+test_c_import_air_finds_the_wheels_binary() {
+  in_venv "$VENV/bin/python" -c 'import air; from air import _binary; print(air.__file__); print(_binary.resolve_binary())'
+  expect_rc 0
+  expect_eq "$out" "$SITE/air/__init__.py"$'\n'"$SITE/air/bin/air-run"
+}
+
+test_d_distributed_runs_two_gloo_ranks_through_the_wheels_binary() {
+  "$PY" -c 'import torch.distributed' 2>/dev/null || { echo "skip: no torch for $PY"; return 0; }
+  cat >job.py <<'PY'
+import os
+from air import distributed
+
+@distributed(num_accelerators=2, timeout=120)
+def allreduce():
+    import torch, torch.distributed as dist
+    dist.init_process_group("gloo")
+    t = torch.tensor([float(dist.get_rank() + 1)])
+    dist.all_reduce(t)
+    launcher = os.readlink("/proc/%d/exe" % os.getppid())  # the air-run that started this rank
+    dist.destroy_process_group()
+    return [int(os.environ["RANK"]), t.item(), launcher]
+
+for rank, total, launcher in allreduce.distributed():
+    print(rank, total, launcher)
+PY
+  in_venv timeout -k 5 180 "$VENV/bin/python" job.py
+  expect_rc 0
+  expect_contains "$out" "0 3.0 $SITE/air/bin/air-run"
+  expect_contains "$out" "1 3.0 $SITE/air/bin/air-run"
+}
+
+test_e_uninstall_removes_the_binary() {
+  in_venv "$VENV/bin/python" -m pip uninstall -q -y air-run
+  expect_rc 0
+  [[ ! -e $SITE/air && ! -e $VENV/bin/air-run ]] || fail "left behind: $(ls "$SITE/air" "$VENV/bin/air-run" 2>&1)"
+}
+
+run_tests

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# No process outlives air-run: kill -9 or a crash of air-run, or a successful
+# run, with ranks that are shell wrappers, grandchildren that ignore SIGTERM,
+# a grandchild that called setsid() and Python worker processes. Every process
+# a test starts carries a unique marker in its argv; the test counts the live
+# ones (zombies have no argv) and kills any it finds, so a failure leaks nothing.
+source "$(dirname "$0")/lib.sh"
+
+MARK=""
+new_mark() { MARK="air-orphan-$$-$RANDOM-$current"; }
+
+# marked: the live processes whose argv holds $MARK.
+marked() { pgrep -f -- "$MARK" | tr '\n' ' '; }
+count_marked() { pgrep -c -f -- "$MARK"; }
+
+# expect_none_left SECONDS WHAT: no marked process after at most SECONDS.
+expect_none_left() {
+  if ! wait_for "[[ \$(count_marked) == 0 ]]" "$1"; then
+    local left
+    left=$(marked)
+    ps -o pid,ppid,pgid,sid,stat,args -p "$(echo $left | tr ' ' ',')" >left.txt 2>&1
+    fail "$2: $(count_marked) process(es) left: $(cat left.txt)"
+    # shellcheck disable=SC2086
+    kill -KILL $left 2>/dev/null
+  fi
+}
+
+# A rank that is a wrapper: three grandchildren (one plain, one that ignores
+# SIGTERM, one that ignores it in a session of its own), then waits. Rank 0
+# also starts Python with two worker processes (DataLoader-style).
+write_wrapper() {
+  cat >rank.sh <<SH
+#!/bin/sh
+"$F/sleep_forever" "$MARK" >/dev/null &
+"$F/ignore_term" "$MARK" >/dev/null &
+setsid "$F/ignore_term" "$MARK" >/dev/null &
+if [ "\$RANK" = 0 ] && [ -x "$TORCH_PYTHON" ]; then
+  "$TORCH_PYTHON" -c 'import multiprocessing as m, time
+p = m.Pool(2); p.map(abs, [1, 2]); time.sleep(600)' "$MARK" &
+fi
+wait
+SH
+  chmod +x rank.sh
+}
+
+# start_wrapped RANKS [ENV...]: air-run with RANKS wrapper ranks in the
+# background ($air); returns once every process has started.
+start_wrapped() {
+  local ranks=$1
+  shift
+  write_wrapper
+  env "$@" "$AIR_RUN" --cpu-ranks "$ranks" --grace-period 1s --no-python ./rank.sh "$MARK" >stdout 2>stderr &
+  air=$!
+  # per rank: the wrapper and three grandchildren; rank 0: Python and 2 workers
+  local want=$((ranks * 4 + 1)) # + air-run itself
+  [[ -x $TORCH_PYTHON ]] && want=$((want + 3))
+  if ! wait_for "[[ \$(count_marked) -ge $want ]]" 30; then
+    fail "not everything started: $(count_marked) of $want; $(tail -3 stderr)"
+    kill -KILL "$air" $(marked) 2>/dev/null
+    return 1
+  fi
+}
+
+test_kill_9_leaves_no_descendant() {
+  new_mark
+  start_wrapped 2 || return
+  kill -9 "$air"
+  finish_air 5
+  expect_none_left 10 "after kill -9 of air-run"
+}
+
+test_crash_of_air_run_leaves_no_descendant() {
+  # SIGABRT stands for a crash (abort, core dump). SIGQUIT is not one: air-run
+  # takes it as a request for the ranks' stacks and carries on.
+  new_mark
+  start_wrapped 2 || return
+  kill -ABRT "$air"
+  finish_air 5
+  expect_none_left 10 "after air-run crashed (SIGABRT)"
+}
+
+test_kill_9_of_air_runs_whole_group_leaves_no_descendant() {
+  # CI runners and `timeout -s KILL` kill a job's whole process group: the
+  # watchdog, in a session of its own, is not in it and still ends the ranks.
+  new_mark
+  write_wrapper
+  setsid "$AIR_RUN" --cpu-ranks 2 --grace-period 1s --no-python ./rank.sh "$MARK" >stdout 2>stderr &
+  local want=$((2 * 4 + 1))
+  [[ -x $TORCH_PYTHON ]] && want=$((want + 3))
+  if ! wait_for "[[ \$(count_marked) -ge $want ]]" 30; then
+    fail "not everything started: $(count_marked) of $want; $(tail -3 stderr)"
+    kill -KILL $(marked) 2>/dev/null
+    return 1
+  fi
+  air=$(pgrep -f -- "$AIR_RUN --cpu-ranks 2 --grace-period 1s --no-python ./rank.sh $MARK" | head -1)
+  [[ -n $air ]] || { fail "air-run's pid not found"; kill -KILL $(marked) 2>/dev/null; return 1; }
+  kill -KILL -- "-$air" # air-run leads its group (setsid)
+  expect_none_left 10 "after kill -9 of air-run's process group"
+}
+
+test_kill_9_without_cgroup_leaves_no_descendant() {
+  # Process groups, the subreaper and the watchdog alone: the setsid
+  # grandchild is caught because air-run recorded it (it scans once a second).
+  new_mark
+  start_wrapped 2 AIR_RUN_CGROUP=off || return
+  sleep 1.5
+  kill -9 "$air"
+  finish_air 5
+  expect_none_left 10 "after kill -9 of air-run without a cgroup"
+}
+
+test_successful_run_leaves_no_background_job() {
+  new_mark
+  cat >rank.sh <<SH
+#!/bin/sh
+"$F/sleep_forever" "$MARK" >/dev/null 2>&1 &
+"$F/ignore_term" "$MARK" >/dev/null 2>&1 &
+setsid "$F/ignore_term" "$MARK" >/dev/null 2>&1 &
+sleep 0.3
+exit 0
+SH
+  chmod +x rank.sh
+  for cgroup in on off; do
+    AIR_RUN_CGROUP=$cgroup run_air --cpu-ranks 2 --grace-period 1s --no-python ./rank.sh
+    expect_rc 0
+    # at once: nothing may still be running when air-run has exited
+    local n
+    n=$(count_marked)
+    [[ $n == 0 ]] || fail "cgroup $cgroup: $n background process(es) outlived a successful run: $(marked)"
+    kill -KILL $(marked) 2>/dev/null
+  done
+}
+
+test_failed_run_ends_setsid_grandchild() {
+  new_mark
+  cat >rank.sh <<SH
+#!/bin/sh
+setsid "$F/ignore_term" "$MARK" >/dev/null 2>&1 &
+if [ "\$RANK" = 1 ]; then sleep 0.3; exit 3; fi
+exec "$F/sleep_forever"
+SH
+  chmod +x rank.sh
+  run_air --cpu-ranks 2 --grace-period 1s --no-python ./rank.sh
+  expect_rc 3
+  local n
+  n=$(count_marked)
+  [[ $n == 0 ]] || fail "$n process(es) outlived the teardown: $(marked)"
+  kill -KILL $(marked) 2>/dev/null
+}
+
+run_tests

@@ -1,0 +1,147 @@
+// What keeps a run's processes inside the run: the /proc and cgroup parsers
+// (pure), and the supervisor ending what its ranks leave behind and never
+// blocking on a console nobody reads (real processes).
+#include "core/os/proc_table.hpp"
+#include "core/os/run_cgroup.hpp"
+#include "core/run/supervisor.hpp"
+#include "tests/unit/catch.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+namespace {
+
+using Status = air::RunOutcome::Status;
+
+std::string fixture(const std::string& name) { return std::string(AIR_FIXTURE_DIR) + "/" + name; }
+
+air::LaunchPlan plan_of(std::vector<std::vector<std::string>> argvs) {
+  air::LaunchPlan plan;
+  plan.world_size = static_cast<int>(argvs.size());
+  plan.ranks_per_node = plan.world_size;
+  plan.grace_period = air::Millis(1'000);
+  for (std::size_t i = 0; i < argvs.size(); ++i) {
+    air::RankPlan r;
+    r.rank = static_cast<int>(i);
+    r.local_rank = static_cast<int>(i);
+    r.argv = argvs[i];
+    r.env = air::current_environment();
+    plan.ranks.push_back(r);
+  }
+  return plan;
+}
+
+bool alive(pid_t pid) {
+  air::ProcEntry e;
+  return air::read_proc_entry(pid, e) && !e.zombie;
+}
+
+pid_t read_pid(const std::string& path) {
+  std::ifstream in(path);
+  long pid = -1;
+  in >> pid;
+  return static_cast<pid_t>(pid);
+}
+
+} // namespace
+
+TEST_CASE("proc_table: stat lines with odd command names", "[containment]") {
+  air::ProcEntry e;
+  REQUIRE(air::parse_proc_stat("42 (a) b) c) S 7 42 42 0 -1 4194560 1 0 0 0 3 4 0 0 20 0 1 0 98765 1 2", e));
+  CHECK(e.pid == 42);
+  CHECK(e.ppid == 7);
+  CHECK(e.pgid == 42);
+  CHECK(e.start == 98765);
+  CHECK_FALSE(e.zombie);
+  REQUIRE(air::parse_proc_stat("9 (x) Z 1 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0", e));
+  CHECK(e.zombie);
+  CHECK_FALSE(air::parse_proc_stat("9 x S 1", e));
+  CHECK_FALSE(air::parse_proc_stat("", e));
+}
+
+TEST_CASE("proc_table: descendants follow parent links, skip a subtree and zombies", "[containment]") {
+  std::vector<air::ProcEntry> t = {
+      {10, 1, 10, 0, false}, // air-run
+      {11, 10, 11, 0, false}, {12, 11, 11, 0, false},
+      {13, 12, 13, 0, false},                         // rank, child, setsid grandchild
+      {14, 10, 14, 0, false}, {15, 14, 15, 0, false}, // watchdog and a child of it
+      {16, 11, 11, 0, true},                          // zombie
+      {17, 1, 17, 0, false},                          // a stranger
+  };
+  std::vector<int> pids;
+  for (const auto& e : air::live_descendants(t, {10}, 14)) pids.push_back(e.pid);
+  std::sort(pids.begin(), pids.end());
+  CHECK(pids == std::vector<int>{11, 12, 13});
+}
+
+TEST_CASE("run_cgroup: own cgroup v2 directory from mountinfo and /proc/self/cgroup", "[containment]") {
+  const std::string unified = "30 25 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n";
+  CHECK(air::cgroup_v2_dir(unified, "0::/user.slice/job.scope\n") == "/sys/fs/cgroup/user.slice/job.scope");
+  CHECK(air::cgroup_v2_dir(unified, "0::/\n") == "/sys/fs/cgroup");
+  const std::string hybrid = "40 30 0:35 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n"
+                             "41 30 0:36 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n";
+  CHECK(air::cgroup_v2_dir(hybrid, "4:memory:/x\n0::/\n") == "/sys/fs/cgroup/unified");
+  // A container's mount shows the hierarchy from its own cgroup down.
+  const std::string rooted = "50 40 0:40 /kube/pod1 /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
+  CHECK(air::cgroup_v2_dir(rooted, "0::/kube/pod1/app\n") == "/sys/fs/cgroup/app");
+  CHECK(air::cgroup_v2_dir(rooted, "0::/elsewhere\n").empty());
+  CHECK(air::cgroup_v2_dir(unified, "1:name=systemd:/\n").empty()); // v1 only
+  CHECK(air::cgroup_v2_dir("", "0::/\n").empty());
+  CHECK(air::parse_cgroup_procs("12\n345\n\n7") == std::vector<pid_t>{12, 345, 7});
+  CHECK(air::parse_cgroup_procs("").empty());
+}
+
+TEST_CASE("supervise: a successful rank's background jobs end with the run", "[containment][supervisor]") {
+  char dir_template[] = "/tmp/air-containment-test-XXXXXX";
+  const std::string dir = ::mkdtemp(dir_template);
+  // One child stays in the rank's group, one leaves it with setsid; both ignore SIGTERM.
+  const std::string script = "trap '' TERM; '" + fixture("ignore_term") + "' >/dev/null 2>&1 & echo $! >" +
+                             dir + "/a; setsid '" + fixture("ignore_term") + "' >/dev/null 2>&1 & echo $! >" +
+                             dir + "/b; sleep 0.2; exit 0";
+  const auto plan = plan_of({{"/bin/sh", "-c", script}});
+  air::ConsoleOptions console;
+  console.stdout_fd = -1;
+  console.stderr_fd = -1;
+  const auto o = air::supervise(plan, console);
+  CHECK(o.status == Status::succeeded);
+  CHECK(o.leftover_processes >= 2);
+  const pid_t a = read_pid(dir + "/a");
+  const pid_t b = read_pid(dir + "/b");
+  REQUIRE(a > 0);
+  REQUIRE(b > 0);
+  CHECK_FALSE(alive(a));
+  CHECK_FALSE(alive(b));
+  std::remove((dir + "/a").c_str());
+  std::remove((dir + "/b").c_str());
+  ::rmdir(dir.c_str());
+}
+
+TEST_CASE("supervise: a console nobody reads stops neither the timeout nor the run",
+          "[containment][supervisor]") {
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0); // fds[0] stays open and is never read
+  auto plan = plan_of({{fixture("spew"), "100000"}});
+  plan.timeout = air::Millis(1'000);
+  air::ConsoleOptions console;
+  console.stdout_fd = fds[1];
+  console.stderr_fd = fds[1];
+  const auto start = std::chrono::steady_clock::now();
+  const auto o = air::supervise(plan, console);
+  const auto took = std::chrono::steady_clock::now() - start;
+  ::close(fds[0]);
+  ::close(fds[1]);
+  CHECK(o.status == Status::timed_out);
+  CHECK(o.exit_code() == 124);
+  CHECK(o.console_lines_dropped > 0);
+  CHECK(took < std::chrono::seconds(6)); // 1 s timeout, 1 s grace, 1 s console stall, slack
+}
