@@ -24,6 +24,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -39,6 +40,16 @@ namespace {
 void print_lines(const std::vector<std::string>& lines, std::FILE* to) {
   for (const auto& line : lines) std::fputs((line + "\n").c_str(), to);
 }
+
+/// How air-run's own notices reach stderr: dimmed on a colour terminal (they
+/// are there to be read when needed), not at all under -q.
+struct Notices {
+  bool quiet = false;
+  bool color = false;
+  void print(const std::string& line) const {
+    if (!quiet) std::fputs(paint(line + "\n", Paint::dim, color).c_str(), stderr);
+  }
+};
 
 /// Fails before launch when the target cannot start, so a typo costs no ranks:
 /// the interpreter or executable must resolve, a script must be readable.
@@ -129,7 +140,8 @@ struct PathTemplates {
     AIR_TRY(check_placeholders(spec.log_dir.value, {"run_id", "node_rank", "rank"}, "log_dir (--log-dir)"));
     AIR_TRY(check_placeholders(spec.summary_file.value, {"run_id", "node_rank"}, "summary_file (--summary)"));
     AIR_TRY(check_placeholders(spec.junit_file.value, {"run_id", "node_rank"}, "junit_file (--junit)"));
-    return PathTemplates{spec.log_dir.value, spec.summary_file.value, spec.junit_file.value};
+    // A per-run subfolder by default: a second run never overwrites the first.
+    return PathTemplates{with_run_folder(spec.log_dir.value), spec.summary_file.value, spec.junit_file.value};
   }
 
   /// Puts the run's values into the spec's paths ({rank} stays for the planner).
@@ -155,6 +167,29 @@ Status check_report_path(const std::string& path, const char* what) {
   if (::access(dir.c_str(), W_OK) != 0)
     return usage_error(fmt::format("{} {}: folder {} is not writable", what, path, dir.string()));
   return ok_status();
+}
+
+/// The GPUs the run's ranks use, in detection order, for the live status area.
+std::vector<LiveGpuSource> live_gpus(const Hardware& hardware, const LaunchPlan& plan) {
+  std::vector<LiveGpuSource> out;
+  for (const auto& gpu : hardware.gpus) {
+    const bool used = std::any_of(plan.ranks.begin(), plan.ranks.end(),
+                                  [&](const RankPlan& r) { return r.gpu_uuid == gpu.uuid; });
+    if (used) out.push_back({gpu.index, gpu.uuid, gpu.memory_total_bytes});
+  }
+  return out;
+}
+
+/// The rank that reads air-run's stdin (-1: none): the one --stdin names, else
+/// rank 0 of a single-rank run on a terminal (breakpoint() just works).
+Expected<int> stdin_rank_for(const LaunchSpec& spec, const LaunchPlan& plan) {
+  if (const auto& asked = spec.stdin_rank.value) {
+    if (*asked >= plan.world_size)
+      return usage_error(fmt::format("stdin (--stdin): rank {} is not in this run (world size {})", *asked,
+                                     plan.world_size));
+    return *asked;
+  }
+  return plan.world_size == 1 && ::isatty(STDIN_FILENO) == 1 ? 0 : -1;
 }
 
 /// Writes the sitecustomize.py that arms faulthandler in Python ranks, when the plan arms them.
@@ -238,7 +273,8 @@ Expected<int> run_command(const CliOptions& options) {
     return 0;
   }
 
-  print_lines(cluster->notices, stderr);
+  const Notices notices{spec.quiet.value, use_color(::isatty(STDERR_FILENO) == 1, env)};
+  for (const auto& line : cluster->notices) notices.print(line);
   // Node 0 creates the MLflow run before any rank starts; a required run that
   // cannot be created fails the launch once the nodes have joined (below).
   mlflow::Tracker* const tracker_ptr = tracker->get();
@@ -293,7 +329,7 @@ Expected<int> run_command(const CliOptions& options) {
       tracker_ptr->adopt(channel->mlflow_experiment_id(), channel->mlflow_run_id());
     paths->apply(spec, ctx.run_id, ctx.node_rank);
     if (keep_run_dir) ctx.run_dir = spec.log_dir.value;
-    std::fputs(fmt::format("air-run: {}\n", describe_cluster(*cluster, selection->ranks)).c_str(), stderr);
+    notices.print(fmt::format("air-run: {}", describe_cluster(*cluster, selection->ranks)));
   }
   const auto setup_failed = [channel, &end_tracking](Error error) {
     report_setup_failure(channel, error);
@@ -347,9 +383,13 @@ Expected<int> run_command(const CliOptions& options) {
     if (!keep_run_dir) remove_tree(ctx.run_dir);
     return setup_failed(shim.error());
   }
-  for (const auto& notice : selection->notices)
-    std::fputs(fmt::format("air-run: {}\n", notice).c_str(), stderr);
-  for (const auto& notice : plan->notices) std::fputs(fmt::format("air-run: {}\n", notice).c_str(), stderr);
+  auto stdin_rank = stdin_rank_for(spec, *plan);
+  if (!stdin_rank) {
+    if (!keep_run_dir) remove_tree(ctx.run_dir);
+    return setup_failed(stdin_rank.error());
+  }
+  for (const auto& notice : selection->notices) notices.print(fmt::format("air-run: {}", notice));
+  for (const auto& notice : plan->notices) notices.print(fmt::format("air-run: {}", notice));
 
   ConsoleOptions console;
   if (spec.json.value) console.stdout_fd = STDERR_FILENO; // stdout carries only the JSON summary
@@ -357,6 +397,18 @@ Expected<int> run_command(const CliOptions& options) {
   console.prefix = !spec.no_prefix.value && plan->world_size > 1;
   console.stdout_color = use_color(::isatty(console.stdout_fd) == 1, env);
   console.stderr_color = use_color(::isatty(STDERR_FILENO) == 1, env);
+  console.stdin_rank = *stdin_rank;
+  console.quiet = spec.quiet.value;
+  console.timestamps = spec.timestamps.value;
+  const bool stdin_here = std::any_of(plan->ranks.begin(), plan->ranks.end(),
+                                      [&](const RankPlan& r) { return r.rank == *stdin_rank; });
+  // A rank at a prompt owns the terminal's last line: no status area under it.
+  console.live = live_view_wanted(spec.live.value && !spec.quiet.value, ::isatty(STDERR_FILENO) == 1, env) &&
+                 !stdin_here;
+  if (console.live) {
+    console.live_gpus = live_gpus(hardware, *plan);
+    console.live_nvml = hardware.source == "nvml";
+  }
   std::fflush(stdout);
   std::fflush(stderr);
   CliAttemptHooks attempt_hooks(channel, plan->master_addr);

@@ -24,6 +24,7 @@ std::string names_for(const SpecKey& key) {
   std::string names;
   if (!key.short_flag.empty()) names += fmt::format("-{},", key.short_flag);
   names += fmt::format("--{}", key.flag);
+  if (key.key == "live") names += ",!--no-live"; // CLI11: a '!' name is the flag's negation
   return names; // torchrun's underscore spellings and prefixes: normalize_launcher_args
 }
 

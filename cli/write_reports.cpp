@@ -7,8 +7,11 @@
 #include "core/report/junit.hpp"
 #include "core/report/summary.hpp"
 #include "core/report/text.hpp"
+#include "core/run/console_style.hpp"
 
 #include <fmt/format.h>
+
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -50,7 +53,7 @@ int report_run(const LaunchSpec& spec, const Hardware& hardware, const Selection
   }
 
   std::fflush(stdout);
-  std::fputs(format_report(report).c_str(), stderr);
+  std::fputs(format_report(report, use_color(::isatty(STDERR_FILENO) == 1, env)).c_str(), stderr);
   if (tracker != nullptr) std::fputs(("air-run: " + tracker->report_line() + "\n").c_str(), stderr);
   bool written = true;
   const std::string summary = summary_text(report);

@@ -30,6 +30,8 @@ public:
 
   /// Whether bytes of an unfinished line are buffered.
   bool has_partial() const { return !pending_.empty(); }
+  /// The bytes of the unfinished line buffered so far (a prompt such as "(Pdb) ").
+  std::string_view partial() const { return pending_; }
 
 private:
   void append_segment(std::string_view segment, const LineFn& on_line);

@@ -71,6 +71,15 @@ struct GpuHealthReading {
   Probe<MemoryUsage> memory;
 };
 
+/// One reading of a busy GPU for the console's live status area; each value
+/// may be missing (a GPU or driver that does not answer the query).
+struct GpuLiveReading {
+  std::optional<unsigned> utilization_pct; ///< nvmlDeviceGetUtilizationRates: the GPU's busy percentage
+  std::optional<std::uint64_t> memory_used_bytes;
+  std::optional<std::uint64_t> memory_total_bytes;
+  std::optional<unsigned> temperature_c;
+};
+
 /// nvmlClocksEventReason* bits (nvml.h; the older names say ThrottleReason).
 namespace clocks_event {
 inline constexpr std::uint64_t kGpuIdle = 0x1;

@@ -165,6 +165,12 @@ public:
   /// kind) only when no device has that UUID: "NVML has no GPU <uuid>".
   Expected<GpuHealthReading> read_health(const std::string& uuid) const;
 
+  /// Reads what the console's live status area shows of the GPU with `uuid`
+  /// (core/hw/nvml_live.cpp): utilisation, memory used/total, temperature.
+  /// A query the GPU does not answer leaves its field empty. Error (system
+  /// kind) only when no device has that UUID.
+  Expected<GpuLiveReading> read_live(const std::string& uuid) const;
+
 private:
   NvmlLibrary(void* handle, const nvml::Api& api) : handle_(handle), api_(api) {}
   void close() noexcept;

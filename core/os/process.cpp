@@ -207,7 +207,7 @@ Expected<std::string> resolve_executable(const std::string& name, const std::str
 }
 
 Expected<StartedProcess> start_process(const std::vector<std::string>& argv, const Environment& env,
-                                       CgroupTarget cgroup) {
+                                       CgroupTarget cgroup, const SpawnOptions& options) {
   if (argv.empty() || argv[0].empty()) return usage_error("empty command");
   const bool searched = argv[0].find('/') == std::string::npos;
   const auto path_it = env.find("PATH");
@@ -229,7 +229,13 @@ Expected<StartedProcess> start_process(const std::vector<std::string>& argv, con
   // fcntl), so no other rank, spawned concurrently or later, inherits it.
   UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   if (!dev_null) return sys_error("open /dev/null", errno);
-  UniqueFd out_write, err_write, exec_write;
+  UniqueFd out_write, err_write, exec_write, in_write;
+  UniqueFd in_read;
+  if (options.stdin_pipe) {
+    auto r = make_pipe(in_write);
+    if (!r) return r.error();
+    in_read = std::move(*r);
+  }
   auto out_read = make_pipe(out_write);
   if (!out_read) return out_read.error();
   auto err_read = make_pipe(err_write);
@@ -241,7 +247,7 @@ Expected<StartedProcess> start_process(const std::vector<std::string>& argv, con
   setup.path = resolved->c_str();
   setup.argv = c_argv.data();
   setup.envp = c_envp.data();
-  setup.stdin_fd = dev_null.get();
+  setup.stdin_fd = in_read ? in_read.get() : dev_null.get();
   setup.stdout_fd = out_write.get();
   setup.stderr_fd = err_write.get();
   setup.exec_error_fd = exec_write.get();
@@ -265,6 +271,12 @@ Expected<StartedProcess> start_process(const std::vector<std::string>& argv, con
   err_write.reset();
   exec_write.reset();
   dev_null.reset();
+  in_read.reset();
+  if (in_write) {
+    // Nonblocking: a rank that does not read must never stall air-run's loop.
+    const int flags = ::fcntl(in_write.get(), F_GETFL);
+    ::fcntl(in_write.get(), F_SETFL, flags | O_NONBLOCK);
+  }
 
   for (int fd : {out_read->get(), err_read->get()}) {
     const int flags = ::fcntl(fd, F_GETFL);
@@ -274,6 +286,7 @@ Expected<StartedProcess> start_process(const std::vector<std::string>& argv, con
   started.child.pid = pid;
   started.child.stdout_fd = std::move(*out_read);
   started.child.stderr_fd = std::move(*err_read);
+  started.child.stdin_fd = std::move(in_write);
   started.exec_status = std::move(*exec_read);
   started.name = argv[0];
   started.searched = searched;

@@ -18,6 +18,16 @@ struct ChildProcess {
   pid_t pid = -1;
   UniqueFd stdout_fd;
   UniqueFd stderr_fd;
+  /// The nonblocking close-on-exec write end of its stdin pipe, with
+  /// SpawnOptions::stdin_pipe; empty otherwise (stdin is /dev/null).
+  UniqueFd stdin_fd;
+};
+
+/// How start_process sets up one child beyond the usual isolation.
+struct SpawnOptions {
+  /// Stdin from a fresh pipe that the caller writes (air-run forwards its own
+  /// stdin to the rank that --stdin names), instead of /dev/null.
+  bool stdin_pipe = false;
 };
 
 /// Finds `name` along `path_var` (colon-separated; an empty entry is the
@@ -68,7 +78,7 @@ struct StartedProcess {
 /// cgroup.procs before anything else (slower: every move waits for the
 /// kernel's cgroup lock, some milliseconds each).
 Expected<StartedProcess> start_process(const std::vector<std::string>& argv, const Environment& env,
-                                       CgroupTarget cgroup = {});
+                                       CgroupTarget cgroup = {}, const SpawnOptions& options = {});
 
 /// spawn_process's second half: waits until the child has exec'd (or failed
 /// to, when it is reaped and its exec error returned).

@@ -168,6 +168,10 @@ Json spec_settings_json(const LaunchSpec& s) {
   out["mlflow.tags"] = setting(s.mlflow_tags, s.mlflow_tags.value);
   out["mlflow.required"] = setting(s.mlflow_required, s.mlflow_required.value);
   out["mlflow.timeout"] = setting(s.mlflow_timeout, seconds(s.mlflow_timeout.value));
+  out["live"] = setting(s.live, s.live.value);
+  out["quiet"] = setting(s.quiet, s.quiet.value);
+  out["stdin"] = setting(s.stdin_rank, s.stdin_rank.value ? Json(*s.stdin_rank.value) : Json(nullptr));
+  out["timestamps"] = setting(s.timestamps, s.timestamps.value);
   return out;
 }
 

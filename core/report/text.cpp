@@ -1,5 +1,7 @@
 #include "core/report/text.hpp"
 
+#include "core/run/console_style.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -121,7 +123,7 @@ std::string format_warnings(const RunOutcome& o) {
   return out;
 }
 
-std::string format_report(const RunReport& report) {
+std::string format_report(const RunReport& report, bool color) {
   const RunOutcome& o = report.outcome;
   const std::string run = "air-run: run " + report.plan.run_id + " ";
   const std::string restarts =
@@ -140,7 +142,8 @@ std::string format_report(const RunReport& report) {
   const RankOutcome* root = find_root_cause(o);
   if (root != nullptr) {
     const std::size_t i = static_cast<std::size_t>(root - o.ranks.data());
-    out += "  root cause: " + rank_label(*root) + ": " + describe_rank_end(*root) + "\n";
+    out += paint("  root cause: " + rank_label(*root) + ": " + describe_rank_end(*root) + "\n", Paint::red,
+                 color);
     const std::optional<RankError>* err = i < report.errors.size() ? &report.errors[i] : nullptr;
     if (err != nullptr && err->has_value()) {
       const RankError& e = **err;

@@ -23,7 +23,8 @@ namespace air {
 ///
 /// Tracebacks and tails are cut to the last `plan.tail_lines` lines. Then,
 /// whatever the status, format_warnings(). Pure.
-std::string format_report(const RunReport& report);
+/// `color`: the root cause line in red (a colour terminal, core/run/console_style.hpp).
+std::string format_report(const RunReport& report, bool color = false);
 
 /// Output that was lost, which the exit code (the ranks') does not show: a
 /// log file that could not be written in full (a full disk), console lines

@@ -2,7 +2,9 @@
 
 #include "core/base/environment.hpp"
 
+#include <chrono>
 #include <string>
+#include <string_view>
 
 // Colour on the console: a distinct colour per rank prefix, so interleaved
 // lines of many ranks can be told apart at a glance. Only on a terminal,
@@ -15,6 +17,19 @@ namespace air {
 /// NO_COLOR (non-empty) wins over FORCE_COLOR (non-empty, not "0"); else a
 /// terminal whose TERM is not "dumb".
 bool use_color(bool is_tty, const Environment& env);
+
+/// How a piece of air-run's own text is set apart on a colour terminal.
+enum class Paint {
+  dim, ///< notices: there to be read when needed, not to compete with rank output
+  red, ///< the root cause of a failed run
+};
+
+/// `text` wrapped in Paint's escape codes when `color`, else unchanged.
+/// A trailing newline stays outside the codes.
+std::string paint(std::string_view text, Paint how, bool color);
+
+/// "12:03:04.567 ": the local wall-clock time that starts a rank line under --timestamps.
+std::string clock_stamp(std::chrono::system_clock::time_point t);
 
 /// "[rank3]: ", coloured with one of six ANSI colours (by rank) when `color`.
 std::string rank_prefix(int rank, bool color);

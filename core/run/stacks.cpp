@@ -31,7 +31,7 @@ def _air_run_arm():
 
 def _air_run_chain():
     here = os.path.dirname(os.path.abspath(__file__))
-    sys.modules.pop("sitecustomize", None)
+    me = sys.modules.pop("sitecustomize", None)
     saved = sys.path[:]
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
     try:
@@ -41,6 +41,11 @@ def _air_run_chain():
             raise
     finally:
         sys.path[:] = saved
+        # Without another sitecustomize, this module must be back in
+        # sys.modules: the import that runs it looks itself up there at the
+        # end (Python 3.11 raised KeyError: 'sitecustomize').
+        if "sitecustomize" not in sys.modules and me is not None:
+            sys.modules["sitecustomize"] = me
 
 
 _air_run_arm()

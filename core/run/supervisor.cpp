@@ -16,6 +16,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -167,6 +168,9 @@ struct RankState {
   std::optional<LineSink> stream_logs[2]; ///< torchrun's -r/-t files: stdout.log, stderr.log
   long long stack_offset = -1;            ///< size of its stack file when the signal went out; -1: not asked
   long long stack_seen = -1;              ///< its size at the previous check
+  bool reads_stdin = false;               ///< air-run forwards its stdin to it (ConsoleOptions::stdin_rank)
+  /// Per stream: bytes of the unfinished line already shown (a prompt).
+  std::size_t shown_partial[2] = {0, 0};
 };
 
 class Supervisor {
@@ -206,6 +210,16 @@ private:
   void collect_stacks();
   bool finished() const;
   void finalize();
+  void console_write(LineSink& sink, int fd, std::string_view batch, std::size_t lines);
+  void start_live();
+  void live_tick();
+  void stop_live();
+  LiveSnapshot live_snapshot(Clock::time_point now) const;
+  SpawnOptions spawn_options(RankState& r) const;
+  void show_partial(RankState& r, Stream& s);
+  bool stdin_wanted() const;
+  void forward_stdin(bool readable, bool writable);
+  void stop_stdin();
 
   const LaunchPlan& plan_;
   ConsoleOptions console_;
@@ -237,6 +251,13 @@ private:
   /// whether a timeout's teardown follows (else they are printed, on demand).
   std::optional<Clock::time_point> stacks_deadline_;
   bool stacks_for_timeout_ = false;
+  std::optional<LiveView> live_; ///< the live status area, when on
+  /// Forwarding air-run's stdin to the --stdin rank: the pipe's write end
+  /// (nonblocking), what it has not taken yet, and whether stdin has ended.
+  UniqueFd rank_stdin_;
+  std::string stdin_pending_;
+  bool stdin_ended_ = false;
+  std::string live_batch_; ///< a console batch wrapped in the area's erase and redraw
 };
 
 RunOutcome Supervisor::run() {
@@ -274,6 +295,7 @@ RunOutcome Supervisor::run() {
     containment.grace = std::chrono::duration_cast<std::chrono::milliseconds>(plan_.grace_period);
     containment_ = Containment::start(containment);
     spawn_all();
+    start_live();
     while (!finished()) iterate();
     // Whatever the ranks left behind (background jobs, daemons that called
     // setsid) ends with the run, as the ranks' own groups did.
@@ -281,6 +303,8 @@ RunOutcome Supervisor::run() {
     out_.leftover_processes = containment_->sweep(grace);
     containment_.reset(); // while SIGPIPE is still ignored: it writes to the watchdog
   }
+  stop_live(); // before any report: the terminal is left as it was found
+  stop_stdin();
   tell_hooks();
   finalize();
   return std::move(out_);
@@ -321,12 +345,14 @@ void Supervisor::spawn_all() {
   started.reserve(ranks_.size());
   for (auto& r : ranks_) {
     r.started = Clock::now();
-    auto s = start_process(r.plan->argv, r.plan->env, containment_->cgroup_target());
+    auto s = start_process(r.plan->argv, r.plan->env, containment_->cgroup_target(), spawn_options(r));
     if (!s) {
       spawn_failed(r, s.error());
       break; // later ranks are not started; pid stays -1, status not_exited
     }
     r.spawned = true;
+    r.reads_stdin = spawn_options(r).stdin_pipe;
+    if (r.reads_stdin) rank_stdin_ = std::move(s->child.stdin_fd);
     r.pid = s->child.pid;
     containment_->rank_started(r.pid);
     by_pid_[r.pid] = &r;
@@ -336,6 +362,7 @@ void Supervisor::spawn_all() {
   for (auto& [r, s] : started) {
     auto child = confirm_exec(std::move(s));
     if (!child) {
+      if (r->reads_stdin) stop_stdin();
       by_pid_.erase(r->pid); // confirm_exec reaped it
       r->spawned = false;
       r->pid = -1;
@@ -401,6 +428,7 @@ std::optional<Clock::time_point> Supervisor::next_deadline(Clock::time_point now
   if (hooks_) {
     if (const auto t = hooks_->next_deadline()) consider(*t);
   }
+  if (live_) consider(live_->next_deadline());
   return next;
 }
 
@@ -424,6 +452,12 @@ void Supervisor::iterate() {
   if (hooks_) {
     for (const int fd : hooks_->poll_fds()) fds.push_back({fd, POLLIN, 0});
   }
+  // Last: air-run's stdin, or the --stdin rank's pipe while it has input waiting.
+  const std::size_t stdin_index = fds.size();
+  if (stdin_wanted())
+    fds.push_back({STDIN_FILENO, POLLIN, 0});
+  else if (rank_stdin_ && !stdin_pending_.empty())
+    fds.push_back({rank_stdin_.get(), POLLOUT, 0});
   int timeout_ms = -1;
   const auto now = Clock::now();
   if (const auto deadline = next_deadline(now)) {
@@ -453,6 +487,10 @@ void Supervisor::iterate() {
   if (hooks_) {
     if (auto remote = hooks_->check(Clock::now())) stop_for_remote(std::move(*remote));
   }
+  if (ready > 0 && stdin_index < fds.size() && fds[stdin_index].revents != 0) {
+    const bool from_stdin = fds[stdin_index].fd == STDIN_FILENO;
+    forward_stdin(from_stdin, !from_stdin);
+  }
   if (ready > 0 && first_sink_fd < first_hook_fd) {
     stdout_sink_.flush();
     stderr_sink_.flush();
@@ -469,6 +507,7 @@ void Supervisor::iterate() {
   check_deadlines();
   tell_hooks();
   containment_->record_descendants();
+  live_tick();
 }
 
 void Supervisor::tell_hooks() {
@@ -500,7 +539,7 @@ void Supervisor::handle_signals() {
       // print every armed Python rank's stacks and carry on.
       if (!tearing_down_ && !stacks_deadline_ && !request_stacks(false)) {
         const std::string line = "air-run: no Python rank can show its stack (SIGQUIT ignored)\n";
-        stderr_sink_.write(line, 1);
+        console_write(stderr_sink_, console_.stderr_fd, line, 1);
       }
       break;
     case SIGUSR1:
@@ -584,12 +623,19 @@ void Supervisor::deliver(RankState& r, Stream& s, std::string_view data, bool eo
   console_batch_.clear();
   log_batch_.clear();
   std::size_t lines = 0;
+  // One stamp for the lines of one read: they arrived together.
+  const std::string stamp = console_.timestamps && echo ? clock_stamp(std::chrono::system_clock::now()) : "";
   const auto on_line = [&](std::string_view line) {
     ++lines;
     if (echo) {
-      console_batch_ += s.is_stderr ? r.prefix_err : r.prefix;
-      console_batch_ += line;
+      std::size_t& shown = r.shown_partial[s.is_stderr ? 1 : 0];
+      if (shown == 0) {
+        console_batch_ += stamp;
+        console_batch_ += s.is_stderr ? r.prefix_err : r.prefix;
+      }
+      console_batch_ += line.substr(std::min(shown, line.size())); // a prompt already shown
       console_batch_ += '\n';
+      shown = 0;
     }
     if (log || to_stream_log) {
       log_batch_ += line;
@@ -604,9 +650,18 @@ void Supervisor::deliver(RankState& r, Stream& s, std::string_view data, bool eo
     s.splitter.finish(on_line);
   else
     s.splitter.feed(data, on_line);
-  if (lines == 0) return;
+  if (lines == 0) {
+    if (echo && r.reads_stdin) show_partial(r, s);
+    return;
+  }
   o.last_output_at = Clock::now();
-  if (echo) (s.is_stderr ? stderr_sink_ : stdout_sink_).write(console_batch_, lines);
+  if (echo) {
+    if (s.is_stderr)
+      console_write(stderr_sink_, console_.stderr_fd, console_batch_, lines);
+    else
+      console_write(stdout_sink_, console_.stdout_fd, console_batch_, lines);
+    if (r.reads_stdin) show_partial(r, s);
+  }
   if (log) {
     r.log->write(log_batch_, lines);
     if (r.log->broken()) o.log_error = "write " + r.plan->log_file + ": " + std::strerror(r.log->error());
@@ -665,6 +720,7 @@ bool Supervisor::reap_one(RankState& r, std::vector<RankState*>& ended) {
   RankOutcome& o = out_.ranks[r.index];
   r.reaped = true;
   r.reaped_at = Clock::now();
+  if (r.reads_stdin) stop_stdin();
   by_pid_.erase(r.pid);
   o.ended_at = r.reaped_at;
   o.end_order = ++end_counter_;
@@ -791,6 +847,7 @@ void Supervisor::kill_all() {
 /// Says at once what the teardown will do and how to cut it short: after
 /// Ctrl-C, a silent grace period of up to 30 s looks like a hang.
 void Supervisor::announce_teardown(int sig) {
+  if (console_.quiet) return;
   std::size_t running = 0;
   for (const auto& r : ranks_)
     if (r.spawned && !r.reaped) ++running;
@@ -798,7 +855,7 @@ void Supervisor::announce_teardown(int sig) {
   const std::string line = "air-run: stopping " + std::to_string(running) +
                            (running == 1 ? " rank (" : " ranks (") + signal_name(sig) + "), up to " +
                            format_duration(plan_.grace_period) + "; Ctrl-C again to kill now\n";
-  stderr_sink_.write(line, 1);
+  console_write(stderr_sink_, console_.stderr_fd, line, 1);
 }
 
 /// Sends the stack signal to every running rank that armed it. Returns
@@ -861,7 +918,7 @@ void Supervisor::collect_stacks() {
       begin = end + 1;
     }
   }
-  if (lines > 0) stderr_sink_.write(batch, lines);
+  if (lines > 0) console_write(stderr_sink_, console_.stderr_fd, batch, lines);
 }
 
 void Supervisor::finalize() {
@@ -878,6 +935,127 @@ void Supervisor::finalize() {
   stdout_sink_.finish(k_console_stall_ms);
   stderr_sink_.finish(k_console_stall_ms);
   out_.console_lines_dropped = stdout_sink_.lines_dropped() + stderr_sink_.lines_dropped();
+}
+
+/// Which rank gets the terminal as its stdin (ConsoleOptions::stdin_rank).
+SpawnOptions Supervisor::spawn_options(RankState& r) const {
+  SpawnOptions options;
+  options.stdin_pipe = r.plan->rank == console_.stdin_rank;
+  return options;
+}
+
+/// Shows the unfinished line of the rank that reads the terminal as it
+/// comes: an input() or pdb prompt ends without a newline and would
+/// otherwise stay hidden while the rank waits for an answer.
+void Supervisor::show_partial(RankState& r, Stream& s) {
+  const std::string_view partial = s.splitter.partial();
+  std::size_t& shown = r.shown_partial[s.is_stderr ? 1 : 0];
+  if (partial.size() <= shown) return;
+  std::string text = shown == 0 ? (s.is_stderr ? r.prefix_err : r.prefix) : std::string();
+  text += partial.substr(shown);
+  shown = partial.size();
+  (s.is_stderr ? stderr_sink_ : stdout_sink_).write(text, 0);
+}
+
+/// Whether to read air-run's stdin now: a rank takes it, nothing is waiting
+/// to go into its pipe, and (on a terminal) air-run is in the foreground; a
+/// background read of the terminal would stop air-run (SIGTTIN).
+bool Supervisor::stdin_wanted() const {
+  if (!rank_stdin_ || stdin_ended_ || !stdin_pending_.empty()) return false;
+  return ::isatty(STDIN_FILENO) != 1 || ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
+}
+
+/// Moves air-run's stdin into the --stdin rank's pipe. The rank's stdin is a
+/// pipe, not the terminal: air-run stays the terminal's foreground group, so
+/// Ctrl-C still stops the run the usual way, while the terminal (in its usual
+/// line mode) echoes what is typed and hands it over a line at a time.
+void Supervisor::forward_stdin(bool readable, bool writable) {
+  if (readable) {
+    char buf[4096];
+    const ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
+    if (n > 0) {
+      stdin_pending_.append(buf, static_cast<std::size_t>(n));
+      writable = true;
+    } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+      stdin_ended_ = true; // EOF (Ctrl-D) reaches the rank once it took the rest
+    }
+  }
+  if (writable && rank_stdin_ && !stdin_pending_.empty()) {
+    const ssize_t n = ::write(rank_stdin_.get(), stdin_pending_.data(), stdin_pending_.size());
+    if (n > 0)
+      stdin_pending_.erase(0, static_cast<std::size_t>(n));
+    else if (n < 0 && errno != EAGAIN && errno != EINTR)
+      stop_stdin(); // EPIPE: the rank closed its stdin
+  }
+  if (stdin_ended_ && stdin_pending_.empty()) rank_stdin_.reset();
+}
+
+/// Stops forwarding: the rank ended or closed its stdin.
+void Supervisor::stop_stdin() {
+  rank_stdin_.reset();
+  stdin_pending_.clear();
+}
+
+/// Writes whole lines to the console. On the live area's terminal they go out
+/// in one write between the area's erase and its redraw, so the area never
+/// splits a line and always ends up under the newest one.
+void Supervisor::console_write(LineSink& sink, int fd, std::string_view batch, std::size_t lines) {
+  if (!live_ || !live_->wraps(fd)) {
+    sink.write(batch, lines);
+    return;
+  }
+  live_batch_ = live_->erase();
+  live_batch_ += batch;
+  live_batch_ += live_->redraw();
+  sink.write(live_batch_, lines);
+}
+
+/// Turns the live area on (when the caller asked for it), once the ranks run.
+void Supervisor::start_live() {
+  if (!console_.live) return;
+  live_.emplace(console_.stderr_fd, console_.stdout_fd, console_.live_gpus, console_.live_nvml,
+                console_.stderr_color);
+  live_tick();
+}
+
+/// Redraws the area when its deadline has come (core/run/live_view.hpp).
+void Supervisor::live_tick() {
+  if (!live_) return;
+  const auto now = Clock::now();
+  if (now < live_->next_deadline()) return;
+  // A console that is behind gets no redraw now: the next batch of lines
+  // brings the area along anyway.
+  if (stdout_sink_.pending() || stderr_sink_.pending()) return;
+  const std::string text = live_->tick(now, live_snapshot(now));
+  if (!text.empty()) stderr_sink_.write(text, 0);
+}
+
+/// Erases the area for good: the run is over, the report follows.
+void Supervisor::stop_live() {
+  if (!live_) return;
+  const std::string text = live_->close();
+  if (!text.empty()) stderr_sink_.write(text, 0);
+  live_.reset();
+}
+
+LiveSnapshot Supervisor::live_snapshot(Clock::time_point now) const {
+  LiveSnapshot s;
+  for (const auto& r : ranks_) {
+    if (r.spawned && !r.reaped) {
+      ++s.running;
+    } else if (r.reaped) {
+      if (out_.ranks[r.index].status.success())
+        ++s.exited;
+      else
+        ++s.failed;
+    }
+  }
+  s.elapsed_s = seconds_between(start_, now);
+  if (tearing_down_ && !kill_sent_)
+    s.stopping_s = std::max(0.0, seconds_between(now, grace_deadline_));
+  else if (timeout_deadline_ && !tearing_down_)
+    s.left_s = std::max(0.0, seconds_between(now, *timeout_deadline_));
+  return s;
 }
 
 } // namespace

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "core/run/live_view.hpp"
 #include "core/run/outcome.hpp"
 #include "core/run/plan.hpp"
 
@@ -23,6 +24,20 @@ struct ConsoleOptions {
   /// Colour the rank prefixes on each stream (core/run/console_style.hpp).
   bool stdout_color = false;
   bool stderr_color = false;
+  /// The live status area under the rank output on stderr (core/run/live_view.hpp):
+  /// the caller decides (live_view_wanted); the GPUs it reports on, read through
+  /// NVML when `live_nvml`.
+  bool live = false;
+  std::vector<LiveGpuSource> live_gpus;
+  bool live_nvml = false;
+  /// The rank (on this node) that gets air-run's stdin, forwarded through a
+  /// pipe by the loop (breakpoint(), pdb); its unfinished lines (prompts) are
+  /// shown as they come. The others read /dev/null. -1: none.
+  int stdin_rank = -1;
+  /// -q: no notices of air-run's own while the ranks run (the teardown's).
+  bool quiet = false;
+  /// --timestamps: each rank line on the console starts with the wall-clock time.
+  bool timestamps = false;
 };
 
 /// Events from outside this node's ranks that the supervisor's loop waits on

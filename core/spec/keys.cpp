@@ -138,6 +138,18 @@ constexpr std::array k_spec_keys{
             "MODE"},
     SpecKey{"local_ranks_filter", "local-ranks-filter", "", "", VT::rank_list, "all",
             "local ranks whose output reaches the console, like 0,2-3", G::torchrun, "RANKS"},
+    SpecKey{"live", "live", "", "AIR_RUN_LIVE", VT::boolean, "true",
+            "a live status area (ranks, time left, GPU readings) under the rank output when stderr is a "
+            "terminal and CI is unset; --no-live turns it off",
+            G::output, ""},
+    SpecKey{"quiet", "quiet", "q", "AIR_RUN_QUIET", VT::boolean, "false",
+            "only rank output and the final report: no notices, no live status", G::output, ""},
+    SpecKey{"stdin", "stdin", "", "AIR_RUN_STDIN", VT::integer,
+            "rank 0 when there is one rank and stdin is a terminal",
+            "the rank that reads air-run's stdin (breakpoint(), pdb); the others read /dev/null", G::launch,
+            "RANK", 0},
+    SpecKey{"timestamps", "timestamps", "", "AIR_RUN_TIMESTAMPS", VT::boolean, "false",
+            "start each rank line on the console with the wall-clock time (HH:MM:SS.mmm)", G::output, ""},
 };
 
 constexpr std::array k_legacy_keys{

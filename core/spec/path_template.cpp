@@ -34,4 +34,18 @@ std::string substitute_placeholder(std::string_view text, std::string_view name,
   return out;
 }
 
+std::string with_run_folder(std::string_view log_dir) {
+  if (log_dir.empty() || log_dir.find("{run_id}") != std::string_view::npos) return std::string(log_dir);
+  const std::size_t rank = log_dir.find("{rank}");
+  if (rank == std::string_view::npos) {
+    std::string out(log_dir);
+    while (out.size() > 1 && out.back() == '/') out.pop_back();
+    return out + (out == "/" ? "{run_id}" : "/{run_id}");
+  }
+  // Before the path segment that holds {rank}: logs/{run_id}/{rank}.
+  const std::size_t slash = log_dir.rfind('/', rank);
+  const std::size_t at = slash == std::string_view::npos ? 0 : slash + 1;
+  return std::string(log_dir.substr(0, at)) + "{run_id}/" + std::string(log_dir.substr(at));
+}
+
 } // namespace air

@@ -20,6 +20,12 @@ namespace air {
 Status check_placeholders(std::string_view text, std::initializer_list<std::string_view> allowed,
                           std::string_view what);
 
+/// The log folder with a per-run subfolder, so that a second run never
+/// overwrites (or mixes stale files into) the first: `logs` becomes
+/// `logs/{run_id}`, `logs/{rank}` becomes `logs/{run_id}/{rank}`. A folder
+/// that names `{run_id}` already is left as it is. Pure.
+std::string with_run_folder(std::string_view log_dir);
+
 /// `text` with every `{name}` replaced by `value`. Pure.
 std::string substitute_placeholder(std::string_view text, std::string_view name, std::string_view value);
 

@@ -661,6 +661,10 @@ void apply(LaunchSpec& s, const Assignment& a, bool append) {
   if (k == "run_id") return put(s.run_id, std::get<std::string>(v), o);
   if (k == "summary_file") return put(s.summary_file, std::get<std::string>(v), o);
   if (k == "json") return put(s.json, std::get<bool>(v), o);
+  if (k == "live") return put(s.live, std::get<bool>(v), o);
+  if (k == "quiet") return put(s.quiet, std::get<bool>(v), o);
+  if (k == "stdin") return put(s.stdin_rank, std::optional<int>(integer()), o);
+  if (k == "timestamps") return put(s.timestamps, std::get<bool>(v), o);
   if (k == "junit_file") return put(s.junit_file, std::get<std::string>(v), o);
   if (k == "tail_lines") return put(s.tail_lines, integer(), o);
   if (k == "mlflow.tracking_uri") return put(s.mlflow_tracking_uri, std::get<std::string>(v), o);
@@ -787,6 +791,13 @@ std::pair<std::string, Origin> show(const LaunchSpec& s, std::string_view k) {
   if (k == "run_id") return {show_string(s.run_id.value), s.run_id.origin};
   if (k == "summary_file") return {show_string(s.summary_file.value), s.summary_file.origin};
   if (k == "json") return {show_bool(s.json.value), s.json.origin};
+  if (k == "live") return {show_bool(s.live.value), s.live.origin};
+  if (k == "quiet") return {show_bool(s.quiet.value), s.quiet.origin};
+  if (k == "stdin") {
+    const auto& n = s.stdin_rank.value;
+    return {n ? std::to_string(*n) : "auto", s.stdin_rank.origin};
+  }
+  if (k == "timestamps") return {show_bool(s.timestamps.value), s.timestamps.origin};
   if (k == "junit_file") return {show_string(s.junit_file.value), s.junit_file.origin};
   if (k == "tail_lines") return {std::to_string(s.tail_lines.value), s.tail_lines.origin};
   if (k == "mlflow.tracking_uri") {

@@ -156,6 +156,10 @@ struct LaunchSpec {
   Setting<std::string> redirects{"0", {}};                 ///< torchrun's -r (parse_std_streams)
   Setting<std::string> tee{"0", {}};                       ///< torchrun's -t (parse_std_streams)
   Setting<std::vector<int>> local_ranks_filter;            ///< empty = every local rank reaches the console
+  Setting<bool> live{true, {}};           ///< the live status area on a terminal (core/run/live_view.hpp)
+  Setting<bool> quiet;                    ///< only rank output and the final report
+  Setting<std::optional<int>> stdin_rank; ///< the rank given air-run's stdin; nullopt = see keys.cpp
+  Setting<bool> timestamps;               ///< rank lines on the console start with the time
 
   std::string spec_path; ///< the -f file, "" when none
 };

@@ -239,7 +239,7 @@ test_sbatch_cpu_smoke_script() {
   done
   expect_contains "$log" "air-run: node 1/2 (node2), ranks 2-3 of 4"
   # per-rank logs of both nodes in the one (shared) log directory
-  [[ -f $(echo runs/*/logs/rank3.log) ]] || fail "no rank3.log under runs/*/logs"
+  [[ -f $(echo runs/*/logs/*/rank3.log) ]] || fail "no rank3.log under runs/*/logs/<run_id>"
 }
 
 test_two_agents_on_one_node_is_an_error() {

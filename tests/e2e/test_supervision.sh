@@ -132,8 +132,8 @@ test_console_prefixes_streams_and_filter() {
   expect_not_contains "$out" "err 0"
   expect_contains "$err" "[rank0]: err 0"
   expect_not_contains "$out$err" "out 1"
-  expect_contains "$(cat logs/rank1.log)" "out 1"
-  expect_contains "$(cat logs/rank1.log)" "err 1"
+  expect_contains "$(cat logs/*/rank1.log)" "out 1"
+  expect_contains "$(cat logs/*/rank1.log)" "err 1"
 }
 
 test_flood_does_not_interleave() {

@@ -24,3 +24,15 @@ TEST_CASE("path template: substitution replaces every occurrence", "[path_templa
         "a/20261201-1/b-20261201-1");
   CHECK(air::substitute_placeholder("a/{rank}", "run_id", "x") == "a/{rank}");
 }
+
+TEST_CASE("a log folder gets a per-run subfolder unless it names {run_id}", "[path_template]") {
+  CHECK(air::with_run_folder("") == "");
+  CHECK(air::with_run_folder("logs") == "logs/{run_id}");
+  CHECK(air::with_run_folder("logs/") == "logs/{run_id}");
+  CHECK(air::with_run_folder("/") == "/{run_id}");
+  CHECK(air::with_run_folder("logs/{rank}") == "logs/{run_id}/{rank}");
+  CHECK(air::with_run_folder("{rank}") == "{run_id}/{rank}");
+  CHECK(air::with_run_folder("out/r{rank}/x") == "out/{run_id}/r{rank}/x");
+  CHECK(air::with_run_folder("logs/{run_id}") == "logs/{run_id}");
+  CHECK(air::with_run_folder("logs/run-{run_id}/{rank}") == "logs/run-{run_id}/{rank}");
+}

@@ -75,7 +75,11 @@ TEST_CASE("summary document shape", "[summary]") {
                                                       "mlflow.run_name",
                                                       "mlflow.tags",
                                                       "mlflow.required",
-                                                      "mlflow.timeout"});
+                                                      "mlflow.timeout",
+                                                      "live",
+                                                      "quiet",
+                                                      "stdin",
+                                                      "timestamps"});
     for (const auto& [key, entry] : s.items()) {
       INFO(key);
       CHECK(ordered_keys(entry) == std::vector<std::string>{"value", "origin", "where"});

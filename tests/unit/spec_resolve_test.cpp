@@ -100,7 +100,11 @@ TEST_CASE("key table has one row per LaunchSpec field, unique names", "[spec]") 
                                              "role",
                                              "redirects",
                                              "tee",
-                                             "local_ranks_filter"};
+                                             "local_ranks_filter",
+                                             "live",
+                                             "quiet",
+                                             "stdin",
+                                             "timestamps"};
   std::vector<std::string> keys;
   std::set<std::string_view> flags;
   std::set<std::string_view> envs;
@@ -217,6 +221,10 @@ role: trainer
 redirects: "3"
 tee: "0:1,1:2"
 local_ranks_filter: "1"
+live: false
+quiet: true
+stdin: 3
+timestamps: true
 )");
   const auto& s = r.spec;
   CHECK(r.warnings.empty());
@@ -264,6 +272,10 @@ local_ranks_filter: "1"
   CHECK(s.redirects.value == "3");
   CHECK(s.tee.value == "0:1,1:2");
   CHECK(s.local_ranks_filter.value == std::vector<int>{1});
+  CHECK_FALSE(s.live.value);
+  CHECK(s.quiet.value);
+  CHECK(s.stdin_rank.value == std::optional<int>(3));
+  CHECK(s.timestamps.value);
   CHECK(s.spec_path == "job.yaml");
   for (const auto& line : air::describe_spec(s)) {
     INFO(line);
@@ -347,6 +359,10 @@ TEST_CASE("describe_spec prints key = value (origin) in table order", "[spec]") 
       "redirects = 0  (default)",
       "tee = 0  (default)",
       "local_ranks_filter = all  (default)",
+      "live = true  (default)",
+      "quiet = false  (default)",
+      "stdin = auto  (default)",
+      "timestamps = false  (default)",
   };
   CHECK(air::describe_spec(r.spec) == expected);
   CHECK(r.spec.requirements_file.value == "req.txt");
