@@ -22,6 +22,7 @@
 
 #include <fmt/format.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -343,6 +344,13 @@ Expected<int> run_command(const CliOptions& options) {
     return setup_failed(ok.error());
   if (auto ok = check_report_path(spec.junit_file.value, "JUnit file"); !ok) return setup_failed(ok.error());
   if (keep_run_dir) {
+    // The run's folder is made inside the directory the user named: that one
+    // must not be open to other users either (checked before anything is made in it).
+    const std::string parent = std::filesystem::path(ctx.run_dir).parent_path().string();
+    if (struct stat st{}; !parent.empty() && ::stat(parent.c_str(), &st) == 0) {
+      if (auto trusted = check_trusted_path(parent, "log directory"); !trusted)
+        return setup_failed(trusted.error());
+    }
     if (auto made = make_directories(ctx.run_dir); !made) return setup_failed(made.error());
     // Reports are read back from here: a directory another user can write
     // into could feed them a planted result or a symlink to our secrets.

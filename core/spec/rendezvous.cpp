@@ -11,8 +11,6 @@ namespace air {
 
 namespace {
 
-std::string quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
-
 /// The backends air-run implements, as torchrun spells them.
 constexpr std::string_view k_backends[] = {"static", "c10d"};
 
@@ -29,13 +27,14 @@ Expected<Endpoint> parse_endpoint(std::string_view text, std::string_view what) 
   if (!text.empty() && text.front() == '[') {
     const std::size_t close = text.find(']');
     if (close == std::string_view::npos)
-      return usage_error(prefix + ": unclosed '[' in " + quoted(text) + " (IPv6 as [ADDR]:PORT)");
+      return usage_error(prefix + ": unclosed '[' in " + single_quoted(text) + " (IPv6 as [ADDR]:PORT)");
     e.host = std::string(text.substr(1, close - 1));
     const std::string_view rest = text.substr(close + 1);
     if (!rest.empty()) {
-      if (rest.front() != ':') return usage_error(prefix + ": expected ':PORT' after ']' in " + quoted(text));
+      if (rest.front() != ':')
+        return usage_error(prefix + ": expected ':PORT' after ']' in " + single_quoted(text));
       port = rest.substr(1);
-      if (port.empty()) return usage_error(prefix + ": empty port in " + quoted(text));
+      if (port.empty()) return usage_error(prefix + ": empty port in " + single_quoted(text));
     }
   } else {
     const std::size_t colon = text.rfind(':');
@@ -43,13 +42,14 @@ Expected<Endpoint> parse_endpoint(std::string_view text, std::string_view what) 
     e.host = std::string(one_colon ? text.substr(0, colon) : text);
     if (one_colon) {
       port = text.substr(colon + 1);
-      if (port.empty()) return usage_error(prefix + ": empty port in " + quoted(text));
+      if (port.empty()) return usage_error(prefix + ": empty port in " + single_quoted(text));
     }
   }
-  if (e.host.empty()) return usage_error(prefix + ": no host in " + quoted(text) + " (expected HOST[:PORT])");
+  if (e.host.empty())
+    return usage_error(prefix + ": no host in " + single_quoted(text) + " (expected HOST[:PORT])");
   if (!port.empty()) {
     if (!all_digits(port) || port.size() > 5 || std::stoi(std::string(port)) > 65535)
-      return usage_error(prefix + ": bad port " + quoted(port) + " in " + quoted(text));
+      return usage_error(prefix + ": bad port " + single_quoted(port) + " in " + single_quoted(text));
     e.port = std::stoi(std::string(port));
   }
   return e;
@@ -66,7 +66,7 @@ Expected<std::vector<std::pair<std::string, std::string>>> parse_rdzv_conf(std::
     if (item.empty()) continue; // "a=1," as torchrun's split tolerates
     const std::size_t eq = item.find('=');
     if (eq == std::string_view::npos || eq == 0)
-      return usage_error(std::string(what) + ": expected KEY=VALUE, got " + quoted(item));
+      return usage_error(std::string(what) + ": expected KEY=VALUE, got " + single_quoted(item));
     out.emplace_back(std::string(item.substr(0, eq)), std::string(item.substr(eq + 1)));
   }
   return out;
@@ -75,7 +75,7 @@ Expected<std::vector<std::pair<std::string, std::string>>> parse_rdzv_conf(std::
 Status settle_rendezvous(LaunchSpec& spec, const PlaceOf& place) {
   auto& backend = spec.rdzv_backend;
   if (std::find(std::begin(k_backends), std::end(k_backends), backend.value) == std::end(k_backends)) {
-    return usage_error(place(backend.origin, "rdzv_backend") + ": " + quoted(backend.value) +
+    return usage_error(place(backend.origin, "rdzv_backend") + ": " + single_quoted(backend.value) +
                        " is not supported; air-run's rendezvous backends are static and c10d");
   }
   if (spec.standalone.value) {
@@ -121,7 +121,7 @@ Status settle_rendezvous(LaunchSpec& spec, const PlaceOf& place) {
       return usage_error(
           place(spec.rdzv_id.origin, "rdzv_id") +
           ": becomes the run id, which may contain only letters, digits, '.', '_' and '-', got " +
-          quoted(id));
+          single_quoted(id));
     }
     spec.run_id.value = id;
     spec.run_id.origin = spec.rdzv_id.origin;

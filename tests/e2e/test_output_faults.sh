@@ -59,10 +59,10 @@ test_full_disk_under_log_dir_is_reported() {
     echo "  (skipped: cannot mount a tmpfs here; the unit test with /dev/full covers the sink)"
     return 0
   fi
-  run_air --no-python --cpu-ranks 2 --log-dir logs --summary summary.json sh -c 'exec "$0" 1' "$F/spew"
+  run_air --no-python --cpu-ranks 2 --run-id full --log-dir logs --summary summary.json sh -c 'exec "$0" 1' "$F/spew"
   umount -l logs
   expect_rc 0 # the ranks' code, not air-run's trouble
-  expect_contains "$err" "warning: rank 0's log is incomplete: write logs/rank0.log: No space left on device"
+  expect_contains "$err" "warning: rank 0's log is incomplete: write logs/full/rank0.log: No space left on device"
   expect_contains "$(cat summary.json)" '"log_error": "write logs/'
 }
 

@@ -7,11 +7,11 @@ source "$(dirname "$0")/lib.sh"
 test_torchrun_entry_point_runs_a_torchrun_line() {
   "$AIR_SOURCE_DIR/scripts/install-torchrun-alias.sh" "$PWD/bin" "$AIR_RUN" >/dev/null || fail "alias install failed"
   [[ $(readlink bin/torchrun) == "$(readlink -f "$AIR_RUN")" ]] || fail "bin/torchrun is not a link to air-run"
-  bin/torchrun --standalone --nproc_per_node=2 --no_python sh -c 'echo "r=$RANK w=$WORLD_SIZE"' >stdout 2>stderr
+  bin/torchrun --standalone --monitor-interval=1 --nproc_per_node=2 --no_python sh -c 'echo "r=$RANK w=$WORLD_SIZE"' >stdout 2>stderr
   rc=$?
   expect_rc 0
   expect_contains "$(cat stdout)" "[rank1]: r=1 w=2"
-  expect_contains "$(cat stderr)" "air-run: note: --standalone accepted for torchrun compatibility"
+  expect_contains "$(cat stderr)" "air-run: note: --monitor-interval 1 accepted for torchrun compatibility"
   # A real torchrun is not replaced without --force.
   rm bin/torchrun && touch bin/torchrun
   "$AIR_SOURCE_DIR/scripts/install-torchrun-alias.sh" "$PWD/bin" "$AIR_RUN" 2>err

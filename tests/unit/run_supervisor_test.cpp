@@ -879,6 +879,13 @@ TEST_CASE("oom driver (run by the OOM test only)", "[.oom_driver]") {
 }
 
 TEST_CASE("supervise: an OOM kill is named as such", "[supervisor][oom]") {
+#if defined(__SANITIZE_ADDRESS__)
+  // Under ASan this test process (the stand-in for air-run) and the watchdog it
+  // forks carry ASan's shadow memory, so inside a 128 MiB limit the kernel's
+  // OOM killer picks them rather than the rank. The plain build runs the case.
+  WARN("skipped in an AddressSanitizer build: the OOM killer would pick the sanitized launcher");
+  return;
+#endif
   MemoryCgroup cgroup(128LL * 1024 * 1024);
   if (cgroup.dir.empty()) {
     WARN("skipped: cannot create a memory cgroup here: " << cgroup.why);
