@@ -13,9 +13,9 @@ namespace {
 /// Width of the names column; longer names put their description on the next line.
 constexpr std::size_t k_names_width = 30;
 
-constexpr std::array k_help_groups{key_group::launch, key_group::accelerators, key_group::environment,
-                                   key_group::nodes,  key_group::output,       key_group::mlflow,
-                                   key_group::torchrun, k_group_other};
+constexpr std::array k_help_groups{
+    key_group::launch, key_group::accelerators, key_group::environment, key_group::nodes,
+    key_group::output, key_group::mlflow,       key_group::torchrun,    k_group_other};
 
 } // namespace
 
