@@ -141,3 +141,22 @@ run_tests() {
   done
   ((failures == 0)) || { echo "$failures test(s) failed" >&2; exit 1; }
 }
+
+# free_port_pair: a port P with P and P+1 free (master port and control port),
+# for tests that start several agents on loopback.
+free_port_pair() {
+  /usr/bin/python3 - <<'PY'
+import socket
+for _ in range(200):
+    a = socket.socket(); a.bind(("127.0.0.1", 0)); p = a.getsockname()[1]
+    b = socket.socket()
+    try:
+        b.bind(("127.0.0.1", p + 1))
+    except OSError:
+        continue
+    finally:
+        a.close(); b.close()
+    if p + 1 < 65536:
+        print(p); break
+PY
+}

@@ -236,7 +236,9 @@ test_terminal_settings_survive_a_killed_rank_and_ctrl_c() {
   printf '#!/bin/sh\necho "up $RANK"\nexec sleep 30\n' >s.sh
   chmod +x s.sh
   rm -f after
-  TERM=xterm timeout 30 script -qfec "stty -g >before; \"$AIR_RUN\" --cpu-ranks 1 --grace-period 2s --no-python ./s.sh; echo rc=\$?; stty -g >after" /dev/null \
+  # The inner shell traps SIGINT so that it survives the Ctrl-C and reports rc (dash, the
+  # usual /bin/sh, would die of it); the trap is reset to the default for air-run by exec.
+  TERM=xterm timeout 30 script -qfec "trap : INT; stty -g >before; \"$AIR_RUN\" --cpu-ranks 1 --grace-period 2s --no-python ./s.sh; echo rc=\$?; stty -g >after" /dev/null \
     < <(sleep 1.5; printf '\003'; sleep 4) >pty.out 2>&1
   expect_contains "$(cat pty.out)" "air-run: stopping 1 rank (SIGINT), up to 2s; Ctrl-C again to kill now"
   expect_contains "$(cat pty.out)" "rc=130"

@@ -135,23 +135,6 @@ test_shared_cache_others_can_write_is_refused() {
   expect_contains "$err" "is owned by uid 12345"
 }
 
-free_port_pair() {
-  python3 - <<'PY'
-import socket
-for _ in range(200):
-    a = socket.socket(); a.bind(("127.0.0.1", 0)); p = a.getsockname()[1]
-    b = socket.socket()
-    try:
-        b.bind(("127.0.0.1", p + 1))
-    except OSError:
-        continue
-    finally:
-        a.close(); b.close()
-    if p + 1 < 65536:
-        print(p); break
-PY
-}
-
 # stranger PORT: connects to node 0's control port like an attacker on the
 # network: a bare hello, a hello after a made-up proof, an escape sequence,
 # a flood; then reports what node 0 answered.

@@ -330,24 +330,6 @@ test_summary_with_mlflow_validates_against_schema() {
     s.json "$AIR_SOURCE_DIR/docs/summary.schema.json" || fail "summary does not validate"
 }
 
-# free_port_pair: a port P with P and P+1 free (master port and control port).
-free_port_pair() {
-  python3 - <<'PY'
-import socket
-for _ in range(200):
-    a = socket.socket(); a.bind(("127.0.0.1", 0)); p = a.getsockname()[1]
-    b = socket.socket()
-    try:
-        b.bind(("127.0.0.1", p + 1))
-    except OSError:
-        continue
-    finally:
-        a.close(); b.close()
-    if p + 1 < 65536:
-        print(p); break
-PY
-}
-
 test_two_nodes_share_one_run() {
   start_server || return
   local mport

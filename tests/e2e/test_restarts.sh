@@ -4,24 +4,6 @@
 # reaches the summary; an interrupt during a later attempt ends everything.
 source "$(dirname "$0")/lib.sh"
 
-# free_port_pair: a port P with P and P+1 free (master port and control port).
-free_port_pair() {
-  /usr/bin/python3 - <<'PY'
-import socket
-for _ in range(200):
-    a = socket.socket(); a.bind(("127.0.0.1", 0)); p = a.getsockname()[1]
-    b = socket.socket()
-    try:
-        b.bind(("127.0.0.1", p + 1))
-    except OSError:
-        continue
-    finally:
-        a.close(); b.close()
-    if p + 1 < 65536:
-        print(p); break
-PY
-}
-
 # A rank that fails (exit 3) on attempt 0 when it is rank 1, and succeeds later.
 write_flaky_rank() {
   cat >rank.sh <<'SH'

@@ -4,24 +4,6 @@
 # node ending the other, an interrupt, a killed agent, a node that never joins.
 source "$(dirname "$0")/lib.sh"
 
-# free_port_pair: a port P with P and P+1 free (master port and control port).
-free_port_pair() {
-  /usr/bin/python3 - <<'PY'
-import socket
-for _ in range(200):
-    a = socket.socket(); a.bind(("127.0.0.1", 0)); p = a.getsockname()[1]
-    b = socket.socket()
-    try:
-        b.bind(("127.0.0.1", p + 1))
-    except OSError:
-        continue
-    finally:
-        a.close(); b.close()
-    if p + 1 < 65536:
-        print(p); break
-PY
-}
-
 now_ms() { date +%s%3N; }
 
 # start_node RANK ARGS...: runs one agent in the background, output in node$RANK.{out,err}, exit code in node$RANK.rc.
