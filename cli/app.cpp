@@ -20,7 +20,7 @@
 
 namespace air::cli {
 
-/// The one table from error kinds to exit codes (the README lists them).
+/// The one table from error kinds to exit codes (docs/supervision.md lists them).
 int exit_code_for(ErrorKind kind) {
   switch (kind) {
   case ErrorKind::usage:

@@ -226,8 +226,8 @@ std::string man_page(const CLI::App& app) {
   out += ".SH EXAMPLES AND EXIT STATUS\n.nf\n";
   const std::string footer = app.get_footer();
   out += roff(footer.substr(std::min(footer.find_first_not_of('\n'), footer.size()))) + "\n.fi\n";
-  out += ".SH SEE ALSO\nThe README and docs/ of the air\\-run sources, installed under "
-         "/usr/share/doc/air\\-run by the package.\n";
+  out += ".SH SEE ALSO\nThe README and docs/ of the air\\-run sources (docs/spec.md: every key; "
+         "docs/supervision.md: exit codes), installed under /usr/share/doc/air\\-run by the package.\n";
   return out;
 }
 

@@ -19,7 +19,7 @@ std::string man_page(const CLI::App& app);
 /// for TARGET and everything after it.
 std::string completion_script(const CLI::App& app, std::string_view shell);
 
-/// What a hidden --print-* flag asked for (the README key table, the man page
+/// What a hidden --print-* flag asked for (the docs/spec.md key table, the man page
 /// or a completion script); "" when none was given.
 std::string generated_document(const CLI::App& app, const CliOptions& options);
 

@@ -23,7 +23,7 @@ struct CliOptions {
   bool list_envs = false;        ///< --list-envs
   bool prune_envs = false;       ///< --prune-envs
   std::string older_than;        ///< --older-than, for --prune-envs
-  bool print_spec_table = false; ///< hidden: the README key table, generated from the key table
+  bool print_spec_table = false; ///< hidden: the docs/spec.md key table, generated from the key table
   bool print_man = false;        ///< hidden: the man page, generated from the options
   std::string print_completion;  ///< hidden: "bash" or "zsh", the completion script
   bool check = false;            ///< --check: the preflight health and NCCL check

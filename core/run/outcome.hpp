@@ -105,8 +105,8 @@ struct RunOutcome {
   /// of the grace period.
   bool kill_requested = false;
 
-  /// air-run's exit code per the README's exit-code table: 0, rank's code / 128+N, 124, 126/127, 128+N;
-  /// after a remote failure, the failing node's code.
+  /// air-run's exit code per the exit-code table in docs/supervision.md: 0, rank's code / 128+N, 124,
+  /// 126/127, 128+N; after a remote failure, the failing node's code.
   int exit_code() const;
 };
 

@@ -1,5 +1,5 @@
 // The single key table. YAML parsing, AIR_RUN_* variables, flags, --help,
-// --dry-run and the README table are all driven from these rows.
+// --dry-run and the docs/spec.md table are all driven from these rows.
 #include "core/spec/spec.hpp"
 
 #include <array>

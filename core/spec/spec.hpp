@@ -60,7 +60,7 @@ inline constexpr std::string_view torchrun = "torchrun compatibility";
 } // namespace key_group
 
 /// One row of the single key table: it drives YAML parsing, flags, AIR_RUN_*
-/// variables, validation, `--help`, the man page, shell completion and the README table.
+/// variables, validation, `--help`, the man page, shell completion and the docs/spec.md table.
 struct SpecKey {
   std::string_view key;        ///< YAML path, dotted for nested keys ("environment.python")
   std::string_view flag;       ///< long flag without dashes ("timeout"), "" when there is none
@@ -93,7 +93,7 @@ struct LegacyKey {
 /// Every legacy name, each mapped to the key that replaces it.
 std::span<const LegacyKey> legacy_keys();
 
-/// The README table (key | flag | env var | default | meaning), rendered from
+/// The docs/spec.md key table (key | flag | env var | default | meaning), rendered from
 /// `spec_keys()` so documentation cannot drift from the parser.
 std::string spec_keys_markdown();
 

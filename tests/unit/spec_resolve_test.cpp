@@ -148,7 +148,7 @@ TEST_CASE("key table has one row per LaunchSpec field, unique names", "[spec]") 
   CHECK(air::legacy_keys()[1].replaced == "accelerator_type");
 }
 
-TEST_CASE("README table is rendered from the key table", "[spec]") {
+TEST_CASE("the docs/spec.md table is rendered from the key table", "[spec]") {
   const std::string md = air::spec_keys_markdown();
   CHECK(md.rfind("| key | flag | env var | default | meaning |\n|---|---|---|---|---|\n", 0) == 0);
   std::size_t lines = static_cast<std::size_t>(std::count(md.begin(), md.end(), '\n'));
