@@ -201,25 +201,45 @@ Status write_stack_shim(const LaunchPlan& plan) {
                                std::string(stack_shim_source()));
 }
 
-} // namespace
+/// The spec's report paths when the spec file itself was refused: the flags
+/// and AIR_RUN_* variables alone, so that `--junit`/`--summary` given on the
+/// command line still get their report.
+std::optional<LaunchSpec> spec_from_flags_only(const CliOptions& options, const Environment& env) {
+  CliOptions flags_only = options;
+  flags_only.spec_file.clear();
+  auto resolved = resolve_cli_spec(flags_only, env);
+  if (!resolved) return std::nullopt;
+  resolved->spec.spec_path = options.spec_file; // the job keeps its name in CI
+  return std::move(resolved->spec);
+}
 
-Expected<int> run_command(const CliOptions& options) {
-  const Environment env = current_environment();
+/// Everything from the spec to the end of the run. `facts` follows the launch
+/// so that a refusal can still be reported (see run_command).
+Expected<int> launch_run(const CliOptions& options, const Environment& env, LaunchFacts& facts) {
   auto resolved = resolve_cli_spec(options, env);
-  if (!resolved) return resolved.error();
+  if (!resolved) {
+    facts.spec = spec_from_flags_only(options, env);
+    return resolved.error();
+  }
   for (const auto& warning : resolved->warnings) std::fputs((warning + "\n").c_str(), stderr);
   LaunchSpec& spec = resolved->spec;
   spec.spec_path = options.spec_file;
   anchor_command_to_spec_dir(spec);
   mlflow::apply_standard_variables(spec, env); // MLFLOW_TRACKING_URI & co. as defaults
+  facts.spec = spec;
+  facts.spec_resolved = true;
   if (spec.command.value.empty()) {
     return usage_error("no target given: use `air-run [options] TARGET [ARGS...]` or `command:` in the spec");
   }
 
   auto paths = PathTemplates::of(spec);
-  if (!paths) return paths.error();
+  if (!paths) {
+    facts.spec.reset(); // the report paths themselves are wrong
+    return paths.error();
+  }
 
   const Hardware hardware = hardware_for(spec, env);
+  facts.hardware = hardware;
   auto selection = select_ranks(spec, hardware);
   if (!selection) return selection.error();
 
@@ -230,6 +250,7 @@ Expected<int> run_command(const CliOptions& options) {
   auto python_env = prepare_python_env(spec, env, options.dry_run);
   if (!python_env) return python_env.error();
   if (python_env->interrupted_by != 0) return 128 + python_env->interrupted_by;
+  facts.python_env = *python_env;
   if (python_env->active) {
     spec.python.value = python_env->python;
     for (const auto& [name, value] : python_env->vars) spec.env.value[name] = value;
@@ -250,6 +271,8 @@ Expected<int> run_command(const CliOptions& options) {
   ctx.node_name = cluster->node_name;
   ctx.cluster_source = cluster->source;
   paths->apply(spec, ctx.run_id, ctx.node_rank);
+  facts.run_id = ctx.run_id;
+  facts.node_rank = ctx.node_rank;
   // Result and error files live in the log directory when there is one (kept),
   // else (also when each rank has its own log folder) in a private temporary
   // directory removed after the report.
@@ -329,6 +352,8 @@ Expected<int> run_command(const CliOptions& options) {
     if (tracker_ptr != nullptr && ctx.node_rank != 0)
       tracker_ptr->adopt(channel->mlflow_experiment_id(), channel->mlflow_run_id());
     paths->apply(spec, ctx.run_id, ctx.node_rank);
+    facts.run_id = ctx.run_id;
+    facts.node_rank = ctx.node_rank;
     if (keep_run_dir) ctx.run_dir = spec.log_dir.value;
     notices.print(fmt::format("air-run: {}", describe_cluster(*cluster, selection->ranks)));
   }
@@ -423,8 +448,20 @@ Expected<int> run_command(const CliOptions& options) {
   RunOutcome outcome =
       run_attempts(*plan, console, channel, attempt_hooks); // once, or more with --max-restarts
   if (channel != nullptr) channel->finish(outcome); // every node agrees on the end (and its exit code)
-  const int code = report_run(spec, hardware, *selection, *plan, outcome, env, tracker_ptr);
+  const int code = report_run(spec, hardware, *selection, *plan, outcome, env, tracker_ptr,
+                              python_env->active ? &*python_env : nullptr);
   if (!keep_run_dir) remove_tree(ctx.run_dir);
+  return code;
+}
+
+} // namespace
+
+Expected<int> run_command(const CliOptions& options) {
+  const Environment env = current_environment();
+  LaunchFacts facts;
+  auto code = launch_run(options, env, facts);
+  // Every error reaching here was met before any rank started: the launch was refused.
+  if (!code) report_refused_launch(facts, code.error(), exit_code_for(code.error().kind), env);
   return code;
 }
 

@@ -8,11 +8,13 @@
 #include "core/report/summary.hpp"
 #include "core/report/text.hpp"
 #include "core/run/console_style.hpp"
+#include "core/spec/path_template.hpp"
 
 #include <fmt/format.h>
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 
@@ -40,21 +42,10 @@ bool write_report_file(const std::string& path, const std::string& content, cons
   return true;
 }
 
-} // namespace
-
-int report_run(const LaunchSpec& spec, const Hardware& hardware, const Selection& selection,
-               const LaunchPlan& plan, const RunOutcome& outcome, const Environment& env,
-               mlflow::Tracker* tracker) {
-  int code = outcome.exit_code();
-  RunReport report = collect_report(spec, hardware, selection, plan, outcome, code, host_name());
-  if (tracker != nullptr) {
-    report.mlflow = &tracker->info();
-    tracker->finish(outcome, code, plan.node_rank == 0, [&report] { return summary_text(report); });
-  }
-
-  std::fflush(stdout);
-  std::fputs(format_report(report, use_color(::isatty(STDERR_FILENO) == 1, env)).c_str(), stderr);
-  if (tracker != nullptr) std::fputs(("air-run: " + tracker->report_line() + "\n").c_str(), stderr);
+/// Writes what a run's report goes to besides the terminal: the summary and
+/// JUnit files, GitHub's annotations and step summary, the JSON on stdout.
+/// Returns false when a file the spec asked for could not be written.
+bool publish_reports(const RunReport& report, const LaunchSpec& spec, const Environment& env) {
   bool written = true;
   const std::string summary = summary_text(report);
   if (!spec.summary_file.value.empty())
@@ -82,8 +73,53 @@ int report_run(const LaunchSpec& spec, const Hardware& hardware, const Selection
     if (summary.empty() || summary.back() != '\n') std::fputc('\n', stdout);
   }
   std::fflush(stdout);
-  if (!written && code == 0) code = 125;
+  return written;
+}
+
+} // namespace
+
+int report_run(const LaunchSpec& spec, const Hardware& hardware, const Selection& selection,
+               const LaunchPlan& plan, const RunOutcome& outcome, const Environment& env,
+               mlflow::Tracker* tracker, const PreparedEnv* python_env) {
+  int code = outcome.exit_code();
+  RunReport report = collect_report(spec, hardware, selection, plan, outcome, code, host_name());
+  report.python_env = python_env;
+  if (tracker != nullptr) {
+    report.mlflow = &tracker->info();
+    tracker->finish(outcome, code, plan.node_rank == 0, [&report] { return summary_text(report); });
+  }
+
+  std::fflush(stdout);
+  std::fputs(format_report(report, use_color(::isatty(STDERR_FILENO) == 1, env)).c_str(), stderr);
+  if (tracker != nullptr) std::fputs(("air-run: " + tracker->report_line() + "\n").c_str(), stderr);
+  if (!publish_reports(report, spec, env) && code == 0) code = 125;
   return code;
+}
+
+void report_refused_launch(const LaunchFacts& facts, const Error& error, int exit_code, const Environment& env) {
+  if (!facts.spec) return;
+  LaunchSpec spec = *facts.spec;
+  const bool wanted =
+      !spec.summary_file.value.empty() || !spec.junit_file.value.empty() || spec.json.value || github_actions_enabled(env);
+  if (!wanted) return;
+  LaunchPlan plan;
+  plan.run_id = facts.run_id.empty() ? make_run_id() : facts.run_id;
+  for (auto* path : {&spec.summary_file.value, &spec.junit_file.value}) {
+    *path = substitute_placeholder(substitute_placeholder(*path, "run_id", plan.run_id), "node_rank",
+                                   std::to_string(facts.node_rank));
+  }
+  RunOutcome outcome;
+  outcome.status = RunOutcome::Status::launch_failed;
+  outcome.reason = error.message;
+  outcome.started_at = outcome.ended_at = std::chrono::system_clock::now();
+  const Hardware hardware = facts.hardware.value_or(Hardware{});
+  const Selection selection;
+  RunReport report = collect_report(spec, hardware, selection, plan, outcome, exit_code, host_name());
+  report.refusal = &error;
+  report.spec_resolved = facts.spec_resolved;
+  report.hardware_probed = facts.hardware.has_value();
+  report.python_env = facts.python_env ? &*facts.python_env : nullptr;
+  publish_reports(report, spec, env);
 }
 
 } // namespace air::cli

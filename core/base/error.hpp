@@ -1,6 +1,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -22,6 +23,10 @@ struct Error {
   ErrorKind kind = ErrorKind::usage;
   std::string message;
 };
+
+/// The kind's name as reports spell it: "usage", "hardware", "system",
+/// "not_found", "not_executable".
+std::string_view to_string(ErrorKind kind);
 
 /// Builds a usage error (exit code 2).
 inline Error usage_error(std::string message) { return {ErrorKind::usage, std::move(message)}; }

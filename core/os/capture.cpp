@@ -63,8 +63,18 @@ Expected<CapturedRun> run_captured(const std::vector<std::string>& argv, const E
 
   // Read both pipes until both reach EOF (the child and anything it forked
   // closed them), the deadline passes or a stop is asked for.
+  auto next_tick = started + options.tick_interval;
   while ((child->stdout_fd || child->stderr_fd) && !run.timed_out && !run.stopped) {
     long long wait_ms = 1000;
+    if (options.on_tick) {
+      const auto now = Clock::now();
+      if (now >= next_tick) {
+        options.on_tick();
+        next_tick = now + options.tick_interval;
+      }
+      wait_ms = std::min<long long>(
+          wait_ms, std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - now).count() + 1);
+    }
     if (deadline) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now());
       if (left.count() <= 0) {

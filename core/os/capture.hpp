@@ -41,6 +41,10 @@ struct CaptureOptions {
   /// learns from it why. -1: none.
   int stop_fd = -1;
   std::chrono::milliseconds stop_grace{3000};
+  /// Called about every `tick_interval` while the helper runs, whether or not
+  /// it writes anything (a live status line keeps its clock going this way).
+  std::function<void()> on_tick;
+  std::chrono::milliseconds tick_interval{1000};
 };
 
 /// The one runner for helper programs (the preflight's air-nccl-check, the

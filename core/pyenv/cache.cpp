@@ -12,6 +12,7 @@
 #include "core/os/host.hpp"
 #include "core/os/log_sink.hpp"
 #include "core/os/trusted_path.hpp"
+#include "core/pyenv/build_view.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -74,13 +75,14 @@ struct ChildResult {
 
 /// Where a helper's output goes while it runs.
 struct OutputSinks {
-  int log_fd = -1;          ///< every byte, -1 for none
-  bool echo = false;        ///< lines to stderr prefixed "[env] "
-  bool keep_output = false; ///< every byte into ChildResult::output (the interpreter probe)
+  int log_fd = -1;                              ///< every byte, -1 for none
+  std::function<void(std::string_view)> on_line; ///< each whole line as it arrives (the build's display)
+  std::function<void()> on_tick;                ///< about once a second while the helper runs
+  bool keep_output = false;                     ///< every byte into ChildResult::output (the interpreter probe)
 };
 
 /// Runs a helper through the one child runner (os/capture), splitting its
-/// output into lines for the tail and the echo. When `signal_fd` >= 0 and
+/// output into lines for the tail and the display. When `signal_fd` >= 0 and
 /// reports a signal, the helper's group is stopped and `interrupted_by` set.
 Expected<ChildResult> run_child(const std::vector<std::string>& argv, const Environment& env,
                                 const OutputSinks& sinks, int signal_fd) {
@@ -88,13 +90,14 @@ Expected<ChildResult> run_child(const std::vector<std::string>& argv, const Envi
   LineSplitter lines[2]; // stdout, stderr: a line is never a mix of both
   const auto take_line = [&](std::string_view line) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (sinks.echo) std::fputs(("[env] " + std::string(line) + "\n").c_str(), stderr);
+    if (sinks.on_line) sinks.on_line(line);
     result.tail.emplace_back(line);
     if (result.tail.size() > k_tail_lines) result.tail.pop_front();
   };
   CaptureOptions options;
   options.max_bytes = 0; // everything goes through on_output
   options.stop_fd = signal_fd;
+  options.on_tick = sinks.on_tick;
   options.on_output = [&](std::string_view chunk, bool from_stderr) {
     if (sinks.log_fd >= 0) (void)write_all(sinks.log_fd, chunk);
     if (sinks.keep_output) result.output.append(chunk);
@@ -291,40 +294,31 @@ std::string marker_json(const EnvRequest& request, const std::string& key, doubl
 /// The caller holds the key's lock exclusively. Returns the prefix, or 0/N in
 /// `interrupted_by`.
 Expected<std::string> build_env(const EnvRequest& request, const std::string& key, const std::string& python,
-                                const std::string& cache, const Environment& env, int* interrupted_by) {
+                                const std::string& cache, const Environment& env, bool quiet,
+                                int* interrupted_by, double* build_seconds) {
   remove_leftovers(cache, key);
   AIR_TRY(make_directories(store_dir(cache)));
   const std::string name = fmt::format("{}-{}", key, getpid());
   const std::string prefix = store_dir(cache) + "/" + name;
-  const bool tty = isatty(STDERR_FILENO) != 0;
   const auto started = Clock::now();
   const std::string k12 = short_key(key);
-  const std::string count = plural(request.requirements.size(), "requirement");
+  BuildView view(env, isatty(STDERR_FILENO) != 0, quiet, k12, plural(request.requirements.size(), "requirement"),
+                 prefix);
 
   BuildSignals signals; // from here on an interruption removes `prefix`
   const auto fail = [&](Error error) -> Expected<std::string> {
     remove_tree(prefix);
-    if (!tty) std::fputs("failed\n", stderr);
+    view.failed();
     return error;
   };
   const auto interrupted = [&](int sig) -> Expected<std::string> {
     remove_tree(prefix);
-    std::fputs(fmt::format("{}air-run: environment build interrupted by signal {}; nothing was kept\n",
-                           tty ? "" : "\n", sig)
-                   .c_str(),
-               stderr);
+    view.interrupted(sig);
     *interrupted_by = sig;
     return std::string();
   };
   if (mkdir(prefix.c_str(), 0755) != 0) return sys_error("mkdir " + prefix, errno);
-
-  if (tty) {
-    std::fputs(fmt::format("air-run: building environment {} ({}) in {}\n", k12, count, prefix).c_str(),
-               stderr);
-  } else {
-    std::fputs(fmt::format("air-run: building environment {} ({}) ... ", k12, count).c_str(), stderr);
-  }
-  std::fflush(stderr);
+  view.started();
 
   // venv and pip write absolute paths into scripts, so the environment is made
   // in `prefix` itself; it stays invisible until the symlink below.
@@ -336,7 +330,8 @@ Expected<std::string> build_env(const EnvRequest& request, const std::string& ke
   child_env.erase("VIRTUAL_ENV");
 
   OutputSinks sinks;
-  sinks.echo = tty;
+  sinks.on_line = [&view](std::string_view line) { view.line(line); };
+  sinks.on_tick = [&view] { view.tick(); };
   UniqueFd log(open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (log.get() < 0) return fail(sys_error("open " + log_path, errno));
   sinks.log_fd = log.get();
@@ -381,11 +376,8 @@ Expected<std::string> build_env(const EnvRequest& request, const std::string& ke
   }
   if (!old_target.empty() && old_target != ".store/" + name) remove_tree(cache + "/" + old_target);
 
-  if (tty) {
-    std::fputs(fmt::format("air-run: environment {} ready in {:.1f} s\n", k12, seconds).c_str(), stderr);
-  } else {
-    std::fputs(fmt::format("done in {:.1f} s (log: {})\n", seconds, log_path).c_str(), stderr);
-  }
+  view.succeeded(seconds, log_path);
+  *build_seconds = seconds;
   return prefix;
 }
 
@@ -519,7 +511,8 @@ Expected<PreparedEnv> prepare_python_env(const LaunchSpec& spec, const Environme
     prefix = rebuild ? "" : published_prefix(*cache, out.key); // built while we waited?
     if (prefix.empty()) {
       int interrupted_by = 0;
-      auto built = build_env(request, out.key, *resolved, *cache, env, &interrupted_by);
+      auto built =
+          build_env(request, out.key, *resolved, *cache, env, spec.quiet.value, &interrupted_by, &out.build_seconds);
       if (!built) return built.error();
       if (interrupted_by != 0) {
         out.interrupted_by = interrupted_by;
@@ -534,7 +527,7 @@ Expected<PreparedEnv> prepare_python_env(const LaunchSpec& spec, const Environme
     out.existed = true;
   }
   if (out.existed) AIR_TRY(check_cached_env(out.path, prefix));
-  if (out.existed) {
+  if (out.existed && !spec.quiet.value) {
     std::fputs(fmt::format("air-run: using cached environment {} ({})\n", k12, out.path).c_str(), stderr);
   }
   // Last use is the marker's mtime, read by --prune-envs --older-than.
@@ -544,6 +537,7 @@ Expected<PreparedEnv> prepare_python_env(const LaunchSpec& spec, const Environme
   // out of the ranks; it is released when air-run exits).
   lock_fd->release();
   out.prefix = prefix;
+  out.build_log = prefix + "/" + k_log;
   out.status = fmt::format("environment {} at {} ({})", k12, out.path, out.existed ? "cached" : "built now");
   fill_rank_view(out, spec, env);
   return out;

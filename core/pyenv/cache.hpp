@@ -37,6 +37,8 @@ struct PreparedEnv {
   Environment vars;    ///< VIRTUAL_ENV and PATH (<prefix>/bin first) for every rank
   std::size_t requirements = 0;
   bool existed = false;   ///< reused without installing anything
+  double build_seconds = 0; ///< how long this run's build took; 0 when it reused a cached one
+  std::string build_log;    ///< the build's log (pip's output), kept inside the environment
   std::string status;     ///< one line saying which environment and whether it exists
   int interrupted_by = 0; ///< a signal stopped the build; all was cleaned up: exit 128+N
 };
@@ -55,8 +57,8 @@ Expected<std::string> env_cache_dir(const LaunchSpec& spec, const Environment& e
 ///    <key12> (<path>)", marks it used, and keeps a shared lock on it until
 ///    this process exits, so prune and rebuild wait for the run;
 ///  - otherwise builds it under the exclusive lock (python -m venv, then pip
-///    install), showing pip's lines prefixed "[env] " on a terminal and a
-///    one-line summary otherwise. SIGINT/SIGTERM/SIGHUP during the build stop
+///    install), shown as BuildView says: one live line on a terminal, pip's
+///    output in a collapsible group in CI, one line otherwise. SIGINT/SIGTERM/SIGHUP during the build stop
 ///    pip's process group, remove the partial environment and return with
 ///    `interrupted_by` set.
 /// Errors (usage, exit 2): unreadable requirements file, bad requirement

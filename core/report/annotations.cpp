@@ -1,5 +1,6 @@
 #include "core/report/annotations.hpp"
 
+#include "core/base/text.hpp"
 #include "core/report/summary.hpp"
 #include "core/report/text.hpp"
 #include "core/report/traceback.hpp"
@@ -81,10 +82,29 @@ std::vector<std::string> github_annotations(const RunReport& report, const std::
   }
   if (lines.empty()) {
     const std::string message = o.reason.empty() ? "run " + std::string(to_string(o.status)) : o.reason;
-    lines.push_back("::error title=air-run::" +
-                    escape_workflow_data(message + " (exit code " + std::to_string(report.exit_code) + ")"));
+    std::string where; // a spec error names its place: "job.yaml:2:1: unknown key ..."
+    if (report.refusal != nullptr) {
+      if (const auto place = message_place(report.refusal->message)) {
+        where = "file=" + escape_workflow_property(relative_to(place->file, workspace)) +
+                ",line=" + std::to_string(place->line) + ",";
+      }
+    }
+    lines.push_back("::error " + where + "title=" +
+                    escape_workflow_property(report.refusal != nullptr ? "air-run: launch refused" : "air-run") +
+                    "::" + escape_workflow_data(message + " (exit code " + std::to_string(report.exit_code) + ")"));
   }
   return lines;
+}
+
+std::optional<SourcePlace> message_place(std::string_view message) {
+  // "<file>:<line>:<column>: ..." or "<file>:<line>: ...", as spec errors begin.
+  const auto colon = message.find(':');
+  if (colon == 0 || colon == std::string_view::npos || message.substr(0, colon).find(' ') != std::string_view::npos)
+    return std::nullopt;
+  std::size_t end = colon + 1;
+  while (end < message.size() && is_digit(message[end])) ++end;
+  if (end == colon + 1 || end - colon > 10 || end >= message.size() || message[end] != ':') return std::nullopt;
+  return SourcePlace{std::string(message.substr(0, colon)), std::stoi(std::string(message.substr(colon + 1, end - colon - 1)))};
 }
 
 namespace {
@@ -111,6 +131,7 @@ std::string github_step_summary(const RunReport& report) {
                     std::string(status_words(o.status)) + " (exit code " + std::to_string(report.exit_code) +
                     ")\n\n";
   if (!o.reason.empty()) out += cell(o.reason) + "\n\n";
+  if (report.refusal != nullptr) return out + "Nothing was launched.\n";
   out += "| rank | status | time | error |\n|---:|---|---:|---|\n";
   for (std::size_t i = 0; i < o.ranks.size(); ++i) {
     const RankOutcome& r = o.ranks[i];

@@ -3,6 +3,7 @@
 #include "core/base/environment.hpp"
 #include "core/report/collect.hpp"
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +31,16 @@ std::string escape_workflow_property(std::string_view text);
 /// `file=` (relative to `workspace`, GITHUB_WORKSPACE, when inside it) and
 /// `line=`, so GitHub shows the error on that line of the diff.
 std::vector<std::string> github_annotations(const RunReport& report, const std::string& workspace = "");
+
+/// A place in a file that an error message starts with.
+struct SourcePlace {
+  std::string file;
+  int line = 0;
+};
+
+/// The place a message names at its start, as spec errors do
+/// ("job.yaml:2:1: unknown key ..." -> job.yaml, 2); nullopt when it names none.
+std::optional<SourcePlace> message_place(std::string_view message);
 
 /// The Markdown that goes into $GITHUB_STEP_SUMMARY: a heading with the
 /// outcome, the reason, and one table row per rank (status, time, the

@@ -3,6 +3,7 @@
 #include "core/base/duration.hpp"
 #include "core/hw/hardware.hpp"
 #include "core/mlflow/run_info.hpp"
+#include "core/pyenv/cache.hpp"
 #include "core/report/error_file.hpp"
 #include "core/report/rank_result.hpp"
 #include "core/run/outcome.hpp"
@@ -60,6 +61,14 @@ struct RunReport {
   std::vector<RankResult> results;
   std::vector<std::optional<RankError>> errors;
   const mlflow::RunInfo* mlflow = nullptr; ///< MLflow tracking, nullptr when not configured
+  const PreparedEnv* python_env = nullptr; ///< environment.dependencies' environment, nullptr without one
+  /// The error that made air-run refuse the launch before any rank started (a
+  /// bad spec, a hardware mismatch, an unwritable report path); nullptr for a
+  /// run that launched. A refused launch has no selection and no plan: the
+  /// reports say so instead of showing empty ones.
+  const Error* refusal = nullptr;
+  bool spec_resolved = true;   ///< false when the spec itself was refused: its settings are unknown
+  bool hardware_probed = true; ///< false when the launch was refused before the GPUs were looked at
 };
 
 /// Whether a rank failed on its own: it could not be started, or it ended

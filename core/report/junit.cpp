@@ -206,8 +206,18 @@ std::string junit_xml(const RunReport& report) {
     cases += "  </testcase>\n";
   }
 
+  std::size_t tests = o.ranks.size();
+  if (report.refusal != nullptr) {
+    // Nothing ran, yet CI must show a failure under the job's usual name, with the reason.
+    ++tests;
+    ++failures;
+    cases += "  <testcase" + attr("classname", classname) + attr("name", "launch") + attr("time", "0.000") + ">\n";
+    cases += "    <failure" + attr("message", report.refusal->message) +
+             attr("type", "launch_refused_" + std::string(to_string(report.refusal->kind))) + ">" +
+             xml_escape(report.refusal->message, false) + "</failure>\n  </testcase>\n";
+  }
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  out += "<testsuite" + attr("name", suite) + attr("tests", std::to_string(o.ranks.size())) +
+  out += "<testsuite" + attr("name", suite) + attr("tests", std::to_string(tests)) +
          attr("failures", std::to_string(failures)) + attr("errors", std::to_string(errors)) +
          attr("skipped", std::to_string(skipped)) + attr("time", seconds3(o.duration_s)) +
          attr("timestamp", ant_timestamp(o.started_at)) + attr("hostname", report.host) + ">\n";

@@ -15,7 +15,9 @@ namespace air {
 ///  - a rank that could not be started: <error type="spawn_error">;
 ///  - a rank air-run stopped: <error type="timed_out"|"interrupted"> when the
 ///    whole run timed out or was interrupted, else <skipped> (another rank failed);
-///  - every testcase carries its output tail in <system-out>.
+///  - every testcase carries its output tail in <system-out>;
+///  - a refused launch (no ranks) is one <testcase name="launch"> with a
+///    <failure type="launch_refused_<kind>"> holding the error.
 /// The timestamp is UTC without a zone suffix, as Ant writes it. Text is
 /// escaped for XML 1.0 (see xml_escape). Pure.
 std::string junit_xml(const RunReport& report);

@@ -133,6 +133,18 @@ Json mlflow_json(const mlflow::RunInfo& m) {
   return out;
 }
 
+Json python_env_json(const PreparedEnv& e) {
+  Json out;
+  out["key"] = e.key;
+  out["path"] = e.path;
+  out["python"] = e.python;
+  out["requirements"] = e.requirements;
+  out["cached"] = e.existed;
+  out["build_seconds"] = e.existed ? Json(nullptr) : Json(seconds(e.build_seconds));
+  out["build_log"] = string_or_null(e.build_log);
+  return out;
+}
+
 } // namespace
 
 Json spec_settings_json(const LaunchSpec& s) {
@@ -189,8 +201,9 @@ Json summary_json(const RunReport& report) {
 
   Json spec;
   spec["path"] = string_or_null(report.spec.spec_path);
-  spec["settings"] = spec_settings_json(report.spec);
+  spec["settings"] = report.spec_resolved ? spec_settings_json(report.spec) : Json(nullptr);
   doc["spec"] = std::move(spec);
+  const bool refused = report.refusal != nullptr;
 
   Json hw;
   hw["source"] = report.hardware.source;
@@ -199,7 +212,7 @@ Json summary_json(const RunReport& report) {
   hw["gpus"] = Json::array();
   for (const GpuInfo& g : report.hardware.gpus) hw["gpus"].push_back(gpu_info_json(g));
   hw["notes"] = report.hardware.notes;
-  doc["hardware"] = std::move(hw);
+  doc["hardware"] = report.hardware_probed ? std::move(hw) : Json(nullptr);
 
   Json sel;
   sel["accelerator_type"] = report.selection.accelerator_type;
@@ -210,7 +223,7 @@ Json summary_json(const RunReport& report) {
   sel["gpus"] = Json::array();
   for (const GpuInfo& g : report.selection.gpus) sel["gpus"].push_back(g.uuid);
   sel["notices"] = report.selection.notices;
-  doc["selection"] = std::move(sel);
+  doc["selection"] = refused ? Json(nullptr) : std::move(sel);
 
   Json launch;
   launch["world_size"] = plan.world_size;
@@ -224,13 +237,21 @@ Json summary_json(const RunReport& report) {
   launch["timeout_s"] = plan.timeout ? Json(seconds(*plan.timeout)) : Json(nullptr);
   launch["grace_period_s"] = seconds(plan.grace_period);
   launch["max_restarts"] = plan.max_restarts;
-  doc["launch"] = std::move(launch);
+  doc["launch"] = refused ? Json(nullptr) : std::move(launch);
 
   Json outcome;
   outcome["status"] = to_string(o.status);
   outcome["exit_code"] = report.exit_code;
   outcome["root_cause_rank"] = o.root_cause_rank >= 0 ? Json(o.root_cause_rank) : Json(nullptr);
   outcome["reason"] = o.reason;
+  if (refused) {
+    Json refusal;
+    refusal["kind"] = to_string(report.refusal->kind);
+    refusal["message"] = report.refusal->message;
+    outcome["refusal"] = std::move(refusal);
+  } else {
+    outcome["refusal"] = nullptr;
+  }
   outcome["interrupt_signal"] = o.interrupt_signal > 0 ? Json(o.interrupt_signal) : Json(nullptr);
   outcome["interrupt_signal_name"] =
       o.interrupt_signal > 0 ? Json(signal_name(o.interrupt_signal)) : Json(nullptr);
@@ -257,6 +278,8 @@ Json summary_json(const RunReport& report) {
   doc["ranks"] = Json::array();
   for (std::size_t i = 0; i < o.ranks.size(); ++i) doc["ranks"].push_back(rank_json(report, i));
   doc["mlflow"] = report.mlflow != nullptr ? mlflow_json(*report.mlflow) : Json(nullptr);
+  doc["python_env"] =
+      report.python_env != nullptr && report.python_env->active ? python_env_json(*report.python_env) : Json(nullptr);
   return doc;
 }
 

@@ -48,3 +48,16 @@ TEST_CASE("run_captured reports a missing helper like a missing target", "[captu
   REQUIRE_FALSE(run.ok());
   CHECK(run.error().kind == air::ErrorKind::not_found);
 }
+
+TEST_CASE("run_captured ticks while a helper is silent", "[capture]") {
+  air::CaptureOptions options;
+  options.tick_interval = 50ms;
+  int ticks = 0;
+  options.on_tick = [&ticks] { ++ticks; };
+  auto run = air::run_captured({"/bin/sh", "-c", "sleep 0.5"}, plain_env(), options);
+  REQUIRE(run.ok());
+  CHECK(run->status.code == 0);
+  // 0.5 s of silence at one tick per 50 ms: several ticks, not one per output chunk.
+  CHECK(ticks >= 4);
+  CHECK(ticks <= static_cast<int>(run->duration_s / 0.05) + 1); // at most one per interval
+}

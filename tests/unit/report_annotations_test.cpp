@@ -103,3 +103,33 @@ TEST_CASE("annotations: the step summary's Markdown, exactly", "[annotations]") 
         "| 3 | ok | 0.8s |  |\n"
         "\nrun `r1`, 4 ranks, 12.4s\n");
 }
+
+TEST_CASE("annotations: the place a message starts with", "[annotations]") {
+  const auto place = air::message_place("ci/job.yaml:12:3: unknown key 'tiemout'");
+  REQUIRE(place);
+  CHECK(place->file == "ci/job.yaml");
+  CHECK(place->line == 12);
+  CHECK(air::message_place("reqs.txt:4: '-r other.txt': not supported")->line == 4);
+  CHECK_FALSE(air::message_place("--timeout: expected a duration like 90m, got '3x'"));
+  CHECK_FALSE(air::message_place("requested GPU_8xH100, found no GPU (NVML not available: x)"));
+  CHECK_FALSE(air::message_place("job.yaml: cannot read"));
+  CHECK_FALSE(air::message_place("job.yaml:12"));
+  CHECK_FALSE(air::message_place("job.yaml:99999999999: x")); // no overflow
+  CHECK_FALSE(air::message_place(":3: x"));
+}
+
+TEST_CASE("annotations: a refused launch points at the spec's line", "[annotations]") {
+  air::test::RefusedRun run;
+  const air::RunReport report = air::test::refused_report(run);
+  CHECK(air::github_annotations(report, "/ws") ==
+        std::vector<std::string>{"::error file=ci/job.yaml,line=2,title=air-run%3A launch refused::ci/job.yaml:2:1: "
+                                 "unknown key 'tiemout' (did you mean 'timeout'?) (exit code 2)"});
+  run.error = {air::ErrorKind::hardware, "requested GPU_8xH100, found no GPU"};
+  run.outcome.reason = run.error.message;
+  CHECK(air::github_annotations(air::test::refused_report(run)) ==
+        std::vector<std::string>{
+            "::error title=air-run%3A launch refused::requested GPU_8xH100, found no GPU (exit code 2)"});
+  CHECK(air::github_step_summary(air::test::refused_report(run)) ==
+        "### air-run job: could not be launched (exit code 2)\n\nrequested GPU_8xH100, found no GPU\n\n"
+        "Nothing was launched.\n");
+}

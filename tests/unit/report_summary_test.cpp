@@ -34,7 +34,7 @@ TEST_CASE("summary document shape", "[summary]") {
   CHECK(ordered_keys(doc) == std::vector<std::string>{"schema_version", "air_run_version", "run_id", "host",
                                                       "started_at", "ended_at", "duration_s", "spec",
                                                       "hardware", "selection", "launch", "outcome", "ranks",
-                                                      "mlflow"});
+                                                      "mlflow", "python_env"});
   CHECK(doc["schema_version"] == 1);
   CHECK(doc["air_run_version"] == AIR_VERSION);
   CHECK(doc["run_id"] == "r1");
@@ -116,7 +116,7 @@ TEST_CASE("summary document shape", "[summary]") {
 
   SECTION("outcome") {
     CHECK(doc["outcome"] == Json::parse(R"j({"status": "failed", "exit_code": 3, "root_cause_rank": 1,
-        "reason": "rank 1 exited with exit code 3", "interrupt_signal": null, "interrupt_signal_name": null,
+        "reason": "rank 1 exited with exit code 3", "refusal": null, "interrupt_signal": null, "interrupt_signal_name": null,
         "console_lines_dropped": 0, "remote_failure": null, "restarts": 0, "attempts": []})j"));
   }
 
@@ -233,6 +233,25 @@ TEST_CASE("summary validates against docs/summary.schema.json", "[summary]") {
   air::RunReport report = air::test::sample_report(run);
   CHECK(validate(report, "failed.json") == 0);
 
+  // A refused launch: no selection, no launch, no settings of a spec file that was refused.
+  air::test::RefusedRun refused;
+  CHECK(validate(air::test::refused_report(refused), "refused.json") == 0);
+
+  // With an environment built for environment.dependencies, then reused.
+  air::PreparedEnv env;
+  env.active = true;
+  env.key = std::string(64, 'a');
+  env.path = "/cache/" + env.key;
+  env.python = "/cache/.store/x/bin/python";
+  env.requirements = 2;
+  env.build_seconds = 3.25;
+  env.build_log = "/cache/.store/x/air-run-build.log";
+  air::RunReport built = air::test::sample_report(run);
+  built.python_env = &env;
+  CHECK(validate(built, "built.json") == 0);
+  env.existed = true;
+  CHECK(validate(built, "cached.json") == 0);
+
   air::test::SampleRun ok_run;
   ok_run.outcome.status = air::RunOutcome::Status::succeeded;
   ok_run.outcome.root_cause_rank = -1;
@@ -274,4 +293,51 @@ TEST_CASE("summary validates against docs/summary.schema.json", "[summary]") {
                           "cls=jsonschema.Draft202012Validator)' '" +
                           dir.file("broken.json") + "' '" + schema + "' 2>/dev/null";
   CHECK(std::system(cmd.c_str()) != 0);
+}
+
+TEST_CASE("summary: a refused launch says why and shows nothing it did not decide", "[summary]") {
+  air::test::RefusedRun run;
+  air::RunReport report = air::test::refused_report(run);
+  const Json doc = air::summary_json(report);
+  CHECK(doc["outcome"]["status"] == "launch_failed");
+  CHECK(doc["outcome"]["exit_code"] == 2);
+  CHECK(doc["outcome"]["refusal"]["kind"] == "usage");
+  CHECK(doc["outcome"]["refusal"]["message"] == run.error.message);
+  CHECK(doc["selection"].is_null());
+  CHECK(doc["launch"].is_null());
+  CHECK(doc["hardware"].is_null());
+  CHECK(doc["spec"]["settings"].is_null());
+  CHECK(doc["spec"]["path"] == "ci/job.yaml");
+  CHECK(doc["ranks"].empty());
+  // The spec resolved and the GPUs were looked at: both are shown.
+  report.spec_resolved = true;
+  report.hardware_probed = true;
+  const Json known = air::summary_json(report);
+  CHECK(known["spec"]["settings"].is_object());
+  CHECK(known["hardware"].is_object());
+  // A run that launched has no refusal.
+  air::test::SampleRun launched;
+  CHECK(air::summary_json(air::test::sample_report(launched))["outcome"]["refusal"].is_null());
+}
+
+TEST_CASE("summary: the Python environment, built or reused", "[summary]") {
+  air::test::SampleRun run;
+  air::RunReport report = air::test::sample_report(run);
+  CHECK(air::summary_json(report)["python_env"].is_null());
+  air::PreparedEnv env;
+  env.active = true;
+  env.key = std::string(64, 'b');
+  env.requirements = 3;
+  env.build_seconds = 12.3456;
+  report.python_env = &env;
+  Json doc = air::summary_json(report);
+  CHECK(doc["python_env"]["cached"] == false);
+  CHECK(doc["python_env"]["build_seconds"] == 12.346);
+  CHECK(doc["python_env"]["requirements"] == 3);
+  env.existed = true;
+  doc = air::summary_json(report);
+  CHECK(doc["python_env"]["cached"] == true);
+  CHECK(doc["python_env"]["build_seconds"].is_null());
+  env.active = false; // no dependencies: nothing to say
+  CHECK(air::summary_json(report)["python_env"].is_null());
 }

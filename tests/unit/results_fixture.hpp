@@ -168,4 +168,31 @@ inline RunReport sample_report(const SampleRun& run) {
   return report;
 }
 
+/// A launch refused before any rank started: a spec file with a misspelt key,
+/// so only the job's name and the flags' report paths are known.
+struct RefusedRun {
+  LaunchSpec spec;
+  Hardware hardware;
+  Selection selection;
+  LaunchPlan plan;
+  RunOutcome outcome;
+  Error error{ErrorKind::usage, "ci/job.yaml:2:1: unknown key 'tiemout' (did you mean 'timeout'?)"};
+
+  RefusedRun() {
+    spec.spec_path = "ci/job.yaml";
+    plan.run_id = "r9";
+    outcome.status = RunOutcome::Status::launch_failed;
+    outcome.reason = error.message;
+  }
+};
+
+/// The report air-run renders for a RefusedRun.
+inline RunReport refused_report(const RefusedRun& run) {
+  RunReport report{run.spec, run.hardware, run.selection, run.plan, run.outcome, "node-3", 2, {}, {}};
+  report.refusal = &run.error;
+  report.spec_resolved = false;
+  report.hardware_probed = false;
+  return report;
+}
+
 } // namespace air::test
