@@ -160,3 +160,7 @@ for _ in range(200):
         print(p); break
 PY
 }
+
+# json_get FILE EXPRESSION: prints EXPRESSION evaluated with the JSON document
+# of FILE as `d` (several comma-separated values print space-separated).
+json_get() { python3 -c "import json, os, sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }

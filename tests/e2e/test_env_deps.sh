@@ -215,6 +215,58 @@ print(s.getsockname()[1], flush=True); time.sleep(300)' >port &
   expect_eq "$(entries)" 1
 }
 
+# position TEXT NEEDLE: the byte offset of NEEDLE in TEXT (-1 when absent).
+position() { python3 -c 'import sys; print(sys.argv[1].find(sys.argv[2]))' "$1" "$2"; }
+
+test_build_in_ci_is_a_collapsible_group_and_the_summary_has_it() {
+  setup_job
+  GITHUB_ACTIONS=true run_air -n 2 -f job.yaml --summary s.json show.py
+  expect_rc 0
+  local open pip close
+  open=$(position "$err" "::group::air-run: building environment ")
+  pip=$(position "$err" "Successfully installed airtestpkg-1.0")
+  close=$(position "$err" "::endgroup::")
+  ((open >= 0 && pip > open && close > pip)) || fail "pip's output is not inside the group ($open $pip $close): $err"
+  expect_contains "$err" "(1 requirement) in $PWD/cache/.store/"
+  expect_contains "$err" "ready in "
+  local key
+  key=$(basename "$(echo cache/*[0-9a-f])")
+  expect_eq "$(json_get s.json 'd["python_env"]["key"], d["python_env"]["cached"], d["python_env"]["requirements"]')" "$key False 1"
+  expect_eq "$(json_get s.json 'd["python_env"]["build_seconds"] > 0, os.path.isfile(d["python_env"]["build_log"])')" "True True"
+  # Reused: no build, so no seconds.
+  run_air -n 2 -f job.yaml --summary s.json show.py
+  expect_eq "$(json_get s.json 'd["python_env"]["cached"], d["python_env"]["build_seconds"]')" "True None"
+  # GitLab's collapsible section markers.
+  GITLAB_CI=true run_air --rebuild-env -f job.yaml show.py
+  expect_rc 0
+  expect_contains "$err" $'section_start:'
+  expect_contains "$err" $':air_run_env_build[collapsed=true]\r\e[0Kair-run: building environment '
+  expect_contains "$err" $'section_end:'
+  # -q: nothing of the build, the ranks' output still there.
+  run_air -q --rebuild-env -f job.yaml show.py
+  expect_rc 0
+  expect_not_contains "$err" "environment"
+  expect_contains "$out" "airtestpkg-1.0 venv"
+}
+
+test_build_on_a_terminal_is_one_live_line() {
+  command -v script >/dev/null || { echo "skip: no script(1)"; return 0; }
+  setup_job
+  TERM=xterm timeout 120 env -u CI -u GITHUB_ACTIONS -u GITLAB_CI script -qfec \
+    "\"$AIR_RUN\" -n 2 -f job.yaml show.py; echo rc=\$?" /dev/null >pty.out 2>&1 </dev/null
+  local text
+  text=$(cat pty.out)
+  expect_contains "$text" "rc=0"
+  expect_contains "$text" $'\r\e[2Kair-run: building environment '
+  expect_contains "$text" "(1 requirement): "
+  expect_contains "$text" "ready in "
+  expect_contains "$text" "rank 1 airtestpkg-1.0 venv"
+  # pip's own lines stay in the build log, not on the terminal.
+  expect_not_contains "$text" "Successfully installed"
+  expect_not_contains "$text" "[env]"
+  grep -q "Successfully installed airtestpkg-1.0" cache/.store/*/air-run-build.log || fail "the log lacks pip's output"
+}
+
 test_rebuild_list_and_prune() {
   setup_job
   run_air -f job.yaml show.py

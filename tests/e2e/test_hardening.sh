@@ -6,7 +6,6 @@
 # Runs as root in CI: "another user" is uid 12345 (chown), never "not root".
 source "$(dirname "$0")/lib.sh"
 
-json_get() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
 
 test_spec_holding_just_a_comma_is_refused() {
   printf ',' >comma.yaml

@@ -6,9 +6,6 @@ source "$(dirname "$0")/lib.sh"
 
 have_torch() { "$TORCH_PYTHON" -c 'import torch.distributed' 2>/dev/null; }
 
-# jq-free JSON access: json_get FILE PYTHON-EXPRESSION-ON-d
-json_get() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
-
 test_results_in_rank_order_from_gloo_job() {
   have_torch || { echo "skip: no torch"; return 0; }
   cat >job.py <<'PY'
@@ -120,6 +117,55 @@ test_summary_validates_against_schema() {
   run_air --cpu-ranks 2 --summary s.json --no-python ./r.sh
   python3 -c 'import json,sys,jsonschema; jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), cls=jsonschema.Draft202012Validator)' \
     s.json "$AIR_SOURCE_DIR/docs/summary.schema.json" || fail "summary does not validate"
+}
+
+# validate_summary FILE: the summary against docs/summary.schema.json (skipped without jsonschema).
+validate_summary() {
+  python3 -c 'import jsonschema' 2>/dev/null || return 0
+  python3 -c 'import json,sys,jsonschema; jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), cls=jsonschema.Draft202012Validator)' \
+    "$1" "$AIR_SOURCE_DIR/docs/summary.schema.json" || fail "$1 does not validate"
+}
+
+test_refused_launch_still_writes_its_reports() {
+  printf 'timeout: 10m\ntiemout: 3\n' >job.yaml
+  touch marker
+  run_air -f job.yaml --summary 'out/{run_id}/s.json' --junit out/j.xml --no-python sh -c 'rm marker'
+  expect_rc 2
+  expect_contains "$err" "air-run: error: job.yaml:2:1: unknown key 'tiemout'"
+  [[ -f marker ]] || fail "a rank ran although the spec was refused"
+  local summary
+  summary=$(echo out/*/s.json)
+  [[ -f $summary ]] || fail "no summary for the refused launch: $(ls -R out)"
+  expect_eq "$(json_get "$summary" 'd["outcome"]["status"]')" "launch_failed"
+  expect_eq "$(json_get "$summary" 'd["outcome"]["exit_code"]')" "2"
+  expect_eq "$(json_get "$summary" 'd["outcome"]["refusal"]["kind"]')" "usage"
+  expect_eq "$(json_get "$summary" 'd["spec"]["settings"], d["selection"], d["launch"], d["ranks"]')" "None None None []"
+  expect_eq "$(json_get "$summary" 'd["run_id"] in sys.argv[1]')" "True" # {run_id} in the path is the summary's
+  validate_summary "$summary"
+  grep -q '<testsuite name="job" tests="1" failures="1"' out/j.xml || fail "JUnit: $(cat out/j.xml)"
+  grep -q 'name="launch"' out/j.xml || fail "JUnit has no launch case"
+  if command -v xmllint >/dev/null; then
+    xmllint --noout --schema "$AIR_SOURCE_DIR/tests/data/junit.xsd" out/j.xml 2>/dev/null || fail "JUnit does not validate"
+  fi
+
+  # A hardware mismatch under GitHub Actions: JSON on stdout, annotation, step summary.
+  AIR_RUN_FAKE_GPUS=2xH100 GITHUB_ACTIONS=true GITHUB_STEP_SUMMARY=$PWD/step.md \
+    run_air --accelerator-type GPU_8xH100 --json --no-python true
+  expect_rc 2
+  printf '%s' "$out" >s2.json
+  expect_eq "$(json_get s2.json 'd["outcome"]["refusal"]["kind"], d["hardware"]["source"]')" "hardware AIR_RUN_FAKE_GPUS"
+  validate_summary s2.json
+  expect_contains "$err" "::error title=air-run%3A launch refused::requested GPU_8xH100"
+  expect_contains "$(cat step.md)" "could not be launched (exit code 2)"
+  expect_contains "$(cat step.md)" "Nothing was launched."
+
+  # The spec file's error carries its place for the annotation; a report path with
+  # an unknown placeholder is itself the error and gets no report.
+  GITHUB_ACTIONS=true run_air -f job.yaml --no-python true
+  expect_contains "$out" "::error file=job.yaml,line=2,title=air-run%3A launch refused::"
+  run_air --summary 'out/{nope}.json' --no-python true
+  expect_rc 2
+  [[ ! -e out/{nope}.json ]] || fail "a summary was written to the bad path"
 }
 
 test_junit_validates() {
