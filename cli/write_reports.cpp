@@ -96,11 +96,12 @@ int report_run(const LaunchSpec& spec, const Hardware& hardware, const Selection
   return code;
 }
 
-void report_refused_launch(const LaunchFacts& facts, const Error& error, int exit_code, const Environment& env) {
+void report_refused_launch(const LaunchFacts& facts, const Error& error, int exit_code,
+                           const Environment& env) {
   if (!facts.spec) return;
   LaunchSpec spec = *facts.spec;
-  const bool wanted =
-      !spec.summary_file.value.empty() || !spec.junit_file.value.empty() || spec.json.value || github_actions_enabled(env);
+  const bool wanted = !spec.summary_file.value.empty() || !spec.junit_file.value.empty() || spec.json.value ||
+                      github_actions_enabled(env);
   if (!wanted) return;
   LaunchPlan plan;
   plan.run_id = facts.run_id.empty() ? make_run_id() : facts.run_id;

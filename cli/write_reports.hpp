@@ -41,6 +41,7 @@ struct LaunchFacts {
 /// summary, and the JSON on stdout under --json, wherever `facts.spec` asks
 /// for them. Nothing is written when the spec's report paths are unknown. The
 /// error itself is printed by the caller, as for every error.
-void report_refused_launch(const LaunchFacts& facts, const Error& error, int exit_code, const Environment& env);
+void report_refused_launch(const LaunchFacts& facts, const Error& error, int exit_code,
+                           const Environment& env);
 
 } // namespace air::cli

@@ -20,7 +20,8 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT) # air-run_0.1.0_amd64.deb
 set(CPACK_DEBIAN_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_STRIP_FILES ON)
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS python3)
+# libcurl is loaded at run time, for MLflow tracking only: recommended, not required.
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "python3, libcurl4")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "python3-torch")
 
 set(AIR_DEB_PYTHON_DIR ${CMAKE_INSTALL_PREFIX}/${AIR_PYTHON_DIR})

@@ -1,13 +1,76 @@
-// The HTTP client behind the REST store: libcurl's easy interface.
+// The HTTP client behind the REST store: libcurl's easy interface, loaded
+// with dlopen at the first use. air-run itself must run where libcurl is not
+// installed (slim training images, the portable binary): only MLflow tracking
+// needs it, and says so when it is missing.
 #include "core/mlflow/http.hpp"
 
+// Plain function declarations (no type-checking macros): only their types are
+// used here, through decltype, so nothing links against libcurl.
+#define CURL_DISABLE_TYPECHECK 1
+// CURLOPT_PROTOCOLS is deprecated in new headers but the one old libcurls know.
+#define CURL_DISABLE_DEPRECATION 1
 #include <curl/curl.h>
+#include <dlfcn.h>
 
 #include <mutex>
 
 namespace air::mlflow {
 
 namespace {
+
+/// libcurl's entry points air-run calls, from the library found at run time.
+struct CurlApi {
+  decltype(&::curl_global_init) global_init = nullptr;
+  decltype(&::curl_easy_init) easy_init = nullptr;
+  decltype(&::curl_easy_cleanup) easy_cleanup = nullptr;
+  decltype(&::curl_easy_reset) easy_reset = nullptr;
+  decltype(&::curl_easy_setopt) easy_setopt = nullptr;
+  decltype(&::curl_easy_perform) easy_perform = nullptr;
+  decltype(&::curl_easy_getinfo) easy_getinfo = nullptr;
+  decltype(&::curl_easy_strerror) easy_strerror = nullptr;
+  decltype(&::curl_slist_append) slist_append = nullptr;
+  decltype(&::curl_slist_free_all) slist_free_all = nullptr;
+  std::string error; ///< why it could not be loaded; "" when loaded
+};
+
+/// Loads libcurl once (the OpenSSL build, else the GnuTLS one Debian also
+/// ships) and initialises it. The handle is never closed: curl keeps state.
+const CurlApi& curl_api() {
+  static const CurlApi api = [] {
+    CurlApi out;
+    void* lib = nullptr;
+    for (const char* name : {"libcurl.so.4", "libcurl-gnutls.so.4"}) {
+      if ((lib = ::dlopen(name, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
+    }
+    if (lib == nullptr) {
+      out.error = "MLflow tracking needs libcurl (libcurl.so.4), which is not installed "
+                  "(Debian and Ubuntu: apt-get install libcurl4)";
+      return out;
+    }
+    bool complete = true;
+    const auto load = [&](auto& fn, const char* symbol) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib, symbol));
+      complete &= fn != nullptr;
+    };
+    load(out.global_init, "curl_global_init");
+    load(out.easy_init, "curl_easy_init");
+    load(out.easy_cleanup, "curl_easy_cleanup");
+    load(out.easy_reset, "curl_easy_reset");
+    load(out.easy_setopt, "curl_easy_setopt");
+    load(out.easy_perform, "curl_easy_perform");
+    load(out.easy_getinfo, "curl_easy_getinfo");
+    load(out.easy_strerror, "curl_easy_strerror");
+    load(out.slist_append, "curl_slist_append");
+    load(out.slist_free_all, "curl_slist_free_all");
+    if (!complete) {
+      out.error = "MLflow tracking: the installed libcurl lacks functions air-run needs";
+      return out;
+    }
+    out.global_init(CURL_GLOBAL_DEFAULT);
+    return out;
+  }();
+  return api;
+}
 
 std::size_t append_body(char* data, std::size_t size, std::size_t count, void* out) {
   static_cast<std::string*>(out)->append(data, size * count);
@@ -22,26 +85,35 @@ int progress(void* self, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
 /// curl_slist freed on scope exit.
 struct Headers {
   curl_slist* list = nullptr;
-  void add(const std::string& line) { list = curl_slist_append(list, line.c_str()); }
-  ~Headers() { curl_slist_free_all(list); }
+  void add(const std::string& line) { list = curl_api().slist_append(list, line.c_str()); }
+  ~Headers() {
+    if (list != nullptr) curl_api().slist_free_all(list);
+  }
 };
 
 } // namespace
 
+Status HttpClient::available() {
+  const CurlApi& api = curl_api();
+  if (!api.error.empty()) return Error{ErrorKind::system, api.error};
+  return ok_status();
+}
+
 HttpClient::HttpClient(HttpAuth auth) : auth_(std::move(auth)) {
-  static std::once_flag global_init;
-  std::call_once(global_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-  curl_ = curl_easy_init();
+  if (curl_api().error.empty()) curl_ = curl_api().easy_init();
 }
 
 HttpClient::~HttpClient() {
-  if (curl_ != nullptr) curl_easy_cleanup(static_cast<CURL*>(curl_));
+  if (curl_ != nullptr) curl_api().easy_cleanup(static_cast<CURL*>(curl_));
 }
 
 Expected<HttpResponse> HttpClient::send(const HttpRequest& request) {
+  const CurlApi& api = curl_api();
+  if (!api.error.empty()) return Error{ErrorKind::system, api.error};
   auto* curl = static_cast<CURL*>(curl_);
   if (curl == nullptr) return Error{ErrorKind::system, "curl_easy_init failed"};
-  curl_easy_reset(curl); // keeps the connection cache, clears the previous request's options
+  const auto curl_easy_setopt = api.easy_setopt;
+  api.easy_reset(curl); // keeps the connection cache, clears the previous request's options
   HttpResponse response;
   char error_text[CURL_ERROR_SIZE] = {};
   Headers headers;
@@ -59,7 +131,12 @@ Expected<HttpResponse> HttpClient::send(const HttpRequest& request) {
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(request.timeout.count()));
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, append_body);
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response.body);
-  curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+  // Only HTTP(S), whatever a redirect says. The string form came with curl
+  // 7.85; the older bit mask is what Debian 11's 7.74 understands.
+#if LIBCURL_VERSION_NUM >= 0x075500
+  if (curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK)
+#endif
+    curl_easy_setopt(curl, CURLOPT_PROTOCOLS, static_cast<long>(CURLPROTO_HTTP | CURLPROTO_HTTPS));
   curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
   curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, progress);
   curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &abort_check_);
@@ -81,13 +158,13 @@ Expected<HttpResponse> HttpClient::send(const HttpRequest& request) {
     curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
   }
 
-  const CURLcode code = curl_easy_perform(curl);
+  const CURLcode code = api.easy_perform(curl);
   if (code == CURLE_ABORTED_BY_CALLBACK) return Error{ErrorKind::system, "interrupted"};
   if (code != CURLE_OK) {
-    std::string why = error_text[0] != '\0' ? error_text : curl_easy_strerror(code);
+    std::string why = error_text[0] != '\0' ? error_text : api.easy_strerror(code);
     return Error{ErrorKind::system, why};
   }
-  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.status);
+  api.easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.status);
   return response;
 }
 

@@ -31,13 +31,17 @@ struct HttpAuth {
   std::string ca_file;        ///< extra CA bundle (MLFLOW_TRACKING_SERVER_CERT_PATH)
 };
 
-/// A small blocking HTTP(S) client over libcurl (keep-alive between calls of
+/// A small blocking HTTP(S) client over libcurl, loaded at run time (keep-alive between calls of
 /// one client; http_proxy/https_proxy/no_proxy honoured as curl does).
 /// Transport failures (no connection, TLS, timeout) are errors; any HTTP
 /// status, 5xx included, is a response. Not thread-safe; no signals used
 /// (CURLOPT_NOSIGNAL), so it is safe in air-run's single-threaded process.
 class HttpClient {
 public:
+  /// Whether libcurl could be loaded (it is loaded at the first use, so that
+  /// air-run runs without it). The error says what to install.
+  static Status available();
+
   explicit HttpClient(HttpAuth auth);
   ~HttpClient();
   HttpClient(const HttpClient&) = delete;

@@ -39,6 +39,7 @@ public:
   explicit RestStore(TrackingConfig config) : config_(std::move(config)) {}
 
   Expected<Started> start(const StartRequest& request) override {
+    AIR_TRY(HttpClient::available()); // no retries for a library that is not there
     HttpClient client(auth());
     client.set_abort_check(interrupt_pending);
     const auto deadline = Clock::now() + config_.timeout;

@@ -118,8 +118,8 @@ void BuildView::interrupted(int sig) {
   end_live_line();
   close_group();
   const bool mid_line = !quiet_ && display_ == BuildDisplay::one_line;
-  put(fmt::format("{}air-run: environment build interrupted by signal {}; nothing was kept\n", mid_line ? "\n" : "",
-                  sig));
+  put(fmt::format("{}air-run: environment build interrupted by signal {}; nothing was kept\n",
+                  mid_line ? "\n" : "", sig));
 }
 
 } // namespace air

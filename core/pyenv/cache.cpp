@@ -75,10 +75,10 @@ struct ChildResult {
 
 /// Where a helper's output goes while it runs.
 struct OutputSinks {
-  int log_fd = -1;                              ///< every byte, -1 for none
+  int log_fd = -1;                               ///< every byte, -1 for none
   std::function<void(std::string_view)> on_line; ///< each whole line as it arrives (the build's display)
-  std::function<void()> on_tick;                ///< about once a second while the helper runs
-  bool keep_output = false;                     ///< every byte into ChildResult::output (the interpreter probe)
+  std::function<void()> on_tick;                 ///< about once a second while the helper runs
+  bool keep_output = false; ///< every byte into ChildResult::output (the interpreter probe)
 };
 
 /// Runs a helper through the one child runner (os/capture), splitting its
@@ -302,8 +302,8 @@ Expected<std::string> build_env(const EnvRequest& request, const std::string& ke
   const std::string prefix = store_dir(cache) + "/" + name;
   const auto started = Clock::now();
   const std::string k12 = short_key(key);
-  BuildView view(env, isatty(STDERR_FILENO) != 0, quiet, k12, plural(request.requirements.size(), "requirement"),
-                 prefix);
+  BuildView view(env, isatty(STDERR_FILENO) != 0, quiet, k12,
+                 plural(request.requirements.size(), "requirement"), prefix);
 
   BuildSignals signals; // from here on an interruption removes `prefix`
   const auto fail = [&](Error error) -> Expected<std::string> {
@@ -511,8 +511,8 @@ Expected<PreparedEnv> prepare_python_env(const LaunchSpec& spec, const Environme
     prefix = rebuild ? "" : published_prefix(*cache, out.key); // built while we waited?
     if (prefix.empty()) {
       int interrupted_by = 0;
-      auto built =
-          build_env(request, out.key, *resolved, *cache, env, spec.quiet.value, &interrupted_by, &out.build_seconds);
+      auto built = build_env(request, out.key, *resolved, *cache, env, spec.quiet.value, &interrupted_by,
+                             &out.build_seconds);
       if (!built) return built.error();
       if (interrupted_by != 0) {
         out.interrupted_by = interrupted_by;

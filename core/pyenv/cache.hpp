@@ -36,11 +36,11 @@ struct PreparedEnv {
   std::string python;  ///< <prefix>/bin/python, the interpreter for the ranks
   Environment vars;    ///< VIRTUAL_ENV and PATH (<prefix>/bin first) for every rank
   std::size_t requirements = 0;
-  bool existed = false;   ///< reused without installing anything
+  bool existed = false;     ///< reused without installing anything
   double build_seconds = 0; ///< how long this run's build took; 0 when it reused a cached one
   std::string build_log;    ///< the build's log (pip's output), kept inside the environment
-  std::string status;     ///< one line saying which environment and whether it exists
-  int interrupted_by = 0; ///< a signal stopped the build; all was cleaned up: exit 128+N
+  std::string status;       ///< one line saying which environment and whether it exists
+  int interrupted_by = 0;   ///< a signal stopped the build; all was cleaned up: exit 128+N
 };
 
 /// `--env-cache-dir`, else $XDG_CACHE_HOME/air-run/envs (when absolute), else

@@ -41,7 +41,8 @@ bool after(std::string_view line, std::string_view prefix, std::string_view& res
 } // namespace
 
 BuildDisplay choose_build_display(bool stderr_is_tty, const Environment& env) {
-  if (env_or(env, "GITHUB_ACTIONS") == "true" || env_or(env, "GITLAB_CI") == "true") return BuildDisplay::ci_group;
+  if (env_or(env, "GITHUB_ACTIONS") == "true" || env_or(env, "GITLAB_CI") == "true")
+    return BuildDisplay::ci_group;
   if (stderr_is_tty && env_or(env, "CI").empty()) return BuildDisplay::live_line;
   return BuildDisplay::one_line;
 }

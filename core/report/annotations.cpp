@@ -89,9 +89,10 @@ std::vector<std::string> github_annotations(const RunReport& report, const std::
                 ",line=" + std::to_string(place->line) + ",";
       }
     }
-    lines.push_back("::error " + where + "title=" +
-                    escape_workflow_property(report.refusal != nullptr ? "air-run: launch refused" : "air-run") +
-                    "::" + escape_workflow_data(message + " (exit code " + std::to_string(report.exit_code) + ")"));
+    lines.push_back(
+        "::error " + where + "title=" +
+        escape_workflow_property(report.refusal != nullptr ? "air-run: launch refused" : "air-run") +
+        "::" + escape_workflow_data(message + " (exit code " + std::to_string(report.exit_code) + ")"));
   }
   return lines;
 }
@@ -99,12 +100,15 @@ std::vector<std::string> github_annotations(const RunReport& report, const std::
 std::optional<SourcePlace> message_place(std::string_view message) {
   // "<file>:<line>:<column>: ..." or "<file>:<line>: ...", as spec errors begin.
   const auto colon = message.find(':');
-  if (colon == 0 || colon == std::string_view::npos || message.substr(0, colon).find(' ') != std::string_view::npos)
+  if (colon == 0 || colon == std::string_view::npos ||
+      message.substr(0, colon).find(' ') != std::string_view::npos)
     return std::nullopt;
   std::size_t end = colon + 1;
   while (end < message.size() && is_digit(message[end])) ++end;
-  if (end == colon + 1 || end - colon > 10 || end >= message.size() || message[end] != ':') return std::nullopt;
-  return SourcePlace{std::string(message.substr(0, colon)), std::stoi(std::string(message.substr(colon + 1, end - colon - 1)))};
+  if (end == colon + 1 || end - colon > 10 || end >= message.size() || message[end] != ':')
+    return std::nullopt;
+  return SourcePlace{std::string(message.substr(0, colon)),
+                     std::stoi(std::string(message.substr(colon + 1, end - colon - 1)))};
 }
 
 namespace {

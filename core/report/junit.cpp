@@ -211,7 +211,8 @@ std::string junit_xml(const RunReport& report) {
     // Nothing ran, yet CI must show a failure under the job's usual name, with the reason.
     ++tests;
     ++failures;
-    cases += "  <testcase" + attr("classname", classname) + attr("name", "launch") + attr("time", "0.000") + ">\n";
+    cases +=
+        "  <testcase" + attr("classname", classname) + attr("name", "launch") + attr("time", "0.000") + ">\n";
     cases += "    <failure" + attr("message", report.refusal->message) +
              attr("type", "launch_refused_" + std::string(to_string(report.refusal->kind))) + ">" +
              xml_escape(report.refusal->message, false) + "</failure>\n  </testcase>\n";

@@ -278,8 +278,9 @@ Json summary_json(const RunReport& report) {
   doc["ranks"] = Json::array();
   for (std::size_t i = 0; i < o.ranks.size(); ++i) doc["ranks"].push_back(rank_json(report, i));
   doc["mlflow"] = report.mlflow != nullptr ? mlflow_json(*report.mlflow) : Json(nullptr);
-  doc["python_env"] =
-      report.python_env != nullptr && report.python_env->active ? python_env_json(*report.python_env) : Json(nullptr);
+  doc["python_env"] = report.python_env != nullptr && report.python_env->active
+                          ? python_env_json(*report.python_env)
+                          : Json(nullptr);
   return doc;
 }
 

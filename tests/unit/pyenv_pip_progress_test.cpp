@@ -22,17 +22,18 @@ std::vector<std::string> statuses(air::PipProgress& progress, const std::vector<
 TEST_CASE("pip progress: a download from an index, line by line", "[pyenv][pip]") {
   air::PipProgress progress;
   CHECK(progress.status() == "starting pip");
-  const auto seen = statuses(progress, {
-                                           "Collecting numpy==1.26.4 (from -r /tmp/req.txt (line 1))",
-                                           "  Downloading numpy-1.26.4-cp311-cp311-manylinux_x86_64.whl (18.2 MB)",
-                                           "Collecting six",
-                                           "  Using cached six-1.16.0-py2.py3-none-any.whl (11 kB)",
-                                           "Requirement already satisfied: packaging in /usr/lib/python3/dist-packages",
-                                           "Building wheels for collected packages: tiny",
-                                           "  Building wheel for tiny (pyproject.toml) ... done",
-                                           "Installing collected packages: six, numpy, tiny",
-                                           "Successfully installed numpy-1.26.4 six-1.16.0 tiny-0.1",
-                                       });
+  const auto seen =
+      statuses(progress, {
+                             "Collecting numpy==1.26.4 (from -r /tmp/req.txt (line 1))",
+                             "  Downloading numpy-1.26.4-cp311-cp311-manylinux_x86_64.whl (18.2 MB)",
+                             "Collecting six",
+                             "  Using cached six-1.16.0-py2.py3-none-any.whl (11 kB)",
+                             "Requirement already satisfied: packaging in /usr/lib/python3/dist-packages",
+                             "Building wheels for collected packages: tiny",
+                             "  Building wheel for tiny (pyproject.toml) ... done",
+                             "Installing collected packages: six, numpy, tiny",
+                             "Successfully installed numpy-1.26.4 six-1.16.0 tiny-0.1",
+                         });
   CHECK(seen == std::vector<std::string>{
                     "collecting numpy==1.26.4 (1 package so far)",
                     "downloading numpy-1.26.4-cp311-cp311-manylinux_x86_64.whl (18.2 MB)",
@@ -66,7 +67,8 @@ TEST_CASE("pip progress: the live line fits the terminal", "[pyenv][pip]") {
   air::PipProgress progress;
   progress.take("Collecting numpy");
   CHECK(air::build_status_line("3f2a1b9c0d4e", "2 requirements", progress, 12.4, 200) ==
-        "air-run: building environment 3f2a1b9c0d4e (2 requirements): collecting numpy (1 package so far), 12 s");
+        "air-run: building environment 3f2a1b9c0d4e (2 requirements): collecting numpy (1 package so far), "
+        "12 s");
   const std::string cut = air::build_status_line("3f2a1b9c0d4e", "2 requirements", progress, 12.4, 40);
   CHECK(cut == "air-run: building environment 3f2a1b9c0");
   CHECK(cut.size() == 39); // one column short: writing the last column can wrap

@@ -122,8 +122,9 @@ TEST_CASE("annotations: a refused launch points at the spec's line", "[annotatio
   air::test::RefusedRun run;
   const air::RunReport report = air::test::refused_report(run);
   CHECK(air::github_annotations(report, "/ws") ==
-        std::vector<std::string>{"::error file=ci/job.yaml,line=2,title=air-run%3A launch refused::ci/job.yaml:2:1: "
-                                 "unknown key 'tiemout' (did you mean 'timeout'?) (exit code 2)"});
+        std::vector<std::string>{
+            "::error file=ci/job.yaml,line=2,title=air-run%3A launch refused::ci/job.yaml:2:1: "
+            "unknown key 'tiemout' (did you mean 'timeout'?) (exit code 2)"});
   run.error = {air::ErrorKind::hardware, "requested GPU_8xH100, found no GPU"};
   run.outcome.reason = run.error.message;
   CHECK(air::github_annotations(air::test::refused_report(run)) ==

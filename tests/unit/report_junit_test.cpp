@@ -208,7 +208,8 @@ TEST_CASE("junit: a failure without an error file names the exception from the o
 TEST_CASE("junit: a refused launch is one failed launch case under the job's name", "[junit]") {
   air::test::RefusedRun run;
   const std::string xml = air::junit_xml(air::test::refused_report(run));
-  CHECK(xml.find(R"(<testsuite name="job" tests="1" failures="1" errors="0" skipped="0")") != std::string::npos);
+  CHECK(xml.find(R"(<testsuite name="job" tests="1" failures="1" errors="0" skipped="0")") !=
+        std::string::npos);
   CHECK(xml.find(R"(<testcase classname="air-run.job" name="launch" time="0.000">)") != std::string::npos);
   CHECK(xml.find(R"x(<failure message="ci/job.yaml:2:1: unknown key &apos;tiemout&apos; (did you mean )x"
                  R"x(&apos;timeout&apos;?)" type="launch_refused_usage">)x") != std::string::npos);
