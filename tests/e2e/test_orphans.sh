@@ -54,8 +54,10 @@ start_wrapped() {
   # per rank: the wrapper and three grandchildren; rank 0: Python and 2 workers
   local want=$((ranks * 4 + 1)) # + air-run itself
   [[ -x $TORCH_PYTHON ]] && want=$((want + 3))
-  if ! wait_for "[[ \$(count_marked) -ge $want ]]" 30; then
-    fail "not everything started: $(count_marked) of $want; $(tail -3 stderr)"
+  # A cold interpreter can take long to start on a fresh machine: the bound is
+  # generous, and a miss lists what did start, so the report says which kind lagged.
+  if ! wait_for "[[ \$(count_marked) -ge $want ]]" 90; then
+    fail "not everything started: $(count_marked) of $want: $(ps -o pid,ppid,args -p "$(marked | tr ' ' ',')0" 2>&1 | cut -c1-150); $(tail -3 stderr)"
     kill -KILL "$air" $(marked) 2>/dev/null
     return 1
   fi
