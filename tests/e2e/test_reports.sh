@@ -166,6 +166,9 @@ test_refused_launch_still_writes_its_reports() {
   run_air --summary 'out/{nope}.json' --no-python true
   expect_rc 2
   [[ ! -e out/{nope}.json ]] || fail "a summary was written to the bad path"
+  run_air -f job.yaml --summary 'out/{nope}.json' --no-python true # the spec file refused as well
+  expect_rc 2
+  [[ ! -e out/{nope}.json ]] || fail "a summary was written to the bad path"
 }
 
 test_junit_validates() {
