@@ -132,6 +132,13 @@ Status settle_rendezvous(LaunchSpec& spec, const PlaceOf& place) {
     return usage_error(place(spec.nnodes.origin, "nnodes") + ": MIN:MAX needs rdzv_backend c10d; static "
                                                              "rendezvous runs a fixed number of nodes");
   }
+  // One node under c10d: torchrun's workers get the rendezvous host as
+  // MASTER_ADDR, "localhost" for --standalone (which meets at localhost:0).
+  const bool one_c10d_node = c10d && spec.nnodes.value == 1 && spec.master_addr.is_default();
+  if (one_c10d_node && spec.standalone.value) {
+    spec.master_addr.value = "localhost";
+    spec.master_addr.origin = spec.standalone.origin;
+  }
   if (spec.rdzv_endpoint.value.empty()) {
     if (c10d && spec.nnodes.value > 1 && !spec.standalone.value) {
       return usage_error(place(backend.origin, "rdzv_backend") +
@@ -143,6 +150,10 @@ Status settle_rendezvous(LaunchSpec& spec, const PlaceOf& place) {
   const std::string where = place(spec.rdzv_endpoint.origin, "rdzv_endpoint");
   auto endpoint = parse_endpoint(spec.rdzv_endpoint.value, where);
   if (!endpoint) return endpoint.error();
+  if (one_c10d_node && !spec.standalone.value) {
+    spec.master_addr.value = endpoint->host;
+    spec.master_addr.origin = spec.rdzv_endpoint.origin;
+  }
   if (!c10d) {
     // Static rendezvous: the endpoint is rank 0's store, as torchrun's static handler reads it.
     spec.master_addr.value = endpoint->host;

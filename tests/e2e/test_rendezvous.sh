@@ -188,7 +188,7 @@ test_standalone_runs_one_node() {
   AGENT=s run_air --standalone --cpu-ranks 2 --env AGENT=s --no-python ./env.sh
   expect_rc 0
   expect_eq "$(var env.s.1 WORLD_SIZE)" 2
-  expect_eq "$(var env.s.1 MASTER_ADDR)" 127.0.0.1
+  expect_eq "$(var env.s.1 MASTER_ADDR)" localhost # as torchrun 2.x gives it
   run_air --standalone --nnodes 2 --no-python true
   expect_rc 2
   expect_contains "$err" "--standalone: runs one node, but --nnodes asks for 2"

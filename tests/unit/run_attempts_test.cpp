@@ -164,6 +164,21 @@ TEST_CASE("rendezvous keys: backend, endpoint, id, conf, standalone", "[spec][re
   s = resolve_ok({{"standalone", "true", "--standalone"}});
   CHECK(s.rdzv_backend.value == "c10d");
   CHECK(s.nnodes.value == 1);
+  // torchrun's workers see the rendezvous host: localhost under --standalone,
+  // the endpoint's host on one c10d node; --master-addr still wins.
+  CHECK(s.master_addr.value == "localhost");
+  CHECK(s.master_addr.origin.describe() == "flag --standalone");
+  s = resolve_ok(
+      {{"rdzv_backend", "c10d", "--rdzv-backend"}, {"rdzv_endpoint", "localhost:0", "--rdzv-endpoint"}});
+  CHECK(s.master_addr.value == "localhost");
+  s = resolve_ok({{"rdzv_backend", "c10d", "--rdzv-backend"},
+                  {"rdzv_endpoint", "localhost:0", "--rdzv-endpoint"},
+                  {"master_addr", "10.0.0.5", "--master-addr"}});
+  CHECK(s.master_addr.value == "10.0.0.5");
+  s = resolve_ok({{"rdzv_backend", "c10d", "--rdzv-backend"},
+                  {"rdzv_endpoint", "node3:29400", "--rdzv-endpoint"},
+                  {"nnodes", "1:2", "--nnodes"}});
+  CHECK(s.master_addr.value == "127.0.0.1"); // may grow to two nodes: the join decides
   CHECK(resolve_error({{"standalone", "true", "--standalone"}, {"nnodes", "2", "--nnodes"}}) ==
         "--standalone: runs one node, but --nnodes asks for 2");
 
