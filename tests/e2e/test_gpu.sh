@@ -29,9 +29,6 @@ run_air() {
   err=$(cat "$TESTDIR/stderr")
 }
 
-# json FILE EXPRS: prints Python expressions over the JSON document `d` in FILE,
-# separated by spaces (`json f 'd["a"], d["b"]'` prints "1 2").
-json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
 
 # smi_uuids: the GPUs' UUIDs as nvidia-smi lists them, sorted, one line.
 smi_uuids() { nvidia-smi --query-gpu=uuid --format=csv,noheader | sort | tr '\n' ' '; }
@@ -46,13 +43,32 @@ test_list_gpus_matches_nvidia_smi() {
   run_air --list-gpus --json
   expect_rc 0
   echo "$out" >gpus.json
-  expect_eq "$(json gpus.json 'd["accelerator_type"]')" "GPU_${ngpu}x$(model)"
-  expect_eq "$(json gpus.json 'd["source"]')" "nvml"
-  expect_eq "$(json gpus.json '" ".join(sorted(g["uuid"] for g in d["gpus"])) + " "')" "$(smi_uuids)"
+  expect_eq "$(json_get gpus.json 'd["accelerator_type"]')" "GPU_${ngpu}x$(model)"
+  expect_eq "$(json_get gpus.json 'd["source"]')" "nvml"
+  expect_eq "$(json_get gpus.json '" ".join(sorted(g["uuid"] for g in d["gpus"])) + " "')" "$(smi_uuids)"
   local smi_bus
   smi_bus=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader | sort | tr '\n' ' ')
-  expect_eq "$(json gpus.json '" ".join(sorted(g["pci_bus_id"] for g in d["gpus"])) + " "')" "$smi_bus"
-  expect_eq "$(json gpus.json 'all(g["memory_total_bytes"] > 16 * 2**30 for g in d["gpus"])')" "True"
+  expect_eq "$(json_get gpus.json '" ".join(sorted(g["pci_bus_id"] for g in d["gpus"])) + " "')" "$smi_bus"
+  expect_eq "$(json_get gpus.json 'all(g["memory_total_bytes"] > 16 * 2**30 for g in d["gpus"])')" "True"
+}
+
+# The live status area on a real terminal shows NVML's readings of the ranks'
+# GPUs: utilisation, memory used/total and temperature as numbers, not "--".
+test_live_status_shows_real_gpu_readings() {
+  command -v script >/dev/null || { echo "skip: no script(1)"; return 0; }
+  cat >busy.py <<'PY'
+import os, time, torch
+x = torch.randn(8192, 8192, device=f"cuda:{os.environ['LOCAL_RANK']}")
+end = time.time() + 4
+while time.time() < end:
+    x = (x @ x).clamp_(-1, 1)
+torch.cuda.synchronize()
+PY
+  TERM=xterm timeout 120 env -u CI script -qfec "\"$AIR_RUN\" --python \"$TORCH_PYTHON\" busy.py; echo rc=\$?" /dev/null \
+    >pty.out 2>&1 </dev/null
+  expect_contains "$(cat pty.out)" "rc=0"
+  grep -aqE 'gpu0 [0-9]+% [0-9]+\.[0-9]/[0-9]+\.[0-9]G [0-9]+C' pty.out ||
+    fail "no NVML reading in the live view: $(grep -ao 'gpu0[^|]*' pty.out | tail -3)"
 }
 
 test_cuda_visible_devices_by_index_and_uuid() {
@@ -62,12 +78,12 @@ test_cuda_visible_devices_by_index_and_uuid() {
   CUDA_VISIBLE_DEVICES=$last run_air --list-gpus --json
   expect_rc 0
   echo "$out" >by-index.json
-  expect_eq "$(json by-index.json 'd["accelerator_type"] + " " + " ".join(g["uuid"] for g in d["gpus"])')" \
+  expect_eq "$(json_get by-index.json 'd["accelerator_type"] + " " + " ".join(g["uuid"] for g in d["gpus"])')" \
     "GPU_1x$(model) $uuid"
   CUDA_VISIBLE_DEVICES=$uuid run_air --list-gpus --json
   expect_rc 0
   echo "$out" >by-uuid.json
-  expect_eq "$(json by-uuid.json 'd["accelerator_type"] + " " + " ".join(g["uuid"] for g in d["gpus"])')" \
+  expect_eq "$(json_get by-uuid.json 'd["accelerator_type"] + " " + " ".join(g["uuid"] for g in d["gpus"])')" \
     "GPU_1x$(model) $uuid"
 }
 
@@ -82,7 +98,7 @@ print_uuid='import os, torch; d = int(os.environ["LOCAL_RANK"]); print("uuid", t
 expect_ranks_on_their_gpus() {
   local r want
   for ((r = 0; r < ngpu; r++)); do
-    want=$(json summary.json "d['ranks'][$r]['gpu']")
+    want=$(json_get summary.json "d['ranks'][$r]['gpu']")
     expect_contains "$out" "$(prefix "$r")uuid $1 $want"
   done
 }
@@ -91,8 +107,8 @@ test_each_rank_sees_the_gpu_air_run_bound_it_to() {
   run_air --summary summary.json --no-python "$TORCH_PYTHON" -c "$print_uuid"
   expect_rc 0
   expect_ranks_on_their_gpus "$ngpu"
-  expect_eq "$(json summary.json 'sorted(r["gpu"] for r in d["ranks"]) == sorted(d["selection"]["gpus"])')" "True"
-  expect_eq "$(json summary.json 'len(set(r["gpu"] for r in d["ranks"]))')" "$ngpu"
+  expect_eq "$(json_get summary.json 'sorted(r["gpu"] for r in d["ranks"]) == sorted(d["selection"]["gpus"])')" "True"
+  expect_eq "$(json_get summary.json 'len(set(r["gpu"] for r in d["ranks"]))')" "$ngpu"
 }
 
 test_ranks_bind_by_index_inside_the_parents_cuda_visible_devices() {
@@ -108,7 +124,7 @@ test_ranks_bind_by_index_inside_the_parents_cuda_visible_devices() {
   CUDA_VISIBLE_DEVICES=$order run_air --summary summary.json --no-python "$TORCH_PYTHON" -c "$print_uuid"
   expect_rc 0
   expect_ranks_on_their_gpus "$ngpu"
-  expect_eq "$(json summary.json 'd["ranks"][0]["gpu"]')" \
+  expect_eq "$(json_get summary.json 'd["ranks"][0]["gpu"]')" \
     "$(nvidia-smi -i $((ngpu - 1)) --query-gpu=uuid --format=csv,noheader)"
 }
 
@@ -151,8 +167,8 @@ test_product_page_example_trains_on_every_gpu_with_nccl() {
     expect_contains "$out" "$(prefix "$r")rank $r: done in"
   done
   expect_eq "$(grep -c 'weights in sync: True' stdout)" "$ngpu"
-  expect_eq "$(json summary.json 'd["selection"]["cpu"], d["launch"]["world_size"]')" "False $ngpu"
-  echo "  demo wall time $(json summary.json 'd["duration_s"]') s"
+  expect_eq "$(json_get summary.json 'd["selection"]["cpu"], d["launch"]["world_size"]')" "False $ngpu"
+  echo "  demo wall time $(json_get summary.json 'd["duration_s"]') s"
 }
 
 test_fsdp_variant_trains() {
@@ -174,19 +190,19 @@ test_rank_dying_mid_all_reduce_is_root_cause_and_frees_the_gpus() {
   kill "$sampler"
   wait "$sampler" 2>/dev/null
   expect_rc 9
-  expect_eq "$(json summary.json 'd["outcome"]["root_cause_rank"], d["outcome"]["reason"]')" \
+  expect_eq "$(json_get summary.json 'd["outcome"]["root_cause_rank"], d["outcome"]["reason"]')" \
     "1 rank 1 exited with exit code 9"
   expect_contains "$err" "root cause: rank 1"
   # Every other rank was blocked in NCCL and stopped by air-run, not failed on its own.
-  expect_eq "$(json summary.json 'all(r["stopped_by_air_run"] for r in d["ranks"] if r["rank"] != 1)')" "True"
-  echo "  run ended after $(json summary.json 'd["duration_s"]') s; last rank ended" \
-    "$(json summary.json 'round(max(r["duration_s"] for r in d["ranks"]) - d["ranks"][1]["duration_s"], 3)') s" \
+  expect_eq "$(json_get summary.json 'all(r["stopped_by_air_run"] for r in d["ranks"] if r["rank"] != 1)')" "True"
+  echo "  run ended after $(json_get summary.json 'd["duration_s"]') s; last rank ended" \
+    "$(json_get summary.json 'round(max(r["duration_s"] for r in d["ranks"]) - d["ranks"][1]["duration_s"], 3)') s" \
     "after rank 1 (grace period 10 s)"
   [[ -s during.txt ]] || fail "nvidia-smi never saw the ranks on the GPUs: the check below would prove nothing"
   # No rank outlives air-run holding GPU memory.
   wait_for '[[ -z $(gpu_processes) ]]' 5 || fail "processes still on the GPUs: $(gpu_processes)"
   local pid
-  for pid in $(json summary.json '" ".join(str(r["pid"]) for r in d["ranks"])'); do
+  for pid in $(json_get summary.json '" ".join(str(r["pid"]) for r in d["ranks"])'); do
     pid_alive "$pid" && fail "rank pid $pid outlived air-run"
   done
   return 0
@@ -263,7 +279,7 @@ test_ctrl_c_stops_training_with_130_and_frees_the_gpus() {
   kill -INT "$air"
   finish_air 60
   expect_rc 130
-  expect_eq "$(json summary.json 'd["outcome"]["interrupt_signal_name"], all(r["stopped_by_air_run"] for r in d["ranks"])')" "SIGINT True"
+  expect_eq "$(json_get summary.json 'd["outcome"]["interrupt_signal_name"], all(r["stopped_by_air_run"] for r in d["ranks"])')" "SIGINT True"
   expect_gpus_freed
 }
 
@@ -278,10 +294,10 @@ test_preflight_check_passes() {
   run_air --check --json
   expect_rc 0
   echo "$out" >check.json
-  expect_eq "$(json check.json 'd["status"], len(d["gpus"])')" "pass $ngpu"
+  expect_eq "$(json_get check.json 'd["status"], len(d["gpus"])')" "pass $ngpu"
   if ((ngpu >= 2)); then
-    expect_eq "$(json check.json 'd["nccl"]["results"][-1]["bytes"], d["nccl"]["results"][-1]["correct"]')" "268435456 True"
-    echo "  busbw at 256 MiB: $(json check.json 'd["nccl"]["results"][-1]["busbw_gbps"]') GB/s"
+    expect_eq "$(json_get check.json 'd["nccl"]["results"][-1]["bytes"], d["nccl"]["results"][-1]["correct"]')" "268435456 True"
+    echo "  busbw at 256 MiB: $(json_get check.json 'd["nccl"]["results"][-1]["busbw_gbps"]') GB/s"
   fi
 }
 
