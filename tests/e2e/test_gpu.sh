@@ -54,17 +54,18 @@ test_list_gpus_matches_nvidia_smi() {
 
 # The live status area on a real terminal shows NVML's readings of the ranks'
 # GPUs: utilisation, memory used/total and temperature as numbers, not "--".
+# Two ranks (on one GPU too): a single rank on a terminal owns its last line.
 test_live_status_shows_real_gpu_readings() {
   command -v script >/dev/null || { echo "skip: no script(1)"; return 0; }
   cat >busy.py <<'PY'
 import os, time, torch
-x = torch.randn(8192, 8192, device=f"cuda:{os.environ['LOCAL_RANK']}")
+x = torch.randn(8192, 8192, device=f"cuda:{int(os.environ['LOCAL_RANK']) % torch.cuda.device_count()}")
 end = time.time() + 4
 while time.time() < end:
     x = (x @ x).clamp_(-1, 1)
 torch.cuda.synchronize()
 PY
-  TERM=xterm timeout 120 env -u CI script -qfec "\"$AIR_RUN\" --python \"$TORCH_PYTHON\" busy.py; echo rc=\$?" /dev/null \
+  TERM=xterm timeout 120 env -u CI script -qfec "\"$AIR_RUN\" --nproc-per-node 2 --python \"$TORCH_PYTHON\" busy.py; echo rc=\$?" /dev/null \
     >pty.out 2>&1 </dev/null
   expect_contains "$(cat pty.out)" "rc=0"
   grep -aqE 'gpu0 [0-9]+% [0-9]+\.[0-9]/[0-9]+\.[0-9]G [0-9]+C' pty.out ||
