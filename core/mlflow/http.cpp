@@ -12,7 +12,7 @@
 #include <curl/curl.h>
 #include <dlfcn.h>
 
-#include <mutex>
+#include <type_traits>
 
 namespace air::mlflow {
 
@@ -112,7 +112,7 @@ Expected<HttpResponse> HttpClient::send(const HttpRequest& request) {
   if (!api.error.empty()) return Error{ErrorKind::system, api.error};
   auto* curl = static_cast<CURL*>(curl_);
   if (curl == nullptr) return Error{ErrorKind::system, "curl_easy_init failed"};
-  const auto curl_easy_setopt = api.easy_setopt;
+  const auto curl_easy_setopt = api.easy_setopt; // the loaded one, under the name curl's docs use
   api.easy_reset(curl); // keeps the connection cache, clears the previous request's options
   HttpResponse response;
   char error_text[CURL_ERROR_SIZE] = {};
