@@ -41,6 +41,10 @@ struct ControlChannel::Peer {
   std::string nonce;          ///< node 0's side: the challenge it sent
   bool authenticated = false; ///< node 0's side: its `auth` checked out
   Clock::time_point connected{};
+  /// Lines already read whose phase had ended when they came (the rest of a
+  /// batch after `start` or `restart`): read_lines hands them out first, so a
+  /// message that arrived together with another is never lost.
+  std::vector<std::string> unread;
 };
 
 namespace {
@@ -117,7 +121,8 @@ bool send_message(ControlChannel::Peer& peer, const ControlMessage& m);
 /// Reads whatever is ready; returns the complete lines. Marks the peer closed
 /// on EOF, on an error, and on a line too long to be ours.
 std::vector<std::string> read_lines(ControlChannel::Peer& peer) {
-  std::vector<std::string> lines;
+  std::vector<std::string> lines = std::move(peer.unread);
+  peer.unread.clear();
   if (peer.closed) return lines;
   char buf[4096];
   for (std::size_t taken = 0; taken < k_max_read_per_call;) {
@@ -608,7 +613,8 @@ Status ControlChannel::client_join() {
     std::vector<std::string> lines = std::move(early);
     early.clear();
     for (auto& line : read_lines(*peer)) lines.push_back(std::move(line));
-    for (const auto& line : lines) {
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      const std::string& line = lines[i];
       if (!node0_proven) {
         // Whoever answers must prove it holds the token before we believe it.
         if (auto proof = parse_proof(line);
@@ -632,6 +638,8 @@ Status ControlChannel::client_join() {
         master_port_ = m->master_port;
         mlflow_experiment_id_ = m->mlflow_experiment_id;
         mlflow_run_id_ = m->mlflow_run_id;
+        // What came with the start (an abort of a rank that failed at once) belongs to the run.
+        peer->unread.assign(lines.begin() + static_cast<std::ptrdiff_t>(i) + 1, lines.end());
         peers_.push_back(std::move(peer));
         return ok_status();
       }
@@ -744,6 +752,11 @@ std::optional<RemoteFailure> ControlChannel::on_line(Peer& peer, const std::stri
     return std::nullopt;
   case ControlMessage::Kind::finish:
     if (!server) finished_ = true;
+    return std::nullopt;
+  case ControlMessage::Kind::over:
+    // A node whose attempt ended first says whether it may restart while this
+    // one is still stopping its ranks: kept for agree_restart.
+    if (server) early_over_[peer.node_rank] = m->restartable;
     return std::nullopt;
   case ControlMessage::Kind::fail:
   case ControlMessage::Kind::abort: {
@@ -863,7 +876,8 @@ std::optional<int> ControlChannel::agree_restart(RunOutcome& outcome, bool resta
   // Node 0: every other node's word; the others: node 0's decision. Lines
   // from the attempt that just ended (fail, abort, done) come first on each
   // connection and are passed over.
-  std::map<int, bool> said; // node 0: node rank -> may restart
+  std::map<int, bool> said = std::move(early_over_); // node 0: node rank -> may restart
+  early_over_.clear();
   std::optional<int> decided_port;
   bool decided = false;
   bool lost = false;
@@ -877,8 +891,9 @@ std::optional<int> ControlChannel::agree_restart(RunOutcome& outcome, bool resta
       next_hb = now + options_.heartbeat_interval;
     }
     for (auto& peer : peers_) {
-      for (const auto& line : read_lines(*peer)) {
-        auto m = parse_control_message(line);
+      const std::vector<std::string> lines = read_lines(*peer);
+      for (std::size_t i = 0; i < lines.size() && !decided; ++i) {
+        auto m = parse_control_message(lines[i]);
         if (!m) continue;
         if (server && m->kind == ControlMessage::Kind::over) said[peer->node_rank] = m->restartable;
         if (!server && m->kind == ControlMessage::Kind::restart) {
@@ -886,6 +901,9 @@ std::optional<int> ControlChannel::agree_restart(RunOutcome& outcome, bool resta
           decided_port = m->master_port;
         }
         if (!server && m->kind == ControlMessage::Kind::stop) decided = true;
+        // Node 0 may already be in the next attempt: what follows its answer
+        // (an abort of a rank that failed at once) belongs to that attempt.
+        if (decided) peer->unread.assign(lines.begin() + static_cast<std::ptrdiff_t>(i) + 1, lines.end());
       }
       const bool silent = now - peer->last_heard > options_.heartbeat_timeout;
       if ((peer->closed || silent) && !(server && said.count(peer->node_rank) != 0)) lost = true;

@@ -5,6 +5,7 @@
 #include "core/run/supervisor.hpp"
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -143,6 +144,7 @@ private:
   std::optional<RemoteFailure> remote_; ///< the failure elsewhere that stopped this node
   bool finished_ = false;               ///< client: node 0 said finish
   bool settled_ = false;                ///< settle() ran for this attempt
+  std::map<int, bool> early_over_; ///< node 0: `over` that came before agree_restart (node -> may restart)
   int master_port_ = 0;
   int interrupted_by_ = 0;
 };

@@ -151,13 +151,14 @@ test_two_nodes_interrupt_in_attempt_2_ends_both() {
   cat >rank.sh <<'SH'
 #!/bin/sh
 [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && [ "$RANK" = 0 ] && exit 9
-touch "attempt2.$RANK"
+touch "attempt$TORCHELASTIC_RESTART_COUNT.$RANK"
 exec sleep 120
 SH
   chmod +x rank.sh
   start_node 0 --cpu-ranks 1 --max-restarts 3 --no-python ./rank.sh
   start_node 1 --cpu-ranks 1 --max-restarts 3 --no-python ./rank.sh
-  wait_for "[[ -f attempt2.0 && -f attempt2.1 ]]" 15 || fail "attempt 2 never started on both nodes"
+  # attemptK.R: rank R runs in attempt K+1 (TORCHELASTIC_RESTART_COUNT=K).
+  wait_for "[[ -f attempt1.0 && -f attempt1.1 ]]" 15 || fail "attempt 2 never started on both nodes"
   local agent
   agent=$(pgrep -P "$node1_pid" -f 'air-run' | head -1)
   [[ -n $agent ]] || { fail "no agent process for node 1"; return; }

@@ -199,10 +199,12 @@ test_two_by_two_gloo_ddp_trains_under_srun() {
 # to the step, SIGKILL after KillWait) bounds it even without air-run's help,
 # so the whole job must end within KillWait + 3 s of slack for srun and slurmd.
 test_failure_on_second_node_ends_the_job() {
-  cat >rank.sh <<'SH'
+  # The sleep's argument marks this test's ranks: nothing else on the machine matches it.
+  local mark="300.$$$RANDOM"
+  cat >rank.sh <<SH
 #!/bin/sh
-if [ "$RANK" = 3 ]; then sleep 2; date +%s%3N > fail.ms; exit 5; fi
-exec sleep 300
+if [ "\$RANK" = 3 ]; then sleep 2; date +%s%3N > fail.ms; exit 5; fi
+exec sleep $mark
 SH
   chmod +x rank.sh
   srun_air --cpu-ranks 2 --no-python ./rank.sh
@@ -215,7 +217,10 @@ SH
   ((took < (KILL_WAIT + 3) * 1000)) || fail "job ended ${took}ms after the failure"
   expect_contains "$err" "(exit code 5): rank 3 exited with exit code 5"
   expect_contains "$err" "(exit code 5): stopped because node 1 (node2) failed: rank 3 exited with exit code 5"
-  wait_for "! pgrep -f 'sleep 300' >/dev/null" 5 || fail "a rank outlived the job"
+  if ! wait_for "! pgrep -f 'sleep $mark' >/dev/null" 10; then
+    fail "a rank outlived the job by 10 s: $(ps -o pid,ppid,pgid,etime,stat,args -p "$(pgrep -d, -f "sleep $mark")")"
+    pkill -KILL -f "sleep $mark"
+  fi
 }
 
 # The documented batch script, as a user would submit it.

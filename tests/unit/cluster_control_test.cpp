@@ -499,6 +499,30 @@ TEST_CASE("a node that may not restart stops every node", "[control]") {
   CHECK_FALSE(later.get().has_value());
 }
 
+TEST_CASE("a node's word on restarting that comes with its failure is not lost", "[control]") {
+  // Node 1 is interrupted and at once says it may not restart; node 0 is still
+  // stopping its ranks and reads both lines in one go. It must still know
+  // node 1's answer when it comes to agree (it once waited for it forever).
+  auto [node0, node1] = join_two(free_port());
+  auto later = std::async(std::launch::async, [&node1 = node1] {
+    air::RunOutcome interrupted;
+    interrupted.status = air::RunOutcome::Status::interrupted;
+    interrupted.interrupt_signal = 15;
+    node1->settle(interrupted);
+    return node1->agree_restart(interrupted, false, 2, 0);
+  });
+  std::this_thread::sleep_for(300ms); // `fail` and `over` both wait in node 0's socket
+  REQUIRE(wait_for_failure(*node0, 2s).has_value());
+  air::RunOutcome mine;
+  mine.status = air::RunOutcome::Status::failed;
+  mine.remote_failure = air::RemoteFailure{};
+  node0->settle(mine);
+  const auto start = Clock::now();
+  CHECK_FALSE(node0->agree_restart(mine, true, 2, 41236).has_value());
+  CHECK(Clock::now() - start < 2s);
+  CHECK_FALSE(later.get().has_value());
+}
+
 TEST_CASE("c10d: node ranks in order of arrival, the binder is node 0", "[control]") {
   const int port = free_port();
   const auto c10d = [port](const char* name) {
