@@ -54,6 +54,11 @@ void BuildView::started() {
   }
 }
 
+void BuildView::step(std::string what) {
+  step_ = std::move(what);
+  if (!quiet_ && display_ == BuildDisplay::live_line) draw(true);
+}
+
 void BuildView::line(std::string_view text) {
   if (quiet_) return;
   if (display_ == BuildDisplay::ci_group) {
@@ -73,7 +78,8 @@ void BuildView::draw(bool force) {
   // redraws a second are all a reader can follow.
   if (!force && line_shown_ && now - drawn_at_ < std::chrono::milliseconds(100)) return;
   const double elapsed = std::chrono::duration<double>(now - started_at_).count();
-  put("\r\x1b[2K" + build_status_line(key12_, count_, progress_, elapsed, terminal_width()));
+  const std::string doing = progress_.idle() ? step_ : progress_.status();
+  put("\r\x1b[2K" + build_status_line(key12_, count_, doing, elapsed, terminal_width()));
   drawn_at_ = now;
   line_shown_ = true;
 }

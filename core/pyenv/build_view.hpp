@@ -25,6 +25,9 @@ public:
 
   /// The build begins: the first line, or the CI group's header.
   void started();
+  /// A step of the build begins ("creating the virtual environment", "starting
+  /// pip"): the live line says so until pip's own lines say more.
+  void step(std::string what);
   /// One line of venv's or pip's output.
   void line(std::string_view text);
   /// About once a second: the live line's clock moves even when pip is quiet.
@@ -46,6 +49,7 @@ private:
   Environment env_;
   std::string key12_, count_, prefix_;
   PipProgress progress_;
+  std::string step_ = "starting";
   std::chrono::steady_clock::time_point started_at_, drawn_at_;
   bool group_open_ = false;
   bool line_shown_ = false;

@@ -345,6 +345,9 @@ Expected<std::string> build_env(const EnvRequest& request, const std::string& ke
     if (step.argv == &plan.install) {
       if (auto w = write_file_atomically(plan.requirements_file, plan.requirements_text); !w)
         return fail(w.error());
+      view.step("starting pip");
+    } else {
+      view.step(step.what);
     }
     write_all(log.get(), "$");
     for (const auto& arg : *step.argv) write_all(log.get(), " " + arg);

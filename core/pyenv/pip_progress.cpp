@@ -119,10 +119,10 @@ std::string PipProgress::status() const {
   return {};
 }
 
-std::string build_status_line(std::string_view key12, std::string_view count, const PipProgress& progress,
+std::string build_status_line(std::string_view key12, std::string_view count, std::string_view doing,
                               double elapsed_s, std::size_t width) {
-  std::string line = fmt::format("air-run: building environment {} ({}): {}, {:.0f} s", key12, count,
-                                 progress.status(), elapsed_s);
+  std::string line =
+      fmt::format("air-run: building environment {} ({}): {}, {:.0f} s", key12, count, doing, elapsed_s);
   // One column short of the width: writing the last column makes some
   // terminals wrap at once, and the line could no longer be redrawn in place.
   const std::size_t limit = width > 1 ? width - 1 : width;

@@ -58,6 +58,9 @@ public:
   /// Packages pip has collected (found a distribution for) so far.
   std::size_t collected() const { return collected_; }
 
+  /// Whether no line pip prints while working has come yet.
+  bool idle() const { return phase_ == Phase::starting; }
+
 private:
   enum class Phase { starting, collecting, downloading, building, installing, done };
   Phase phase_ = Phase::starting;
@@ -67,9 +70,11 @@ private:
 };
 
 /// The live line of a build: "air-run: building environment 3f2a1b9c0d4e
-/// (5 requirements): collecting numpy (3 packages so far), 12 s", cut to
-/// `width` columns (a longer line would wrap and could not be redrawn in place).
-std::string build_status_line(std::string_view key12, std::string_view count, const PipProgress& progress,
+/// (5 requirements): collecting numpy (3 packages so far), 12 s", where
+/// `doing` is what the build does now (PipProgress::status, or the step
+/// before pip's first line), cut to `width` columns (a longer line would wrap
+/// and could not be redrawn in place).
+std::string build_status_line(std::string_view key12, std::string_view count, std::string_view doing,
                               double elapsed_s, std::size_t width);
 
 } // namespace air

@@ -22,6 +22,7 @@ std::vector<std::string> statuses(air::PipProgress& progress, const std::vector<
 TEST_CASE("pip progress: a download from an index, line by line", "[pyenv][pip]") {
   air::PipProgress progress;
   CHECK(progress.status() == "starting pip");
+  CHECK(progress.idle());
   const auto seen =
       statuses(progress, {
                              "Collecting numpy==1.26.4 (from -r /tmp/req.txt (line 1))",
@@ -46,6 +47,7 @@ TEST_CASE("pip progress: a download from an index, line by line", "[pyenv][pip]"
                     "installed 3 packages",
                 });
   CHECK(progress.collected() == 3);
+  CHECK_FALSE(progress.idle());
 }
 
 TEST_CASE("pip progress: local wheels, CR line ends, and lines it does not know", "[pyenv][pip]") {
@@ -66,19 +68,20 @@ TEST_CASE("pip progress: local wheels, CR line ends, and lines it does not know"
 TEST_CASE("pip progress: the live line fits the terminal", "[pyenv][pip]") {
   air::PipProgress progress;
   progress.take("Collecting numpy");
-  CHECK(air::build_status_line("3f2a1b9c0d4e", "2 requirements", progress, 12.4, 200) ==
+  CHECK(air::build_status_line("3f2a1b9c0d4e", "2 requirements", progress.status(), 12.4, 200) ==
         "air-run: building environment 3f2a1b9c0d4e (2 requirements): collecting numpy (1 package so far), "
         "12 s");
-  const std::string cut = air::build_status_line("3f2a1b9c0d4e", "2 requirements", progress, 12.4, 40);
+  const std::string cut =
+      air::build_status_line("3f2a1b9c0d4e", "2 requirements", progress.status(), 12.4, 40);
   CHECK(cut == "air-run: building environment 3f2a1b9c0");
   CHECK(cut.size() == 39); // one column short: writing the last column can wrap
   // A cut never splits a UTF-8 character.
   air::PipProgress accented;
   accented.take("Collecting caf\xc3\xa9");
-  const std::string line = air::build_status_line("k", "1 requirement", accented, 0, 200);
+  const std::string line = air::build_status_line("k", "1 requirement", accented.status(), 0, 200);
   const std::size_t e_at = line.find("\xc3\xa9");
   REQUIRE(e_at != std::string::npos);
-  CHECK(air::build_status_line("k", "1 requirement", accented, 0, e_at + 2) == line.substr(0, e_at));
+  CHECK(air::build_status_line("k", "1 requirement", accented.status(), 0, e_at + 2) == line.substr(0, e_at));
 }
 
 TEST_CASE("pip progress: where a build is shown", "[pyenv][pip]") {
