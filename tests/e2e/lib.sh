@@ -9,6 +9,9 @@ set -uo pipefail
 : "${TORCH_PYTHON:=/usr/bin/python3}" # Debian's interpreter, the one with torch
 F=$AIR_FIXTURE_DIR
 unset AIR_RUN_FAKE_GPUS CUDA_VISIBLE_DEVICES RANK LOCAL_RANK WORLD_SIZE MASTER_PORT
+# The tests set the CI system they mean themselves: running the suite inside
+# GitHub Actions or GitLab CI must not change what air-run prints.
+unset GITHUB_ACTIONS GITHUB_STEP_SUMMARY GITHUB_WORKSPACE GITLAB_CI
 for v in $(env | sed -n 's/^\(AIR_RUN_[A-Z_]*\)=.*/\1/p'); do [[ $v == AIR_RUN_BINARY ]] || unset "$v"; done
 # The sanitizer runtime reports leaks of the parent only; children are not instrumented.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
