@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The dependency rule of the source tree, checked over every #include line:
 #
-#   cli -> report -> {cluster, pyenv, preflight} -> run -> hw -> spec -> os -> base
+#   cli -> report -> {cluster, pyenv, preflight, mlflow} -> run -> hw -> spec -> os -> base
 #
 # A folder includes only itself and folders to its right; cluster, pyenv and
 # preflight are peers that do not include each other. The pure files include
@@ -87,4 +87,4 @@ if [ "$failures" -gt 0 ]; then
   echo "$failures layering violation(s)"
   exit 1
 fi
-[ -n "${AIR_LAYERING_SELF_TEST:-}" ] || echo "layering: every include follows cli -> report -> {cluster, pyenv, preflight} -> run -> hw -> spec -> os -> base"
+[ -n "${AIR_LAYERING_SELF_TEST:-}" ] || echo "layering: every include follows cli -> report -> {cluster, pyenv, preflight, mlflow} -> run -> hw -> spec -> os -> base"
