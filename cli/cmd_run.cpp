@@ -147,13 +147,9 @@ struct PathTemplates {
 
   /// Puts the run's values into the spec's paths ({rank} stays for the planner).
   void apply(LaunchSpec& spec, const std::string& run_id, int node_rank) const {
-    const auto fill = [&](const std::string& text) {
-      return substitute_placeholder(substitute_placeholder(text, "run_id", run_id), "node_rank",
-                                    std::to_string(node_rank));
-    };
-    spec.log_dir.value = fill(log_dir);
-    spec.summary_file.value = fill(summary_file);
-    spec.junit_file.value = fill(junit_file);
+    spec.log_dir.value = fill_run_placeholders(log_dir, run_id, node_rank);
+    spec.summary_file.value = fill_run_placeholders(summary_file, run_id, node_rank);
+    spec.junit_file.value = fill_run_placeholders(junit_file, run_id, node_rank);
   }
 };
 

@@ -107,8 +107,7 @@ void report_refused_launch(const LaunchFacts& facts, const Error& error, int exi
   plan.run_id = facts.run_id.empty() ? make_run_id() : facts.run_id;
   for (auto* path : {&spec.summary_file.value, &spec.junit_file.value}) {
     if (!check_placeholders(*path, {"run_id", "node_rank"}, "report path")) return; // the path is the error
-    *path = substitute_placeholder(substitute_placeholder(*path, "run_id", plan.run_id), "node_rank",
-                                   std::to_string(facts.node_rank));
+    *path = fill_run_placeholders(*path, plan.run_id, facts.node_rank);
   }
   RunOutcome outcome;
   outcome.status = RunOutcome::Status::launch_failed;

@@ -79,15 +79,15 @@ std::vector<ProcEntry> live_descendants(const std::vector<ProcEntry>& table, con
   std::unordered_multimap<pid_t, const ProcEntry*> children;
   for (const auto& e : table) children.emplace(e.ppid, &e);
   std::vector<ProcEntry> found;
-  std::vector<pid_t> todo(roots.begin(), roots.end());
-  while (!todo.empty()) {
-    const pid_t parent = todo.back();
-    todo.pop_back();
+  std::vector<pid_t> stack(roots.begin(), roots.end());
+  while (!stack.empty()) {
+    const pid_t parent = stack.back();
+    stack.pop_back();
     const auto [first, last] = children.equal_range(parent);
     for (auto it = first; it != last; ++it) {
       const ProcEntry& child = *it->second;
       if (child.pid == skip || child.pid == parent) continue;
-      todo.push_back(child.pid);
+      stack.push_back(child.pid);
       if (!child.zombie) found.push_back(child);
     }
   }

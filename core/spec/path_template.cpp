@@ -34,6 +34,11 @@ std::string substitute_placeholder(std::string_view text, std::string_view name,
   return out;
 }
 
+std::string fill_run_placeholders(std::string_view text, std::string_view run_id, int node_rank) {
+  return substitute_placeholder(substitute_placeholder(text, "run_id", run_id), "node_rank",
+                                std::to_string(node_rank));
+}
+
 std::string with_run_folder(std::string_view log_dir) {
   if (log_dir.empty() || log_dir.find("{run_id}") != std::string_view::npos) return std::string(log_dir);
   const std::size_t rank = log_dir.find("{rank}");

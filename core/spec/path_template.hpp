@@ -29,4 +29,8 @@ std::string with_run_folder(std::string_view log_dir);
 /// `text` with every `{name}` replaced by `value`. Pure.
 std::string substitute_placeholder(std::string_view text, std::string_view name, std::string_view value);
 
+/// `text` with the run's own placeholders filled: `{run_id}` and `{node_rank}`
+/// (`{rank}` stays, for the planner to fill per rank). Pure.
+std::string fill_run_placeholders(std::string_view text, std::string_view run_id, int node_rank);
+
 } // namespace air

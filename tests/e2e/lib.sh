@@ -58,11 +58,12 @@ pid_alive() {
 # wait_for COND_CMD SECONDS: polls a command until it succeeds.
 wait_for() {
   local deadline=$((SECONDS + $2))
-  while ((SECONDS < deadline)); do
+  # Checked at least once: `wait_for COND 0` asks "true right now?".
+  while true; do
     if eval "$1"; then return 0; fi
+    ((SECONDS < deadline)) || return 1
     sleep 0.05
   done
-  return 1
 }
 
 # expect_two_nodes_of_two_ranks_env RANK ENV: the rank variables of global

@@ -126,10 +126,7 @@ SH
     AIR_RUN_CGROUP=$cgroup run_air --cpu-ranks 2 --grace-period 1s --no-python ./rank.sh
     expect_rc 0
     # at once: nothing may still be running when air-run has exited
-    local n
-    n=$(count_marked)
-    [[ $n == 0 ]] || fail "cgroup $cgroup: $n background process(es) outlived a successful run: $(marked)"
-    kill -KILL $(marked) 2>/dev/null
+    expect_none_left 0 "cgroup $cgroup: background processes outlived a successful run"
   done
 }
 
@@ -144,10 +141,7 @@ SH
   chmod +x rank.sh
   run_air --cpu-ranks 2 --grace-period 1s --no-python ./rank.sh
   expect_rc 3
-  local n
-  n=$(count_marked)
-  [[ $n == 0 ]] || fail "$n process(es) outlived the teardown: $(marked)"
-  kill -KILL $(marked) 2>/dev/null
+  expect_none_left 0 "processes outlived the teardown"
 }
 
 run_tests

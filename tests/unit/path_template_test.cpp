@@ -23,6 +23,7 @@ TEST_CASE("path template: substitution replaces every occurrence", "[path_templa
   CHECK(air::substitute_placeholder("a/{run_id}/b-{run_id}", "run_id", "20261201-1") ==
         "a/20261201-1/b-20261201-1");
   CHECK(air::substitute_placeholder("a/{rank}", "run_id", "x") == "a/{rank}");
+  CHECK(air::fill_run_placeholders("logs/{run_id}/n{node_rank}/{rank}", "r7", 2) == "logs/r7/n2/{rank}");
 }
 
 TEST_CASE("a log folder gets a per-run subfolder unless it names {run_id}", "[path_template]") {
