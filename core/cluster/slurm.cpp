@@ -11,13 +11,6 @@ namespace air {
 
 namespace {
 
-/// Host lists past this size are a typo ("node[1-99999999]"), not a cluster
-/// (the most nodes a job may have, as --nnodes).
-constexpr std::size_t k_max_hosts = 100'000;
-/// All names of a host list together: bounded too, since long names times
-/// many ranges would otherwise take gigabytes and minutes.
-constexpr std::size_t k_max_hostlist_bytes = 8 * 1024 * 1024;
-
 /// Parses a small non-negative decimal; nullopt when not one.
 std::optional<long long> to_number(std::string_view s) {
   if (!all_digits(s) || s.size() > 12) return std::nullopt;
@@ -44,7 +37,8 @@ std::vector<std::string_view> split_top_level(std::string_view text) {
 }
 
 /// "01-03" -> {"01","02","03"}; "5" -> {"5"}.
-Expected<std::vector<std::string>> expand_range(std::string_view range, const std::string& what) {
+Expected<std::vector<std::string>> expand_range(std::string_view range, const std::string& what,
+                                                HostlistBounds bounds) {
   const std::size_t dash = range.find('-');
   const std::string_view first = range.substr(0, dash);
   const std::string_view last = dash == std::string_view::npos ? first : range.substr(dash + 1);
@@ -52,7 +46,7 @@ Expected<std::vector<std::string>> expand_range(std::string_view range, const st
   const auto hi = to_number(last);
   if (!lo || !hi) return usage_error(fmt::format("{}: bad range '{}'", what, range));
   if (*hi < *lo) return usage_error(fmt::format("{}: range '{}' runs backwards", what, range));
-  if (static_cast<std::size_t>(*hi - *lo) >= k_max_hosts)
+  if (static_cast<std::size_t>(*hi - *lo) >= bounds.max_hosts)
     return usage_error(fmt::format("{}: range '{}' is too large", what, range));
   std::vector<std::string> out;
   for (long long n = *lo; n <= *hi; ++n) {
@@ -64,7 +58,8 @@ Expected<std::vector<std::string>> expand_range(std::string_view range, const st
 }
 
 /// One name with any number of bracket groups: "r[1-2]n[01-02]".
-Expected<std::vector<std::string>> expand_name(std::string_view name, const std::string& what) {
+Expected<std::vector<std::string>> expand_name(std::string_view name, const std::string& what,
+                                               HostlistBounds bounds) {
   const std::size_t open = name.find('[');
   if (open == std::string_view::npos) {
     if (name.find(']') != std::string_view::npos) return usage_error(what + ": unmatched ']'");
@@ -75,17 +70,17 @@ Expected<std::vector<std::string>> expand_name(std::string_view name, const std:
   const std::string_view prefix = name.substr(0, open);
   const std::string_view inner = name.substr(open + 1, close - open - 1);
   if (inner.empty()) return usage_error(what + ": empty '[]'");
-  auto rest = expand_name(name.substr(close + 1), what);
+  auto rest = expand_name(name.substr(close + 1), what, bounds);
   if (!rest) return rest.error();
   std::vector<std::string> out;
   std::size_t bytes = 0;
   for (std::string_view range : split_top_level(inner)) {
-    auto numbers = expand_range(range, what);
+    auto numbers = expand_range(range, what, bounds);
     if (!numbers) return numbers.error();
     for (const auto& n : *numbers) {
       for (const auto& tail : *rest) {
         bytes += prefix.size() + n.size() + tail.size();
-        if (out.size() >= k_max_hosts || bytes > k_max_hostlist_bytes)
+        if (out.size() >= bounds.max_hosts || bytes > bounds.max_bytes)
           return usage_error(what + ": too many hosts");
         std::string host(prefix);
         host += n;
@@ -141,22 +136,22 @@ std::optional<std::string> value_after(std::string_view text, std::string_view k
 
 } // namespace
 
-Expected<std::vector<std::string>> expand_hostlist(std::string_view text) {
+Expected<std::vector<std::string>> expand_hostlist(std::string_view text, HostlistBounds bounds) {
   const std::string what = fmt::format("host list '{}'", text);
   const std::string trimmed(trim(text));
   if (trimmed.empty()) return usage_error(what + ": empty");
   std::vector<std::string> hosts;
   for (std::string_view part : split_top_level(trimmed)) {
     if (part.empty()) return usage_error(what + ": empty host name");
-    auto names = expand_name(part, what);
+    auto names = expand_name(part, what, bounds);
     if (!names) return names.error();
-    if (hosts.size() + names->size() > k_max_hosts) return usage_error(what + ": too many hosts");
+    if (hosts.size() + names->size() > bounds.max_hosts) return usage_error(what + ": too many hosts");
     hosts.insert(hosts.end(), names->begin(), names->end());
   }
   return hosts;
 }
 
-Expected<std::vector<int>> expand_tasks_per_node(std::string_view text) {
+Expected<std::vector<int>> expand_tasks_per_node(std::string_view text, HostlistBounds bounds) {
   const std::string what = fmt::format("tasks per node '{}'", text);
   std::vector<int> counts;
   const std::string trimmed(trim(text));
@@ -166,7 +161,7 @@ Expected<std::vector<int>> expand_tasks_per_node(std::string_view text) {
     if (const std::size_t paren = part.find("(x"); paren != std::string_view::npos) {
       if (part.back() != ')') return usage_error(what + ": expected N(xM)");
       const auto r = to_number(part.substr(paren + 2, part.size() - paren - 3));
-      if (!r || *r < 1 || *r > static_cast<long long>(k_max_hosts))
+      if (!r || *r < 1 || static_cast<std::size_t>(*r) > bounds.max_hosts)
         return usage_error(what + ": bad repeat count");
       repeat = *r;
       count = part.substr(0, paren);
@@ -174,7 +169,7 @@ Expected<std::vector<int>> expand_tasks_per_node(std::string_view text) {
     const auto n = to_number(count);
     if (!n || *n > 1'000'000)
       return usage_error(what + ": expected a whole number, got '" + std::string(count) + "'");
-    if (counts.size() + static_cast<std::size_t>(repeat) > k_max_hosts)
+    if (counts.size() + static_cast<std::size_t>(repeat) > bounds.max_hosts)
       return usage_error(what + ": too many nodes");
     counts.insert(counts.end(), static_cast<std::size_t>(repeat), static_cast<int>(*n));
   }

@@ -3,6 +3,7 @@
 #include "core/base/environment.hpp"
 #include "core/base/error.hpp"
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,15 +34,27 @@ struct SlurmEnv {
 /// (usage) name the variable: "SLURM_NODEID: expected a whole number, got 'x'".
 Expected<std::optional<SlurmEnv>> read_slurm_env(const Environment& env);
 
+/// How far a host list or a list of task counts may expand. Past the default
+/// it is a typo ("node[1-99999999]"), not a cluster: 100,000 names (the most
+/// nodes a job may have, as --nnodes) and 8 MiB of names in all, since long
+/// names times many ranges would otherwise take gigabytes and minutes. The
+/// fuzz target passes small bounds, so that its inputs stay cheap and the
+/// bound checks are reached often.
+struct HostlistBounds {
+  std::size_t max_hosts = 100'000;
+  std::size_t max_bytes = 8 * 1024 * 1024;
+};
+
 /// Expands a Slurm host list: "node[1-2,5],gpu-a[01-03]" -> node1 node2
 /// node5 gpu-a01 gpu-a02 gpu-a03. Zero padding follows the range's first
 /// number; several bracket groups in one name multiply out
 /// ("r[1-2]n[1-2]" -> r1n1 r1n2 r2n1 r2n2), as `scontrol show hostnames` does.
 /// Errors name the list: "host list 'node[1-': unclosed '['".
-Expected<std::vector<std::string>> expand_hostlist(std::string_view text);
+Expected<std::vector<std::string>> expand_hostlist(std::string_view text, HostlistBounds bounds = {});
 
 /// Expands Slurm's compressed per-node counts: "2(x3),1" -> {2,2,2,1}.
-Expected<std::vector<int>> expand_tasks_per_node(std::string_view text);
+/// At most `bounds.max_hosts` entries.
+Expected<std::vector<int>> expand_tasks_per_node(std::string_view text, HostlistBounds bounds = {});
 
 /// The MASTER_PORT every node of Slurm job `job_id` derives without talking:
 /// 15000 + (job_id mod 7500) * 2. Even ports in [15000, 29998], below Linux's

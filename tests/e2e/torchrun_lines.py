@@ -173,8 +173,15 @@ COMPARED = [
 ] + list(DELIBERATE)
 
 
-def compare(torchrun_dir, air_dir):
-    """Diffs two probe recordings of one line; prints one line per difference."""
+def compare(torchrun_dir, air_dir, port_may_differ=False):
+    """Diffs two probe recordings of one line; prints one line per difference.
+
+    port_may_differ: the line has a c10d rendezvous (--standalone is one), under
+    which each launcher picks a free port of its own for the ranks' store, so
+    MASTER_PORT is compared for presence only."""
+    deliberate = dict(DELIBERATE)
+    if port_may_differ:
+        deliberate["MASTER_PORT"] = "c10d: a free port each"
     diffs = []
     a_files, b_files = sorted(os.listdir(torchrun_dir)), sorted(os.listdir(air_dir))
     if a_files != b_files:
@@ -188,7 +195,7 @@ def compare(torchrun_dir, air_dir):
             diffs.append(f"{name}: argv torchrun {a['argv']}, air-run {b['argv']}")
         for var in COMPARED:
             va, vb = a["env"].get(var), b["env"].get(var)
-            if var in DELIBERATE:
+            if var in deliberate:
                 if (va is None) != (vb is None):
                     diffs.append(f"{name}: {var} set by one only (torchrun {va!r}, air-run {vb!r})")
             elif va != vb:
@@ -204,6 +211,7 @@ if __name__ == "__main__":
     elif sys.argv[1] == "check":
         sys.exit(check(sys.argv[2], sys.argv[3]))
     elif sys.argv[1] == "compare":
-        sys.exit(compare(sys.argv[2], sys.argv[3]))
+        loose = sys.argv[2] == "--port-may-differ"
+        sys.exit(compare(*sys.argv[3 if loose else 2:], port_may_differ=loose))
     else:
         sys.exit(f"unknown subcommand {sys.argv[1]}")

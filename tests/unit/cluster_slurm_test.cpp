@@ -303,3 +303,16 @@ TEST_CASE("host lists and task counts are bounded in size", "[slurm]") {
   CHECK_FALSE(air::expand_tasks_per_node(repeats + "1").ok());
   CHECK(air::expand_hostlist("n[1-100000]")->size() == 100'000);
 }
+
+TEST_CASE("smaller bounds, as the fuzz target passes them, hold at their edge", "[slurm]") {
+  constexpr air::HostlistBounds small{10, 40};
+  CHECK(air::expand_hostlist("n[1-10]", small)->size() == 10);
+  CHECK_FALSE(air::expand_hostlist("n[1-11]", small).ok());
+  CHECK_FALSE(air::expand_hostlist("n[1-5],m[1-6]", small).ok());
+  CHECK_FALSE(air::expand_hostlist("a[1-3]b[1-4]", small).ok()); // 12 names from two groups
+  // "longname-1" .. "longname-4" is 40 bytes of names; a byte more on each is past the bound.
+  CHECK(air::expand_hostlist("longname-[1-4]", small)->size() == 4);
+  CHECK_FALSE(air::expand_hostlist("longname-[1-4]x", small).ok());
+  CHECK(air::expand_tasks_per_node("2(x10)", small)->size() == 10);
+  CHECK_FALSE(air::expand_tasks_per_node("2(x10),1", small).ok());
+}
