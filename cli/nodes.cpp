@@ -4,6 +4,7 @@
 #include "core/os/capture.hpp"
 #include "core/os/host.hpp"
 #include "core/os/trusted_path.hpp"
+#include "core/spec/rendezvous.hpp"
 
 #include <fmt/format.h>
 
@@ -84,6 +85,13 @@ Expected<ClusterContext> resolve_cluster(LaunchSpec& spec, const Environment& en
     if (!dry_run && c.node_rank == 0)
       AIR_TRY(check_port_free(spec.master_addr.value, spec.master_port.value));
     c.master_port = spec.master_port.value;
+  }
+  // torchrun's c10d rendezvous hands the ranks node 0's fully qualified name
+  // (rank 0's store listens on every address): on one node, this host's. The
+  // port above was chosen on the rendezvous host. Across nodes air-run keeps
+  // the address that every node has already reached.
+  if (master_addr_from_one_node_c10d(spec)) {
+    if (const std::string fqdn = host_fqdn(); is_local_address(fqdn)) spec.master_addr.value = fqdn;
   }
   if (c.multi_node()) expand_after_join(spec, c);
   return cluster;

@@ -44,6 +44,13 @@ Status check_readable_file(const std::string& path, const std::string& what);
 /// This host's name for reports.
 std::string host_name();
 
+/// This host's fully qualified name, found the way Python's socket.getfqdn()
+/// finds it (which is what torchrun gives ranks as MASTER_ADDR under a c10d
+/// rendezvous): the host name's first address looked up in reverse, then the
+/// first of its canonical name and aliases that has a dot, else the canonical
+/// name. The plain host name when a lookup fails.
+std::string host_fqdn();
+
 } // namespace air
 
 namespace air {

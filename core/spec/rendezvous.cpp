@@ -132,8 +132,9 @@ Status settle_rendezvous(LaunchSpec& spec, const PlaceOf& place) {
     return usage_error(place(spec.nnodes.origin, "nnodes") + ": MIN:MAX needs rdzv_backend c10d; static "
                                                              "rendezvous runs a fixed number of nodes");
   }
-  // One node under c10d: torchrun's workers get the rendezvous host as
-  // MASTER_ADDR, "localhost" for --standalone (which meets at localhost:0).
+  // One node under c10d: the rendezvous host, "localhost" for --standalone
+  // (which meets at localhost:0), is where this node binds; the ranks see this
+  // host's name (master_addr_from_one_node_c10d).
   const bool one_c10d_node = c10d && spec.nnodes.value == 1 && spec.master_addr.is_default();
   if (one_c10d_node && spec.standalone.value) {
     spec.master_addr.value = "localhost";
@@ -164,6 +165,14 @@ Status settle_rendezvous(LaunchSpec& spec, const PlaceOf& place) {
     }
   }
   return ok_status();
+}
+
+bool master_addr_from_one_node_c10d(const LaunchSpec& spec) {
+  const auto same = [](const Origin& a, const Origin& b) { return a.kind == b.kind && a.where == b.where; };
+  const Origin& from = spec.master_addr.origin;
+  return spec.rdzv_backend.value == "c10d" && spec.nnodes.value == 1 && !spec.master_addr.is_default() &&
+         ((spec.standalone.value && same(from, spec.standalone.origin)) ||
+          (!spec.rdzv_endpoint.is_default() && same(from, spec.rdzv_endpoint.origin)));
 }
 
 } // namespace air

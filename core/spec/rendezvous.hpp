@@ -22,4 +22,11 @@ using PlaceOf = std::function<std::string(const Origin&, std::string_view key)>;
 /// Pure; errors are usage errors naming the key's place.
 Status settle_rendezvous(LaunchSpec& spec, const PlaceOf& place);
 
+/// Whether master_addr is the rendezvous host that settle_rendezvous chose for
+/// one node under c10d ("localhost" for standalone), not an address the user
+/// gave. The launcher then gives the ranks this host's fully qualified name,
+/// as torchrun's c10d rendezvous does; the rendezvous host stays where air-run
+/// binds and connects.
+bool master_addr_from_one_node_c10d(const LaunchSpec& spec);
+
 } // namespace air

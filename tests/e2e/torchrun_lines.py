@@ -16,6 +16,7 @@ Run it with an interpreter that has torch (Debian's /usr/bin/python3 here).
 
 import json
 import os
+import socket
 import sys
 
 # Options of torchrun 2.x that torch 1.13's parser lacks: (names, takes a value).
@@ -120,6 +121,9 @@ def rank_env(e, local_rank):
         env["MASTER_ADDR"] = e["master_addr"]
         if e["master_port"] is not None:
             env["MASTER_PORT"] = e["master_port"]
+    elif e["min_nodes"] == e["max_nodes"] == 1:
+        # torchrun's c10d rendezvous: node 0's fully qualified name.
+        env["MASTER_ADDR"] = socket.getfqdn()
     return {k: str(v) for k, v in env.items()}
 
 
