@@ -120,6 +120,14 @@ Expected<Selection> select_accelerators(std::optional<std::string> requested_typ
     selection.gpus.assign(hw.gpus.begin(), hw.gpus.begin() + wanted);
     selection.ranks = wanted;
     selection.accelerator_type = type_of(selection.gpus);
+    if (cpu_ranks_given && !requested_count) {
+      // cpu_ranks is the count for machines without a GPU; say so rather
+      // than quietly run another number of ranks than the user wrote.
+      selection.notices.push_back(
+          fmt::format("cpu_ranks {} applies only where no GPU is found; running {} rank(s), one per GPU "
+                      "(accelerator_type CPU runs {} rank(s) on CPU)",
+                      cpu_ranks, wanted, cpu_ranks));
+    }
     return selection;
   }
 

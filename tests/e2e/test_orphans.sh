@@ -44,12 +44,14 @@ SH
 }
 
 # start_wrapped RANKS [ENV...]: air-run with RANKS wrapper ranks in the
-# background ($air); returns once every process has started.
+# background ($air); returns once every process has started. The ranks are
+# CPU ranks on any machine (--accelerator-type CPU): on a GPU machine
+# --cpu-ranks would give way to one rank per GPU found.
 start_wrapped() {
   local ranks=$1
   shift
   write_wrapper
-  env "$@" "$AIR_RUN" --cpu-ranks "$ranks" --grace-period 1s --no-python ./rank.sh "$MARK" >stdout 2>stderr &
+  env "$@" "$AIR_RUN" --accelerator-type CPU -n "$ranks" --grace-period 1s --no-python ./rank.sh "$MARK" >stdout 2>stderr &
   air=$!
   # per rank: the wrapper and three grandchildren; rank 0: Python and 2 workers
   local want=$((ranks * 4 + 1)) # + air-run itself
@@ -57,7 +59,9 @@ start_wrapped() {
   # A cold interpreter can take long to start on a fresh machine: the bound is
   # generous, and a miss lists what did start, so the report says which kind lagged.
   if ! wait_for "[[ \$(count_marked) -ge $want ]]" 90; then
-    fail "not everything started: $(count_marked) of $want: $(ps -o pid,ppid,args -p "$(marked | tr ' ' ',')0" 2>&1 | cut -c1-150); $(tail -3 stderr)"
+    local pids
+    pids=$(marked | xargs | tr ' ' ',')
+    fail "not everything started: $(count_marked) of $want: $(ps -o pid,ppid,args -p "${pids:-$air}" 2>&1 | cut -c1-150 | paste -sd ';' -); rank output: $(tail -5 stdout | paste -sd ';' -); $(tail -3 stderr)"
     kill -KILL "$air" $(marked) 2>/dev/null
     return 1
   fi
@@ -86,7 +90,7 @@ test_kill_9_of_air_runs_whole_group_leaves_no_descendant() {
   # watchdog, in a session of its own, is not in it and still ends the ranks.
   new_mark
   write_wrapper
-  setsid "$AIR_RUN" --cpu-ranks 2 --grace-period 1s --no-python ./rank.sh "$MARK" >stdout 2>stderr &
+  setsid "$AIR_RUN" --accelerator-type CPU -n 2 --grace-period 1s --no-python ./rank.sh "$MARK" >stdout 2>stderr &
   local want=$((2 * 4 + 1))
   [[ -x $TORCH_PYTHON ]] && want=$((want + 3))
   if ! wait_for "[[ \$(count_marked) -ge $want ]]" 30; then
@@ -94,7 +98,7 @@ test_kill_9_of_air_runs_whole_group_leaves_no_descendant() {
     kill -KILL $(marked) 2>/dev/null
     return 1
   fi
-  air=$(pgrep -f -- "$AIR_RUN --cpu-ranks 2 --grace-period 1s --no-python ./rank.sh $MARK" | head -1)
+  air=$(pgrep -f -- "$AIR_RUN --accelerator-type CPU -n 2 --grace-period 1s --no-python ./rank.sh $MARK" | head -1)
   [[ -n $air ]] || { fail "air-run's pid not found"; kill -KILL $(marked) 2>/dev/null; return 1; }
   kill -KILL -- "-$air" # air-run leads its group (setsid)
   expect_none_left 10 "after kill -9 of air-run's process group"
@@ -123,7 +127,7 @@ exit 0
 SH
   chmod +x rank.sh
   for cgroup in on off; do
-    AIR_RUN_CGROUP=$cgroup run_air --cpu-ranks 2 --grace-period 1s --no-python ./rank.sh
+    AIR_RUN_CGROUP=$cgroup run_air --accelerator-type CPU -n 2 --grace-period 1s --no-python ./rank.sh
     expect_rc 0
     # at once: nothing may still be running when air-run has exited
     expect_none_left 0 "cgroup $cgroup: background processes outlived a successful run"
@@ -139,7 +143,7 @@ if [ "\$RANK" = 1 ]; then sleep 0.3; exit 3; fi
 exec "$F/sleep_forever"
 SH
   chmod +x rank.sh
-  run_air --cpu-ranks 2 --grace-period 1s --no-python ./rank.sh
+  run_air --accelerator-type CPU -n 2 --grace-period 1s --no-python ./rank.sh
   expect_rc 3
   expect_none_left 0 "processes outlived the teardown"
 }

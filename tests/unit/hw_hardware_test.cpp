@@ -266,6 +266,15 @@ TEST_CASE("select_accelerators matches requests against hardware", "[hardware]")
     REQUIRE_FALSE(three.ok());
     CHECK(three.error().kind == air::ErrorKind::hardware);
     CHECK(three.error().message == "requested 3 accelerators, found GPU_2xH200");
+
+    // cpu_ranks given on a GPU machine: the GPUs win, and the launcher says so
+    // (a test that counted on 3 CPU ranks once got one rank per GPU unannounced).
+    auto given = air::select_accelerators(nullopt, nullopt, 3, two_h200, true);
+    REQUIRE(given.ok());
+    CHECK_FALSE(given->cpu);
+    CHECK(given->ranks == 2);
+    CHECK(given->notices == Strings{"cpu_ranks 3 applies only where no GPU is found; running 2 rank(s), "
+                                    "one per GPU (accelerator_type CPU runs 3 rank(s) on CPU)"});
   }
   SECTION("no type, no GPU: CPU with a notice") {
     auto cpu = air::select_accelerators(nullopt, nullopt, 3, none);

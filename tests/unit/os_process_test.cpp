@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -150,4 +151,63 @@ TEST_CASE("spawn_process: exec failures are errors, not exit codes", "[process]"
     CHECK(r.error().kind == air::ErrorKind::usage);
     CHECK(r.error().message == "empty command");
   }
+}
+
+namespace {
+void count_signal(int) {}
+
+/// The mask of one "SigXxx:" line of /proc/<pid>/status text (bit N-1 is signal N).
+std::uint64_t status_mask(const std::string& status, const std::string& field) {
+  const auto at = status.find(field + ":\t");
+  if (at == std::string::npos) return ~0ULL;
+  return std::stoull(status.substr(at + field.size() + 2, 16), nullptr, 16);
+}
+
+constexpr std::uint64_t bit(int sig) { return 1ULL << (sig - 1); }
+} // namespace
+
+TEST_CASE("spawn_process: the rank starts with default signal actions and nothing blocked", "[process]") {
+  // The launcher handles SIGWINCH and SIGUSR1 with a function, ignores SIGPIPE
+  // and SIGXFSZ, and blocks everything while it spawns: of that, only an
+  // ignored signal that is not air-run's own (SIGXFSZ) reaches the rank. A handler left in place would also
+  // run in the child while it still shares the launcher's memory.
+  struct sigaction handler {};
+  handler.sa_handler = count_signal;
+  sigemptyset(&handler.sa_mask);
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  struct sigaction old_winch {
+  }, old_usr1{}, old_pipe{}, old_xfsz{};
+  ::sigaction(SIGWINCH, &handler, &old_winch);
+  ::sigaction(SIGUSR1, &handler, &old_usr1);
+  ::sigaction(SIGPIPE, &ignore, &old_pipe);
+  ::sigaction(SIGXFSZ, &ignore, &old_xfsz);
+  sigset_t all, old_mask;
+  sigfillset(&all);
+  ::sigprocmask(SIG_SETMASK, &all, &old_mask);
+
+  auto child = air::spawn_process({"/bin/cat", "/proc/self/status"}, {});
+
+  ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  struct sigaction current {};
+  ::sigaction(SIGWINCH, nullptr, &current);
+  const bool launcher_kept_its_handler = current.sa_handler == count_signal;
+  ::sigaction(SIGWINCH, &old_winch, nullptr);
+  ::sigaction(SIGUSR1, &old_usr1, nullptr);
+  ::sigaction(SIGPIPE, &old_pipe, nullptr);
+  ::sigaction(SIGXFSZ, &old_xfsz, nullptr);
+
+  REQUIRE(child.ok());
+  const Finished f = finish(*child);
+  CHECK(WIFEXITED(f.wstatus));
+  CHECK(status_mask(f.out, "SigBlk") == 0);
+  CHECK(status_mask(f.out, "SigCgt") == 0);
+  // SIGXFSZ stays ignored as the launcher found it; SIGPIPE is air-run's own
+  // and is reset. (Other bits may be the test binary's own: the sanitizers ignore some.)
+  const std::uint64_t ignored = status_mask(f.out, "SigIgn");
+  CHECK((ignored & bit(SIGXFSZ)) != 0);
+  CHECK((ignored & (bit(SIGPIPE) | bit(SIGWINCH) | bit(SIGUSR1))) == 0);
+  // The child's resets are its own: the launcher's handlers are untouched.
+  CHECK(launcher_kept_its_handler);
 }
