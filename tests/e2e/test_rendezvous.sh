@@ -183,8 +183,18 @@ test_sigterm_of_a_joined_agent_stops_the_others() {
   expect_contains "$(cat c.err)" "was interrupted by SIGTERM while waiting for the start"
 }
 
-# This host's name as torchrun's c10d rendezvous gives it to ranks (Python's socket.getfqdn()).
-fqdn() { python3 -c 'import socket; print(socket.getfqdn())'; }
+# This host's name as torchrun's c10d rendezvous gives it to ranks (Python's
+# socket.getfqdn()). air-run uses it when it is one of this host's own
+# addresses (a bind to it succeeds), else keeps the rendezvous host ($1).
+fqdn() {
+  python3 -c 'import socket, sys
+name = socket.getfqdn()
+try:
+    socket.socket().bind((name, 0))
+except OSError:
+    name = sys.argv[1]
+print(name)' "$1"
+}
 
 test_one_c10d_node_gives_ranks_the_hosts_name() {
   # torchrun hands the ranks node 0's fully qualified name, not the endpoint's
@@ -195,8 +205,8 @@ test_one_c10d_node_gives_ranks_the_hosts_name() {
   AGENT=e run_air --rdzv-backend c10d --rdzv-endpoint "127.0.0.1:$port" --nnodes 1 --cpu-ranks 2 \
     --env AGENT=e --no-python ./env.sh
   expect_rc 0
-  expect_eq "$(var env.e.0 MASTER_ADDR)" "$(fqdn)"
-  expect_eq "$(var env.e.1 MASTER_ADDR)" "$(fqdn)"
+  expect_eq "$(var env.e.0 MASTER_ADDR)" "$(fqdn 127.0.0.1)"
+  expect_eq "$(var env.e.1 MASTER_ADDR)" "$(fqdn 127.0.0.1)"
   # --master-addr still wins.
   AGENT=m run_air --rdzv-backend c10d --rdzv-endpoint "127.0.0.1:$port" --nnodes 1 --cpu-ranks 1 \
     --master-addr 127.0.0.1 --env AGENT=m --no-python ./env.sh
@@ -209,7 +219,7 @@ test_standalone_runs_one_node() {
   AGENT=s run_air --standalone --cpu-ranks 2 --env AGENT=s --no-python ./env.sh
   expect_rc 0
   expect_eq "$(var env.s.1 WORLD_SIZE)" 2
-  expect_eq "$(var env.s.1 MASTER_ADDR)" "$(fqdn)" # as torchrun 2.x gives it
+  expect_eq "$(var env.s.1 MASTER_ADDR)" "$(fqdn localhost)" # as torchrun 2.x gives it
   run_air --standalone --nnodes 2 --no-python true
   expect_rc 2
   expect_contains "$err" "--standalone: runs one node, but --nnodes asks for 2"

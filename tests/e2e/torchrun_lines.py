@@ -95,6 +95,17 @@ def expect(args):
     }
 
 
+def local_fqdn():
+    """socket.getfqdn() when a socket can bind to it, else None."""
+    name = socket.getfqdn()
+    with socket.socket() as s:
+        try:
+            s.bind((name, 0))
+        except OSError:
+            return None
+    return name
+
+
 def rank_env(e, local_rank):
     """The variables torchrun 2.x sets for one local rank on one node."""
     nodes = e["max_nodes"]
@@ -121,9 +132,10 @@ def rank_env(e, local_rank):
         env["MASTER_ADDR"] = e["master_addr"]
         if e["master_port"] is not None:
             env["MASTER_PORT"] = e["master_port"]
-    elif e["min_nodes"] == e["max_nodes"] == 1:
-        # torchrun's c10d rendezvous: node 0's fully qualified name.
-        env["MASTER_ADDR"] = socket.getfqdn()
+    elif e["min_nodes"] == e["max_nodes"] == 1 and local_fqdn():
+        # torchrun's c10d rendezvous: node 0's fully qualified name (air-run
+        # gives it where it is one of this host's addresses).
+        env["MASTER_ADDR"] = local_fqdn()
     return {k: str(v) for k, v in env.items()}
 
 
