@@ -36,12 +36,10 @@ launch() {
   local n=$1 who=$2 launcher=$3 target=$4 nodes=$5 d=$work/$1/$2 cwd node pids=() rc worst=0
   mkdir -p "$d/probe"
   cwd=$(torchrun_line_workdir "$d" "$target")
-  for ((node = 1; node < nodes; node++)); do
+  for ((node = 0; node < nodes; node++)); do
     (cd "$cwd" && PROBE_OUT=$d/probe TMPDIR=$d timeout 120 $launcher "${LINE_ARGS[@]}" >"$d/stdout.$node" 2>"$d/stderr.$node") &
     pids+=($!)
   done
-  (cd "$cwd" && PROBE_OUT=$d/probe TMPDIR=$d timeout 120 $launcher "${LINE_ARGS[@]}" >"$d/stdout" 2>"$d/stderr")
-  worst=$?
   for pid in "${pids[@]}"; do
     wait "$pid"
     rc=$?
@@ -77,9 +75,9 @@ compare_line() {
     diffs=$(python3 "$lines_py" compare "${loose[@]}" "$work/$n/torchrun/probe" "$work/$n/air-run/probe" |
       paste -sd ';' -)
   elif [[ $rc_t == 0 || $rc_a == 0 ]]; then
-    diffs="only one launched: $(tail -1 "$work/$n/air-run/stderr") / $(tail -1 "$work/$n/torchrun/stderr")"
+    diffs="only one launched: $(tail -1 "$work/$n/air-run/stderr.0") / $(tail -1 "$work/$n/torchrun/stderr.0")"
   else
-    diffs="neither launched: $(tail -1 "$work/$n/air-run/stderr") / $(tail -1 "$work/$n/torchrun/stderr")"
+    diffs="neither launched: $(tail -1 "$work/$n/air-run/stderr.0") / $(tail -1 "$work/$n/torchrun/stderr.0")"
   fi
   echo "| $n | $repo \`$path\` | exit $rc_t | exit $rc_a | ${diffs:-none} |" | tee "$work/rows/$n" >&2
   [[ -z $diffs ]]

@@ -175,20 +175,24 @@ std::string host_fqdn() {
   hints.ai_family = AF_UNSPEC;
   addrinfo* found = nullptr;
   if (getaddrinfo(name.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) return name;
+  const void* address = nullptr;
+  socklen_t length = 0;
+  if (found->ai_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(found->ai_addr); // NOLINT
+    address = &in->sin_addr;
+    length = sizeof(in->sin_addr);
+  } else if (found->ai_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(found->ai_addr); // NOLINT
+    address = &in6->sin6_addr;
+    length = sizeof(in6->sin6_addr);
+  }
   hostent entry{};
   hostent* result = nullptr;
   char buf[8192];
   int h_errno_value = 0;
-  int rc = -1;
-  if (found->ai_family == AF_INET) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(found->ai_addr); // NOLINT
-    rc = gethostbyaddr_r(&in->sin_addr, sizeof(in->sin_addr), AF_INET, &entry, buf, sizeof(buf), &result,
-                         &h_errno_value);
-  } else if (found->ai_family == AF_INET6) {
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(found->ai_addr); // NOLINT
-    rc = gethostbyaddr_r(&in6->sin6_addr, sizeof(in6->sin6_addr), AF_INET6, &entry, buf, sizeof(buf), &result,
-                         &h_errno_value);
-  }
+  const int rc = address == nullptr ? -1
+                                    : gethostbyaddr_r(address, length, found->ai_family, &entry, buf,
+                                                      sizeof(buf), &result, &h_errno_value);
   freeaddrinfo(found);
   if (rc != 0 || result == nullptr || result->h_name == nullptr) return name;
   // The canonical name, then the aliases: the first with a dot wins.

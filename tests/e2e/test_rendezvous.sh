@@ -183,18 +183,9 @@ test_sigterm_of_a_joined_agent_stops_the_others() {
   expect_contains "$(cat c.err)" "was interrupted by SIGTERM while waiting for the start"
 }
 
-# This host's name as torchrun's c10d rendezvous gives it to ranks (Python's
-# socket.getfqdn()). air-run uses it when it is one of this host's own
-# addresses (a bind to it succeeds), else keeps the rendezvous host ($1).
-fqdn() {
-  python3 -c 'import socket, sys
-name = socket.getfqdn()
-try:
-    socket.socket().bind((name, 0))
-except OSError:
-    name = sys.argv[1]
-print(name)' "$1"
-}
+# fqdn RENDEZVOUS_HOST: the MASTER_ADDR one c10d node gives its ranks (this
+# host's name, as torchrun's c10d rendezvous gives it, where it is a local address).
+fqdn() { python3 "$AIR_SOURCE_DIR/tests/e2e/torchrun_lines.py" fqdn "$1"; }
 
 test_one_c10d_node_gives_ranks_the_hosts_name() {
   # torchrun hands the ranks node 0's fully qualified name, not the endpoint's

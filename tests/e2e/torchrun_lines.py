@@ -132,10 +132,10 @@ def rank_env(e, local_rank):
         env["MASTER_ADDR"] = e["master_addr"]
         if e["master_port"] is not None:
             env["MASTER_PORT"] = e["master_port"]
-    elif e["min_nodes"] == e["max_nodes"] == 1 and local_fqdn():
+    elif e["min_nodes"] == e["max_nodes"] == 1 and (fqdn := local_fqdn()):
         # torchrun's c10d rendezvous: node 0's fully qualified name (air-run
         # gives it where it is one of this host's addresses).
-        env["MASTER_ADDR"] = local_fqdn()
+        env["MASTER_ADDR"] = fqdn
     return {k: str(v) for k, v in env.items()}
 
 
@@ -226,6 +226,10 @@ if __name__ == "__main__":
         print(json.dumps(expect(sys.argv[2:])))
     elif sys.argv[1] == "check":
         sys.exit(check(sys.argv[2], sys.argv[3]))
+    elif sys.argv[1] == "fqdn":
+        # The MASTER_ADDR one c10d node gives its ranks; argv[2] where air-run
+        # keeps the rendezvous host instead (the name is not a local address).
+        print(local_fqdn() or sys.argv[2])
     elif sys.argv[1] == "compare":
         loose = sys.argv[2] == "--port-may-differ"
         sys.exit(compare(*sys.argv[3 if loose else 2:], port_may_differ=loose))

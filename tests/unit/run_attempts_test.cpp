@@ -164,8 +164,9 @@ TEST_CASE("rendezvous keys: backend, endpoint, id, conf, standalone", "[spec][re
   s = resolve_ok({{"standalone", "true", "--standalone"}});
   CHECK(s.rdzv_backend.value == "c10d");
   CHECK(s.nnodes.value == 1);
-  // torchrun's workers see the rendezvous host: localhost under --standalone,
-  // the endpoint's host on one c10d node; --master-addr still wins.
+  // One c10d node binds on the rendezvous host: localhost under --standalone,
+  // the endpoint's host otherwise (the launcher then gives the ranks this
+  // host's name, cli/nodes.cpp); --master-addr still wins.
   CHECK(s.master_addr.value == "localhost");
   CHECK(s.master_addr.origin.describe() == "flag --standalone");
   s = resolve_ok(
