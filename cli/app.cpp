@@ -7,6 +7,7 @@
 #include "core/base/error.hpp"
 #include "core/base/suggest.hpp"
 #include "core/os/signals.hpp"
+#include "core/os/std_streams.hpp"
 #include "core/spec/spec.hpp"
 
 #include <CLI/CLI.hpp>
@@ -70,6 +71,13 @@ int unknown_option(const CLI::App& app, const std::string& given) {
 } // namespace
 
 int run_main(int argc, char** argv) {
+  // Before anything opens a file: a closed fd 0, 1 or 2 would otherwise be
+  // reused for one of air-run's own files, and output meant for the terminal
+  // would land in it (a pid on stderr moving a process into the run's cgroup).
+  if (auto opened = open_standard_streams(); !opened) {
+    std::fputs(fmt::format("air-run: error: {}\n", opened.error().message).c_str(), stderr);
+    return exit_code_for(opened.error().kind);
+  }
   // Block the supervised signals before anything can start a thread: NVML and
   // the CUDA driver start threads at detection, and a thread with SIGCHLD or
   // SIGINT unblocked would take those signals away from the supervisor's

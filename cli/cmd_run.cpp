@@ -8,6 +8,7 @@
 #include "core/mlflow/tracker.hpp"
 #include "core/os/atomic_file.hpp"
 #include "core/os/host.hpp"
+#include "core/os/output_file.hpp"
 #include "core/os/signals.hpp"
 #include "core/os/trusted_path.hpp"
 #include "core/pyenv/cache.hpp"
@@ -157,7 +158,15 @@ struct PathTemplates {
 /// hours of training that --summary points into a read-only folder loses it.
 Status check_report_path(const std::string& path, const char* what) {
   if (path.empty()) return ok_status();
-  auto dir = std::filesystem::path(path).parent_path();
+  const OutputTarget target = output_target(path);
+  if (target.kind == OutputTarget::Kind::stream) return ok_status();
+  if (target.kind == OutputTarget::Kind::in_place) {
+    // Written in place (a device, a FIFO): its folder need not be writable, the file must.
+    if (::access(path.c_str(), W_OK) != 0 && errno != ENOENT)
+      return usage_error(fmt::format("{} {}: not writable: {}", what, path, std::strerror(errno)));
+    return ok_status();
+  }
+  auto dir = std::filesystem::path(target.path).parent_path();
   if (dir.empty()) dir = ".";
   if (auto made = make_directories(dir.string()); !made)
     return usage_error(fmt::format("{} {}: {}", what, path, made.error().message));

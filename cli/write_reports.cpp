@@ -1,7 +1,7 @@
 #include "cli/write_reports.hpp"
 
-#include "core/os/atomic_file.hpp"
 #include "core/os/host.hpp"
+#include "core/os/output_file.hpp"
 #include "core/report/annotations.hpp"
 #include "core/report/collect.hpp"
 #include "core/report/junit.hpp"
@@ -22,29 +22,39 @@ namespace air::cli {
 
 namespace {
 
+/// Says on stderr that a report was not written; the caller makes it exit 125.
+bool report_not_written(const char* what, const Error& error) {
+  const std::string line = fmt::format("air-run: error: {} not written: {}\n", what, error.message);
+  (void)write_to_fd(STDERR_FILENO, line, "stderr");
+  return false;
+}
+
 /// Writes one report file, creating its directory. A report that cannot be
 /// written is an error of air-run itself: a green exit code must mean the
-/// files a CI step reads exist.
+/// files a CI step reads exist. Devices, FIFOs and terminals are written in
+/// place, never replaced (core/os/output_file.hpp).
 bool write_report_file(const std::string& path, const std::string& content, const char* what) {
-  const auto dir = std::filesystem::path(path).parent_path();
-  if (!dir.empty()) {
-    if (auto made = make_directories(dir.string()); !made) {
-      std::fputs(fmt::format("air-run: error: {} not written: {}\n", what, made.error().message).c_str(),
-                 stderr);
-      return false;
-    }
+  const OutputTarget target = output_target(path);
+  const auto dir = std::filesystem::path(target.path).parent_path();
+  if (target.kind == OutputTarget::Kind::replace && !dir.empty()) {
+    if (auto made = make_directories(dir.string()); !made) return report_not_written(what, made.error());
   }
-  if (auto written = write_file_atomically(path, content); !written) {
-    std::fputs(fmt::format("air-run: error: {} not written: {}\n", what, written.error().message).c_str(),
-               stderr);
-    return false;
-  }
+  if (auto written = write_output_file(path, content); !written)
+    return report_not_written(what, written.error());
+  return true;
+}
+
+/// Writes a report to air-run's stdout or stderr, every byte checked (a full
+/// device or a closed pipe is an error, never SIGPIPE).
+bool write_report_stream(int fd, const std::string& content, const char* what) {
+  if (auto written = write_to_fd(fd, content, fd == STDOUT_FILENO ? "stdout" : "stderr"); !written)
+    return report_not_written(what, written.error());
   return true;
 }
 
 /// Writes what a run's report goes to besides the terminal: the summary and
 /// JUnit files, GitHub's annotations and step summary, the JSON on stdout.
-/// Returns false when a file the spec asked for could not be written.
+/// Returns false when any of them could not be written.
 bool publish_reports(const RunReport& report, const LaunchSpec& spec, const Environment& env) {
   bool written = true;
   const std::string summary = summary_text(report);
@@ -52,27 +62,27 @@ bool publish_reports(const RunReport& report, const LaunchSpec& spec, const Envi
     written &= write_report_file(spec.summary_file.value, summary, "summary");
   if (!spec.junit_file.value.empty())
     written &= write_report_file(spec.junit_file.value, junit_xml(report), "JUnit report");
+  std::fflush(stdout); // what went through stdio comes first
+  std::fflush(stderr);
   if (github_actions_enabled(env)) {
     // GitHub reads workflow commands from both streams; keep stdout pure JSON under --json.
-    std::FILE* to = spec.json.value ? stderr : stdout;
+    std::string commands;
     for (const auto& line : github_annotations(report, env_or(env, "GITHUB_WORKSPACE")))
-      std::fputs((line + "\n").c_str(), to);
+      commands += line + "\n";
+    if (!commands.empty())
+      written &= write_report_stream(spec.json.value ? STDERR_FILENO : STDOUT_FILENO, commands,
+                                     "GitHub annotations");
     // The job's summary page: GitHub appends what each step adds to this file.
     if (const std::string page = env_or(env, "GITHUB_STEP_SUMMARY"); !page.empty()) {
-      if (std::FILE* f = std::fopen(page.c_str(), "ae")) {
-        std::fputs(github_step_summary(report).c_str(), f);
-        std::fclose(f);
-      } else {
-        std::fputs(fmt::format("air-run: warning: GITHUB_STEP_SUMMARY {} not written\n", page).c_str(),
-                   stderr);
-      }
+      if (auto appended = append_to_file(page, github_step_summary(report)); !appended)
+        written = report_not_written("GITHUB_STEP_SUMMARY", appended.error());
     }
   }
   if (spec.json.value) {
-    std::fputs(summary.c_str(), stdout);
-    if (summary.empty() || summary.back() != '\n') std::fputc('\n', stdout);
+    std::string json = summary;
+    if (json.empty() || json.back() != '\n') json += '\n';
+    written &= write_report_stream(STDOUT_FILENO, json, "JSON summary (--json)");
   }
-  std::fflush(stdout);
   return written;
 }
 
@@ -89,9 +99,14 @@ int report_run(const LaunchSpec& spec, const Hardware& hardware, const Selection
     tracker->finish(outcome, code, plan.node_rank == 0, [&report] { return summary_text(report); });
   }
 
+  // The human report goes to stderr whole (a rank's bytes cannot cut it short).
+  // stderr is where air-run's own errors go, so one that cannot be written is
+  // not made an exit code: there would be nowhere to say why.
+  std::string text = format_report(report, use_color(::isatty(STDERR_FILENO) == 1, env));
+  if (tracker != nullptr) text += "air-run: " + tracker->report_line() + "\n";
   std::fflush(stdout);
-  std::fputs(format_report(report, use_color(::isatty(STDERR_FILENO) == 1, env)).c_str(), stderr);
-  if (tracker != nullptr) std::fputs(("air-run: " + tracker->report_line() + "\n").c_str(), stderr);
+  std::fflush(stderr);
+  (void)write_to_fd(STDERR_FILENO, text, "stderr");
   if (!publish_reports(report, spec, env) && code == 0) code = 125;
   return code;
 }

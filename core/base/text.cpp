@@ -84,4 +84,24 @@ Expected<std::vector<std::string>> split_command_line(std::string_view text, std
   return words;
 }
 
+std::string strip_control_characters(std::string_view text, LineBreaks line_breaks) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if ((c == '\n' || c == '\t') && line_breaks == LineBreaks::keep) {
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7f) {
+      out += '?';
+    } else if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
+      out += '?'; // U+0080..U+009F: C1 controls, CSI among them
+      ++i;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 } // namespace air

@@ -5,6 +5,7 @@
 #include "core/base/duration.hpp"
 #include "core/base/exit_status.hpp"
 #include "core/base/sha256.hpp"
+#include "core/base/text.hpp"
 #include "core/cluster/control_auth.hpp"
 #include "core/cluster/control_message.hpp"
 #include "core/os/host.hpp"

@@ -48,9 +48,4 @@ std::optional<AuthLine> parse_auth(std::string_view line);
 /// The proof of a well-formed `proof` line, else nothing.
 std::optional<std::string> parse_proof(std::string_view line);
 
-/// `text` with every control character (C0, DEL and the C1 range as UTF-8)
-/// replaced by '?': a peer's words go to terminals and reports, where an
-/// escape sequence could rewrite what the user sees.
-std::string strip_control_characters(std::string_view text);
-
 } // namespace air

@@ -1,5 +1,6 @@
 #include "core/report/collect.hpp"
 
+#include "core/base/text.hpp"
 #include "core/os/file_read.hpp"
 
 #include <fmt/format.h>
@@ -7,6 +8,19 @@
 #include <ctime>
 
 namespace air {
+namespace {
+
+// An error file is the rank's own text, and every report shows it: no
+// escape sequence or NUL byte gets through (docs/console.md).
+ErrorFileRecord without_control_characters(ErrorFileRecord record) {
+  record.type = strip_control_characters(record.type);
+  record.message = strip_control_characters(record.message, LineBreaks::keep);
+  record.traceback = strip_control_characters(record.traceback, LineBreaks::keep);
+  record.raw = strip_control_characters(record.raw, LineBreaks::keep);
+  return record;
+}
+
+} // namespace
 
 std::optional<ErrorFileRecord> read_error_file(const std::string& path) {
   if (path.empty()) return std::nullopt;
@@ -23,7 +37,7 @@ std::optional<ErrorFileRecord> read_error_file(const std::string& path) {
   case FileRead::State::ok:
     break;
   }
-  return parse_error_file(file.text);
+  return without_control_characters(parse_error_file(file.text));
 }
 
 RankResult read_rank_result(const std::string& path, std::uint64_t max_bytes) {
@@ -47,6 +61,7 @@ RankResult read_rank_result(const std::string& path, std::uint64_t max_bytes) {
     break;
   }
   result = parse_rank_result(file.text);
+  result.excerpt = strip_control_characters(result.excerpt, LineBreaks::keep);
   return result;
 }
 

@@ -2,6 +2,7 @@
 
 #include "core/base/duration.hpp"
 #include "core/base/line_splitter.hpp"
+#include "core/base/text.hpp"
 #include "core/os/containment.hpp"
 #include "core/os/log_sink.hpp"
 #include "core/os/oom.hpp"
@@ -642,7 +643,8 @@ void Supervisor::deliver(RankState& r, Stream& s, std::string_view data, bool eo
       log_batch_ += '\n';
     }
     if (tail_max > 0) {
-      o.tail.emplace_back(line.substr(0, k_tail_line_max));
+      // The tail goes into reports, which hold no escape sequence or NUL byte.
+      o.tail.emplace_back(strip_control_characters(std::string_view(line).substr(0, k_tail_line_max)));
       while (o.tail.size() > tail_max) o.tail.pop_front();
     }
   };
@@ -899,7 +901,9 @@ void Supervisor::collect_stacks() {
   std::size_t lines = 0;
   for (auto& r : ranks_) {
     if (r.stack_offset < 0) continue;
-    std::string stack = read_from(r.plan->stack_file, r.stack_offset);
+    // A stack names the rank's files and functions; shown by air-run, it holds no escape sequence.
+    std::string stack =
+        strip_control_characters(read_from(r.plan->stack_file, r.stack_offset), LineBreaks::keep);
     r.stack_offset = -1;
     RankOutcome& o = out_.ranks[r.index];
     if (stacks_for_timeout_) {

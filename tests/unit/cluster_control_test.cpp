@@ -1,4 +1,5 @@
 // The multi-node control protocol: its lines, and real agents joined over loopback.
+#include "core/base/text.hpp"
 #include "core/cluster/control.hpp"
 #include "core/cluster/control_auth.hpp"
 #include "core/cluster/control_message.hpp"
