@@ -4,6 +4,7 @@
 // that parses back to the same message.
 #include "core/cluster/control_message.hpp"
 
+#include "core/base/text.hpp"
 #include "core/cluster/control_auth.hpp"
 
 #include <cstddef>
