@@ -34,7 +34,7 @@ Chunks chunk(const std::vector<std::string>& pieces, std::size_t max_piece = 1 <
 TEST_CASE("log chunker: passes the bytes on unchanged, cut after newlines", "[log_chunker]") {
   const auto c = chunk({"a\nb", "b\n", "\nc"});
   CHECK(c.joined() == "a\nbb\n\nc");
-  CHECK(c.bytes == std::vector<std::string>{"a\n", "bb\n\n", "c"});
+  CHECK(c.bytes == std::vector<std::string>{"a\n", "bb\n", "\n", "c"});
   CHECK(c.newlines == 3);
 }
 
