@@ -143,7 +143,7 @@ test_log_holds_the_ranks_bytes_exactly() {
   run_air --cpu-ranks 1 --run-id long --log-dir logs --no-python "$F/long_line" 3000000
   expect_rc 0
   cmp expected logs/long/rank0.log >cmp.txt 2>&1 || fail "rank0.log differs from the rank's output: $(cat cmp.txt)"
-  expect_eq "$(grep -c '^\[rank0\]: a' stdout)" "3" # the console's view: pieces
+  expect_eq "$(grep -c '^aaaa' stdout)" "3" # the console's view: 1 MiB pieces
   printf 'first\nno newline' >expected
   run_air --cpu-ranks 1 --run-id partial --log-dir logs --no-python printf 'first\nno newline'
   expect_rc 0
