@@ -1,5 +1,6 @@
 #include "core/os/containment.hpp"
 
+#include "core/os/proc_events.hpp"
 #include "core/os/proc_table.hpp"
 #include "core/os/watchdog.hpp"
 
@@ -39,10 +40,18 @@ bool cgroup_wanted() {
 std::unique_ptr<Containment> Containment::start(const Options& options) {
   std::unique_ptr<Containment> c(new Containment());
   c->subreaper_ = ::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
+  c->own_session_ = ::getsid(0);
+  c->own_group_ = ::getpgrp();
   if (options.cgroup && cgroup_wanted()) {
     if (auto group = RunCgroup::create()) c->cgroup_ = std::move(*group);
   }
-  if (options.watchdog) c->watchdog_ = fork_watchdog(c->watch_fd_, c->cgroup_.dir(), options.grace);
+  if (options.watchdog) {
+    // Without a cgroup, the kernel's process events (where it gives them)
+    // tell the watchdog of every fork below air-run at once. Subscribed
+    // before the watchdog and the ranks are forked, so none goes unseen.
+    const UniqueFd events = c->cgroup_.active() ? UniqueFd() : open_proc_events();
+    c->watchdog_ = fork_watchdog(c->watch_fd_, c->cgroup_.dir(), options.grace, events.get());
+  }
   return c;
 }
 
@@ -112,26 +121,87 @@ void Containment::rank_confirmed(pid_t pid) {
   if (!cgroup_.contains(pid)) cgroup_.remove();
 }
 
+/// Notes `e`'s session and group when a process of the run made them.
+void Containment::learn(const ProcEntry& e) {
+  const pid_t self = ::getpid();
+  if (e.sid > 0 && e.sid != own_session_ && e.sid != self && e.sid != watchdog_ &&
+      sessions_.insert(e.sid).second)
+    send(k_watch_session, e.sid, 0);
+  if (e.pgid > 0 && e.pgid != own_group_ && e.pgid != self && e.pgid != watchdog_ &&
+      groups_.count(e.pgid) == 0 && made_groups_.insert(e.pgid).second)
+    send(k_watch_group, e.pgid, 0);
+}
+
+/// Forgets the sessions and groups that `table` shows empty: once empty, the
+/// id may be given to a process of someone else's.
+void Containment::forget_emptied(const std::vector<ProcEntry>& table) {
+  std::set<pid_t> live_sessions, live_groups;
+  for (const auto& e : table) {
+    if (e.zombie) continue;
+    live_sessions.insert(e.sid);
+    live_groups.insert(e.pgid);
+  }
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    if (live_sessions.count(*it) != 0) {
+      ++it;
+      continue;
+    }
+    send(k_watch_session_gone, *it, 0);
+    it = sessions_.erase(it);
+  }
+  for (auto it = made_groups_.begin(); it != made_groups_.end();) {
+    if (live_groups.count(*it) != 0) {
+      ++it;
+      continue;
+    }
+    send(k_watch_group_gone, *it, 0);
+    it = made_groups_.erase(it);
+  }
+}
+
 void Containment::record_descendants() {
-  if (cgroup_.active() || watch_fd_ < 0) return;
   const auto now = Clock::now();
   if (now - last_scan_ < k_scan_interval) return;
   last_scan_ = now;
-  for (const auto& e : live_descendants(read_proc_table(), {::getpid()}, watchdog_)) {
-    if (told_.insert({e.pid, e.start}).second) send(k_watch_process, e.pid, e.start);
+  if (cgroup_.active()) {
+    // Every process of the run is a member: no /proc scan. (cgroup.kill
+    // ends them all anyway; the sessions are for a cgroup given up later.)
+    std::vector<ProcEntry> members;
+    for (const pid_t p : cgroup_.members()) {
+      ProcEntry e;
+      if (read_proc_entry(p, e) && !e.zombie) members.push_back(e);
+    }
+    for (const auto& e : members) learn(e);
+    forget_emptied(members);
+    return;
   }
+  const auto table = read_proc_table();
+  for (const auto& e : live_descendants(table, {::getpid()}, watchdog_)) {
+    learn(e);
+    if (watch_fd_ >= 0 && told_.insert({e.pid, e.start}).second) send(k_watch_process, e.pid, e.start);
+  }
+  forget_emptied(table);
   if (told_.size() > 65536) told_.clear(); // bounded; a re-send is harmless
 }
 
 std::vector<ProcEntry> Containment::targets() const {
   std::vector<ProcEntry> found;
+  std::set<pid_t> seen;
+  const auto add = [&](const ProcEntry& e) {
+    if (e.pid != ::getpid() && e.pid != watchdog_ && seen.insert(e.pid).second) found.push_back(e);
+  };
   // Every rank was born in the cgroup (checked on the first), so everything
   // they started is in it: its member list is the answer, no /proc scan.
-  if (!cgroup_.active() || !cgroup_checked_)
-    found = live_descendants(read_proc_table(), {::getpid()}, watchdog_);
+  const bool scan = !cgroup_.active() || !cgroup_checked_ || !sessions_.empty() || !made_groups_.empty();
+  if (scan) {
+    const auto table = read_proc_table();
+    if (!cgroup_.active() || !cgroup_checked_)
+      for (const auto& e : live_descendants(table, {::getpid()}, watchdog_)) add(e);
+    for (const auto& e : members_of(table, sessions_, made_groups_)) add(e);
+  }
   for (const pid_t p : cgroup_.members()) {
     ProcEntry e;
-    if (read_proc_entry(p, e) && !e.zombie) found.push_back(e); // a duplicate is signalled twice: harmless
+    if (read_proc_entry(p, e) && !e.zombie) add(e);
   }
   return found;
 }
@@ -155,17 +225,33 @@ std::size_t Containment::sweep(std::chrono::milliseconds grace) {
   auto left = targets();
   const std::size_t found = left.size();
   if (left.empty()) return 0;
-  for (const auto& e : left) ::kill(e.pid, SIGTERM);
+  // SIGTERM to each process once, a child forked during the grace period too.
+  std::set<std::pair<pid_t, std::uint64_t>> termed;
+  const auto term_new = [&] {
+    for (const auto& e : left) {
+      learn(e);
+      if (termed.insert({e.pid, e.start}).second) ::kill(e.pid, SIGTERM);
+    }
+  };
+  term_new();
   const auto deadline = Clock::now() + grace;
   while (!left.empty() && Clock::now() < deadline) {
     ::poll(nullptr, 0, 20);
     reap_adopted();
     left = targets();
+    term_new();
   }
+  // SIGKILL until none is left. Each group that still has a member is killed
+  // as a whole: that reaches a child forked meanwhile, so a process that
+  // keeps forking (and its parent exiting) cannot stay one step ahead.
   const auto give_up = Clock::now() + k_kill_wait;
   while (!left.empty()) {
     cgroup_.kill_all();
-    for (const auto& e : left) ::kill(e.pid, SIGKILL);
+    for (const auto& e : left) {
+      learn(e);
+      if (e.pgid != own_group_) ::kill(-e.pgid, SIGKILL);
+      ::kill(e.pid, SIGKILL);
+    }
     ::poll(nullptr, 0, 10);
     reap_adopted();
     left = targets();

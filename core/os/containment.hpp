@@ -33,11 +33,18 @@ namespace air {
 ///   (`kill -9`, SIGQUIT, a crash) the pipe between them closes and the
 ///   watchdog ends them all: SIGTERM, the grace period, SIGKILL.
 ///
+/// Sessions and groups: a process that keeps changing its pid (forks, then
+/// its parent exits) keeps its session and process group. The scans note the
+/// sessions and groups that descendants made (setsid, setpgid; never air-run's
+/// own, which is the user's terminal's), and the ends of a run, normal or by
+/// the watchdog, end every member of those, repeating until none is left.
+///
 /// Without a cgroup, what holds after `kill -9` of air-run: every rank's
-/// process group, and every descendant air-run saw in its last scan (once a
-/// second) together with whatever descends from those. A process that left
-/// its rank's group (setsid, setpgid) less than a second before air-run died
-/// and whose ancestors all died with it can escape; a cgroup closes that gap.
+/// process group, and every descendant, session and group air-run saw in its
+/// last scan (once a second) together with whatever descends from those. A
+/// process that left its rank's group (setsid, setpgid) less than a second
+/// before air-run died and whose ancestors all died with it can escape; a
+/// cgroup closes that gap.
 class Containment {
 public:
   struct Options {
@@ -71,8 +78,10 @@ public:
   /// rules can refuse the move) and gives the cgroup up if not. Once per run.
   void rank_confirmed(pid_t pid);
 
-  /// Without a cgroup: at most once a second, sends the watchdog every
-  /// descendant of air-run it has not heard of yet.
+  /// At most once a second: notes the sessions and groups the run's
+  /// processes made and, without a cgroup, sends the watchdog every descendant
+  /// of air-run it has not heard of yet; tells it of sessions and groups that
+  /// have emptied.
   void record_descendants();
 
   /// Sends `sig` to every live descendant and cgroup member outside the
@@ -95,6 +104,8 @@ private:
   void send(std::int32_t type, pid_t pid, std::uint64_t start);
   std::vector<ProcEntry> targets() const;
   void reap_adopted();
+  void learn(const ProcEntry& e);
+  void forget_emptied(const std::vector<ProcEntry>& table);
 
   RunCgroup cgroup_;
   bool subreaper_ = false;
@@ -102,6 +113,10 @@ private:
   int watch_fd_ = -1;
   bool cgroup_checked_ = false;
   std::set<pid_t> groups_;
+  pid_t own_session_ = -1; ///< air-run's session and group: never ended
+  pid_t own_group_ = -1;
+  std::set<pid_t> sessions_;    ///< sessions the run's processes made
+  std::set<pid_t> made_groups_; ///< groups they made, other than the ranks'
   std::set<std::pair<pid_t, std::uint64_t>> told_;
   std::chrono::steady_clock::time_point last_scan_{};
 };

@@ -39,7 +39,8 @@ public:
   /// A sink that owns its fd (a log file).
   explicit LineSink(UniqueFd owned) : owned_(std::move(owned)) { fd_ = owned_.get(); }
 
-  /// Writes `batch`, which holds `lines` complete '\n'-terminated lines.
+  /// Writes `batch`, which holds `lines` newlines: whole lines on the console;
+  /// for a log, a rank's bytes as they came (core/base/log_chunker.hpp).
   void write(std::string_view batch, std::size_t lines);
 
   /// Bytes that wait for the fd to accept them (console sinks only).

@@ -42,15 +42,17 @@ bool parse_proc_stat(std::string_view text, ProcEntry& entry) {
   char state = 0;
   long ppid = 0;
   long pgid = 0;
+  long sid = 0;
   unsigned long long start = 0;
-  // Fields 3-5 and 22 (proc(5)): state, ppid, pgrp, ..., starttime.
+  // Fields 3-6 and 22 (proc(5)): state, ppid, pgrp, session, ..., starttime.
   if (std::sscanf(rest.c_str(),
-                  " %c %ld %ld %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", &state,
-                  &ppid, &pgid, &start) != 4)
+                  " %c %ld %ld %ld %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", &state,
+                  &ppid, &pgid, &sid, &start) != 5)
     return false;
   entry.pid = static_cast<pid_t>(pid);
   entry.ppid = static_cast<pid_t>(ppid);
   entry.pgid = static_cast<pid_t>(pgid);
+  entry.sid = static_cast<pid_t>(sid);
   entry.start = start;
   entry.zombie = state == 'Z' || state == 'X';
   return true;
@@ -91,6 +93,15 @@ std::vector<ProcEntry> live_descendants(const std::vector<ProcEntry>& table, con
       if (!child.zombie) found.push_back(child);
     }
   }
+  return found;
+}
+
+std::vector<ProcEntry> members_of(const std::vector<ProcEntry>& table, const std::set<pid_t>& sessions,
+                                  const std::set<pid_t>& groups) {
+  std::vector<ProcEntry> found;
+  if (sessions.empty() && groups.empty()) return found;
+  for (const auto& e : table)
+    if (!e.zombie && (sessions.count(e.sid) != 0 || groups.count(e.pgid) != 0)) found.push_back(e);
   return found;
 }
 

@@ -3,6 +3,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <set>
 #include <string_view>
 #include <vector>
 
@@ -17,6 +18,7 @@ struct ProcEntry {
   pid_t pgid = 0;
   std::uint64_t start = 0;
   bool zombie = false; ///< state Z or X: dead, waiting to be reaped
+  pid_t sid = 0;       ///< session id: a process that called setsid() leads a new one
 };
 
 /// Parses one /proc/<pid>/stat text ("pid (comm) S ppid pgrp ...", where comm
@@ -35,5 +37,13 @@ bool read_proc_entry(pid_t pid, ProcEntry& entry);
 /// subtree left out, such as air-run's own watchdog).
 std::vector<ProcEntry> live_descendants(const std::vector<ProcEntry>& table, const std::vector<pid_t>& roots,
                                         pid_t skip = -1);
+
+/// The live processes of `table` in one of `sessions` or one of `groups`:
+/// what a process that keeps changing its pid (fork, then the parent exits)
+/// cannot leave. A session or group that a run's process made holds only the
+/// run's processes: a session is joined by birth alone, a group only from
+/// within its session.
+std::vector<ProcEntry> members_of(const std::vector<ProcEntry>& table, const std::set<pid_t>& sessions,
+                                  const std::set<pid_t>& groups);
 
 } // namespace air

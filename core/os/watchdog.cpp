@@ -1,5 +1,6 @@
 #include "core/os/watchdog.hpp"
 
+#include "core/os/proc_events.hpp"
 #include "core/os/proc_table.hpp"
 #include "core/os/run_cgroup.hpp"
 
@@ -13,6 +14,7 @@
 #include <cerrno>
 #include <csignal>
 #include <set>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -24,13 +26,47 @@ using Clock = std::chrono::steady_clock;
 
 struct Watched {
   std::set<pid_t> groups;
+  std::set<pid_t> sessions;
   std::set<std::pair<pid_t, std::uint64_t>> processes;
   std::string cgroup_dir;
+  pid_t own_session = -1; ///< air-run's session and group: never the run's to end
+  pid_t own_group = -1;
+  pid_t air_run = -1;
+  int events_fd = -1; ///< the kernel's process events, or -1
+  /// Every process forked below air-run that the events told of, by pid: its
+  /// start time (0: it was gone before it could be read), until it exits.
+  std::unordered_map<pid_t, std::uint64_t> forked;
 };
 
-/// Everything of the run still alive: group members, recorded processes that
-/// are still the same process, cgroup members, and all their descendants.
-std::set<pid_t> run_processes(const Watched& w) {
+/// Takes in the process events waiting: a fork by air-run or by a process
+/// forked below it adds the child, an exit removes it.
+void follow_forks(Watched& w) {
+  if (w.events_fd < 0) return;
+  const pid_t self = ::getpid();
+  ProcEventHandlers handlers;
+  handlers.process_forked = [&](pid_t parent, pid_t child) {
+    if (child == self) return;
+    ProcEntry e;
+    if (parent != w.air_run) {
+      const auto known = w.forked.find(parent);
+      if (known == w.forked.end()) return;
+      // Its exit may have been among dropped events and the pid reused since.
+      if (known->second != 0 && read_proc_entry(parent, e) && e.start != known->second) {
+        w.forked.erase(known);
+        return;
+      }
+    }
+    w.forked[child] = read_proc_entry(child, e) ? e.start : 0;
+  };
+  handlers.process_exited = [&](pid_t pid) { w.forked.erase(pid); };
+  read_proc_events(w.events_fd, handlers);
+}
+
+/// Everything of the run still alive: group and session members, recorded
+/// processes that are still the same process, cgroup members, and all their
+/// descendants. The sessions and groups of what it finds join `w`.
+std::set<pid_t> run_processes(Watched& w) {
+  follow_forks(w);
   const auto table = read_proc_table();
   const pid_t self = ::getpid();
   std::vector<pid_t> roots;
@@ -47,14 +83,23 @@ std::set<pid_t> run_processes(const Watched& w) {
     for (const pid_t p : parse_cgroup_procs(text)) cgroup_members.insert(p);
   }
   std::set<pid_t> found;
+  std::vector<ProcEntry> live;
   for (const auto& e : table) {
-    const bool in_group = w.groups.count(e.pgid) != 0;
-    const bool recorded = w.processes.count({e.pid, e.start}) != 0;
+    const bool in_group = w.groups.count(e.pgid) != 0 || w.sessions.count(e.sid) != 0;
+    const auto fork_seen = w.forked.find(e.pid);
+    const bool recorded = w.processes.count({e.pid, e.start}) != 0 ||
+                          (fork_seen != w.forked.end() && fork_seen->second == e.start && e.start != 0);
     if (!in_group && !recorded && cgroup_members.count(e.pid) == 0) continue;
     roots.push_back(e.pid);
-    if (!e.zombie && e.pid != self) found.insert(e.pid);
+    if (!e.zombie && e.pid != self && found.insert(e.pid).second) live.push_back(e);
   }
-  for (const auto& e : live_descendants(table, roots, self)) found.insert(e.pid);
+  for (const auto& e : live_descendants(table, roots, self))
+    if (found.insert(e.pid).second) live.push_back(e);
+  // A process that hops from pid to pid keeps its session and group: follow those.
+  for (const auto& e : live) {
+    if (e.sid > 0 && e.sid != w.own_session && e.sid != self) w.sessions.insert(e.sid);
+    if (e.pgid > 0 && e.pgid != w.own_group && e.pgid != self) w.groups.insert(e.pgid);
+  }
   return found;
 }
 
@@ -69,7 +114,7 @@ void kill_cgroup(const std::string& dir) {
 void pause_ms(int ms) { ::poll(nullptr, 0, ms); }
 
 /// air-run is gone: end everything it started.
-void end_run(const Watched& w, std::chrono::milliseconds grace) {
+void end_run(Watched& w, std::chrono::milliseconds grace) {
   for (const pid_t g : w.groups) ::kill(-g, SIGTERM);
   std::set<pid_t> signalled;
   const auto deadline = Clock::now() + grace;
@@ -81,8 +126,9 @@ void end_run(const Watched& w, std::chrono::milliseconds grace) {
     if (Clock::now() >= deadline) break;
     pause_ms(50);
   }
-  // SIGKILL until nothing is left; bounded, in case something keeps forking
-  // faster than the scan (a cgroup's kill has no such race).
+  // SIGKILL until nothing is left. A group's kill reaches a child forked
+  // meanwhile too (as a cgroup's does), so a process that keeps forking in
+  // its group is gone in a round or two; bounded all the same.
   const auto give_up = Clock::now() + std::chrono::seconds(10);
   for (;;) {
     kill_cgroup(w.cgroup_dir);
@@ -107,9 +153,19 @@ void forget_ended(Watched& w) {
     else
       ++it;
   }
+  // Exits missed (events dropped) would leave entries behind.
+  for (auto it = w.forked.begin(); it != w.forked.end();) {
+    ProcEntry e;
+    if (!read_proc_entry(it->first, e) || e.start != it->second)
+      it = w.forked.erase(it);
+    else
+      ++it;
+  }
 }
 
 [[noreturn]] void watchdog_main(int read_fd, Watched w, std::chrono::milliseconds grace) {
+  w.own_session = ::getsid(0); // air-run's, until the next line
+  w.own_group = ::getpgrp();
   ::setsid();
   ::prctl(PR_SET_NAME, "air-run-watch");
   struct sigaction act {};
@@ -127,7 +183,11 @@ void forget_ended(Watched& w) {
   std::size_t next_prune = 4096;
   WatchdogRecord rec;
   std::size_t have = 0;
+  pollfd fds[2] = {{read_fd, POLLIN, 0}, {w.events_fd, POLLIN, 0}};
   for (;;) {
+    if (::poll(fds, w.events_fd >= 0 ? 2 : 1, -1) < 0) continue; // EINTR
+    if (w.events_fd >= 0 && fds[1].revents != 0) follow_forks(w);
+    if (fds[0].revents == 0) continue;
     const ssize_t n = ::read(read_fd, reinterpret_cast<char*>(&rec) + have, sizeof(rec) - have);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break; // EOF: air-run has gone, one way or another
@@ -137,9 +197,12 @@ void forget_ended(Watched& w) {
     if (rec.type == k_watch_end) _exit(0);
     if (rec.type == k_watch_group && rec.pid > 0) w.groups.insert(rec.pid);
     if (rec.type == k_watch_process && rec.pid > 0) w.processes.insert({rec.pid, rec.start});
-    if (w.processes.size() >= next_prune) {
+    if (rec.type == k_watch_session && rec.pid > 0) w.sessions.insert(rec.pid);
+    if (rec.type == k_watch_session_gone) w.sessions.erase(rec.pid);
+    if (rec.type == k_watch_group_gone) w.groups.erase(rec.pid);
+    if (w.processes.size() + w.forked.size() >= next_prune) {
       forget_ended(w);
-      next_prune = std::max<std::size_t>(4096, w.processes.size() * 2);
+      next_prune = std::max<std::size_t>(4096, (w.processes.size() + w.forked.size()) * 2);
     }
   }
   end_run(w, grace);
@@ -148,7 +211,8 @@ void forget_ended(Watched& w) {
 
 } // namespace
 
-pid_t fork_watchdog(int& write_fd, const std::string& cgroup_dir, std::chrono::milliseconds grace) {
+pid_t fork_watchdog(int& write_fd, const std::string& cgroup_dir, std::chrono::milliseconds grace,
+                    int events_fd) {
   write_fd = -1;
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return -1;
@@ -160,6 +224,7 @@ pid_t fork_watchdog(int& write_fd, const std::string& cgroup_dir, std::chrono::m
   }
   Watched watched;
   watched.cgroup_dir = cgroup_dir;
+  watched.air_run = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     ::close(fds[0]);
@@ -168,17 +233,20 @@ pid_t fork_watchdog(int& write_fd, const std::string& cgroup_dir, std::chrono::m
     return -1;
   }
   if (pid == 0) {
-    // Only the pipe's read end (as fd 3) and /dev/null on 0-2: holding one of
-    // air-run's fds (its stdout pipe, a socket) would keep it open past air-run.
+    // Only the pipe's read end (as fd 3), the events socket (as fd 4) and
+    // /dev/null on 0-2: holding one of air-run's fds (its stdout pipe, a
+    // socket) would keep it open past air-run.
     const int keep = ::fcntl(fds[0], F_DUPFD_CLOEXEC, 10);
+    const int keep_events = events_fd >= 0 ? ::fcntl(events_fd, F_DUPFD_CLOEXEC, 10) : -1;
     if (keep < 0 || ::dup2(null_fd, 0) < 0 || ::dup2(null_fd, 1) < 0 || ::dup2(null_fd, 2) < 0) _exit(1);
     if (::dup2(keep, 3) < 0) _exit(1);
+    watched.events_fd = keep_events >= 0 && ::dup2(keep_events, 4) == 4 ? 4 : -1;
 #ifdef SYS_close_range
-    if (::syscall(SYS_close_range, 4U, ~0U, 0U) != 0)
+    if (::syscall(SYS_close_range, 5U, ~0U, 0U) != 0)
 #endif
     {
       const long max_fd = ::sysconf(_SC_OPEN_MAX);
-      for (long fd = 4; fd < (max_fd > 0 ? max_fd : 1024); ++fd) ::close(static_cast<int>(fd));
+      for (long fd = 5; fd < (max_fd > 0 ? max_fd : 1024); ++fd) ::close(static_cast<int>(fd));
     }
     watchdog_main(3, std::move(watched), grace);
   }

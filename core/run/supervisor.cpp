@@ -2,6 +2,7 @@
 
 #include "core/base/duration.hpp"
 #include "core/base/line_splitter.hpp"
+#include "core/base/log_chunker.hpp"
 #include "core/base/text.hpp"
 #include "core/os/containment.hpp"
 #include "core/os/log_sink.hpp"
@@ -35,8 +36,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// How long a reaped rank's pipes may stay open (held by descendants) before
-/// air-run kills its group and stops reading.
+/// How long after a rank's exit the end of the run waits for its pipes to
+/// close; past that, whatever holds them is a leftover (the sweep ends it).
 constexpr auto k_drain_timeout = std::chrono::seconds(2);
 /// While tearing down, how often to check that the groups have emptied:
 /// descendants are not our children, so no event says when they are gone.
@@ -150,7 +151,8 @@ bool group_alive(pid_t pgid) {
 
 struct Stream {
   UniqueFd fd;
-  LineSplitter splitter;
+  LineSplitter splitter;  ///< the console's and the tail's view: lines
+  LogChunker log_chunker; ///< the logs' view: the bytes as they came
   bool is_stderr = false;
 };
 
@@ -170,6 +172,7 @@ struct RankState {
   long long stack_offset = -1;            ///< size of its stack file when the signal went out; -1: not asked
   long long stack_seen = -1;              ///< its size at the previous check
   bool reads_stdin = false;               ///< air-run forwards its stdin to it (ConsoleOptions::stdin_rank)
+  int log_open_line = -1;                 ///< the stream whose bytes last left `log` mid-line; -1: none
   /// Per stream: bytes of the unfinished line already shown (a prompt).
   std::size_t shown_partial[2] = {0, 0};
 };
@@ -194,6 +197,7 @@ private:
   bool read_stream(RankState& r, Stream& s);
   void drain_ready(RankState& r);
   void close_stream(RankState& r, Stream& s);
+  void close_all_streams();
   void deliver(RankState& r, Stream& s, std::string_view data, bool eof);
   void reap();
   void scan_all(std::vector<RankState*>& ended);
@@ -230,7 +234,6 @@ private:
   LineSink stderr_sink_;
   std::vector<char> read_buf_;
   std::string console_batch_;
-  std::string log_batch_;
 
   RunOutcome out_;
   std::vector<RankState> ranks_;
@@ -302,6 +305,7 @@ RunOutcome Supervisor::run() {
     // setsid) ends with the run, as the ranks' own groups did.
     const auto grace = kill_sent_ ? std::chrono::milliseconds(0) : containment.grace;
     out_.leftover_processes = containment_->sweep(grace);
+    close_all_streams();
     containment_.reset(); // while SIGPIPE is still ignored: it writes to the watchdog
   }
   stop_live(); // before any report: the terminal is left as it was found
@@ -397,9 +401,14 @@ void Supervisor::spawn_failed(RankState& r, const Error& e) {
 
 bool Supervisor::finished() const {
   if (settle_deadline_) return false; // the teardown has yet to signal the groups
+  const auto now = Clock::now();
   for (const auto& r : ranks_) {
     if (r.spawned && !r.reaped) return false;
-    if (r.streams[0].fd || r.streams[1].fd) return false;
+    // A rank's exit is what counts. Its pipes normally end with it; if they
+    // are still open a while later, a background job of its holds them: that
+    // job is a leftover like any other (the sweep after the loop ends it,
+    // SIGTERM first, and counts it), not a reason to wait.
+    if ((r.streams[0].fd || r.streams[1].fd) && (!r.reaped || now < drain_deadline(r))) return false;
   }
   // During teardown, wait for descendants to leave the groups (or for the
   // SIGKILL that ends the grace period), so none outlives air-run.
@@ -621,8 +630,32 @@ void Supervisor::deliver(RankState& r, Stream& s, std::string_view data, bool eo
   std::optional<LineSink>& stream_log = r.stream_logs[stream];
   const bool to_stream_log = stream_log.has_value() && !stream_log->broken();
   const auto tail_max = static_cast<std::size_t>(std::max(plan_.tail_lines, 0));
+  if (log || to_stream_log) {
+    // The logs get the rank's bytes unchanged; only the console's view
+    // splits an over-long line and ends a last line without a newline.
+    const auto write_logs = [&](std::string_view bytes, std::size_t newlines) {
+      if (log) {
+        // One file for both streams: bytes of one that follow a line the
+        // other left unfinished (its last line, a piece of an over-long one)
+        // start on a line of their own, as they would in separate files.
+        if (r.log_open_line >= 0 && r.log_open_line != stream) r.log->write("\n", 1);
+        r.log->write(bytes, newlines);
+        if (!bytes.empty()) r.log_open_line = bytes.back() == '\n' ? -1 : stream;
+        if (r.log->broken()) o.log_error = "write " + r.plan->log_file + ": " + std::strerror(r.log->error());
+      }
+      if (to_stream_log) {
+        stream_log->write(bytes, newlines);
+        if (stream_log->broken()) {
+          o.log_error = "write " + r.plan->stream_files[stream] + ": " + std::strerror(stream_log->error());
+        }
+      }
+    };
+    if (eof)
+      s.log_chunker.finish(write_logs);
+    else
+      s.log_chunker.feed(data, write_logs);
+  }
   console_batch_.clear();
-  log_batch_.clear();
   std::size_t lines = 0;
   // One stamp for the lines of one read: they arrived together.
   const std::string stamp = console_.timestamps && echo ? clock_stamp(std::chrono::system_clock::now()) : "";
@@ -637,10 +670,6 @@ void Supervisor::deliver(RankState& r, Stream& s, std::string_view data, bool eo
       console_batch_ += line.substr(std::min(shown, line.size())); // a prompt already shown
       console_batch_ += '\n';
       shown = 0;
-    }
-    if (log || to_stream_log) {
-      log_batch_ += line;
-      log_batch_ += '\n';
     }
     if (tail_max > 0) {
       // The tail goes into reports, which hold no escape sequence or NUL byte.
@@ -663,16 +692,6 @@ void Supervisor::deliver(RankState& r, Stream& s, std::string_view data, bool eo
     else
       console_write(stdout_sink_, console_.stdout_fd, console_batch_, lines);
     if (r.reads_stdin) show_partial(r, s);
-  }
-  if (log) {
-    r.log->write(log_batch_, lines);
-    if (r.log->broken()) o.log_error = "write " + r.plan->log_file + ": " + std::strerror(r.log->error());
-  }
-  if (to_stream_log) {
-    stream_log->write(log_batch_, lines);
-    if (stream_log->broken()) {
-      o.log_error = "write " + r.plan->stream_files[stream] + ": " + std::strerror(stream_log->error());
-    }
   }
 }
 
@@ -797,15 +816,15 @@ void Supervisor::check_deadlines() {
     if (stacks_for_timeout_) begin_teardown(SIGTERM);
   }
   if (tearing_down_ && !kill_sent_ && now >= grace_deadline_) kill_all();
-  if (tearing_down_ && !kill_sent_) return; // drain deadlines wait for the grace period
+}
+
+/// The end of the run, once the leftovers are gone: takes what is still in
+/// the pipes and closes them. Their writers have ended, so a read finds the
+/// end at once; one that still does not (a writer beyond air-run's reach)
+/// is left after what it wrote so far.
+void Supervisor::close_all_streams() {
   for (auto& r : ranks_) {
-    if (!r.reaped || !(r.streams[0].fd || r.streams[1].fd)) continue;
-    if (now < drain_deadline(r)) continue;
-    // Descendants still hold the pipes long after the rank ended: stop them
-    // and stop reading, or air-run would wait forever.
-    signal_group(r.pid, SIGKILL);
     for (auto& s : r.streams) {
-      // Take what is already buffered before closing.
       while (s.fd) {
         const ssize_t n = ::read(s.fd.get(), read_buf_.data(), read_buf_.size());
         if (n < 0 && errno == EINTR) continue;

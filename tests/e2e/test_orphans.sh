@@ -134,6 +134,79 @@ SH
   done
 }
 
+test_background_job_beside_a_longer_rank_lives_to_the_end() {
+  # Rank 0 leaves a background job that keeps its stdout and exits; rank 1
+  # runs on well past the 2 s air-run gives a finished rank's pipes to close.
+  # The job must live to the end of the run like any other leftover, then get
+  # SIGTERM (it notes that in a file) and be counted.
+  new_mark
+  cat >rank.sh <<SH
+#!/bin/sh
+if [ "\$RANK" = 0 ]; then
+  "$F/note_term" "\$PWD/termed" "$MARK" &
+  sleep 0.2
+  touch rank0-done
+  exit 0
+fi
+exec "$F/wait_for_file" "\$PWD/go" 0
+SH
+  chmod +x rank.sh
+  for cgroup in on off; do
+    rm -f rank0-done go termed
+    AIR_RUN_CGROUP=$cgroup "$AIR_RUN" --accelerator-type CPU -n 2 --grace-period 5s --no-python ./rank.sh >stdout 2>stderr &
+    air=$!
+    wait_for "[[ -e rank0-done ]]" 30 || fail "cgroup $cgroup: rank 0 did not finish"
+    sleep 3 # past the 2 s a finished rank's pipes get
+    [[ $(count_marked) == 1 ]] || fail "cgroup $cgroup: rank 0's background job was ended while rank 1 still ran"
+    touch go
+    finish_air 30
+    expect_rc 0
+    expect_none_left 0 "cgroup $cgroup: the background job outlived the run"
+    [[ -e termed ]] || fail "cgroup $cgroup: the background job got no SIGTERM before the end"
+    expect_contains "$(cat stderr)" "air-run: ended 1 process that the ranks left running"
+    expect_contains "$(cat stdout)" "[rank0]: ready"
+  done
+}
+
+# write_hopper_rank: rank.sh starts a pid-hopping daemon (setsid, ignores
+# SIGTERM, forks and lets its parent exit every 50 ms) and waits until it has
+# told its session id; then it exits 0 (argument "exit") or sleeps on.
+write_hopper_rank() {
+  cat >rank.sh <<SH
+#!/bin/sh
+"$F/pid_hopper" "\$PWD/sid.\$RANK" "$MARK" >/dev/null 2>&1
+"$F/wait_for_file" "\$PWD/sid.\$RANK" 0
+sleep 1.5 # a scan of air-run's sees the daemon
+[ "\$1" = exit ] && exit 0
+exec "$F/sleep_forever" "$MARK"
+SH
+  chmod +x rank.sh
+}
+
+test_pid_hopping_daemon_ends_with_a_run_without_cgroup() {
+  new_mark
+  write_hopper_rank
+  AIR_RUN_CGROUP=off run_air --accelerator-type CPU -n 2 --grace-period 1s --no-python ./rank.sh exit
+  expect_rc 0
+  expect_none_left 0 "a pid-hopping daemon outlived a successful run without a cgroup"
+  expect_contains "$err" "that the ranks left running"
+}
+
+test_pid_hopping_daemon_ends_after_kill_9_without_cgroup() {
+  new_mark
+  write_hopper_rank
+  AIR_RUN_CGROUP=off "$AIR_RUN" --accelerator-type CPU -n 2 --grace-period 1s --no-python ./rank.sh >stdout 2>stderr &
+  air=$!
+  if ! wait_for "[[ \$(pgrep -c -f -- \"sleep_forever $MARK\") == 2 ]]" 30; then
+    fail "the ranks did not start: $(tail -3 stderr)"
+    kill -KILL "$air" $(marked) 2>/dev/null
+    return 1
+  fi
+  kill -9 "$air"
+  finish_air 5
+  expect_none_left 10 "a pid-hopping daemon outlived kill -9 of air-run without a cgroup"
+}
+
 test_failed_run_ends_setsid_grandchild() {
   new_mark
   cat >rank.sh <<SH
@@ -146,6 +219,29 @@ SH
   run_air --accelerator-type CPU -n 2 --grace-period 1s --no-python ./rank.sh
   expect_rc 3
   expect_none_left 0 "processes outlived the teardown"
+}
+
+test_all_of_the_above_where_no_cgroup_file_system_is_visible() {
+  # A chroot, or a container given a plain /sys: air-run finds no cgroup2 and
+  # must do what AIR_RUN_CGROUP=off does, kill -9 soon after the start
+  # included. Here: this file again, in a mount namespace whose
+  # /sys/fs/cgroup is unmounted (or, failing that, an empty tmpfs).
+  [[ -z ${AIR_ORPHANS_WITHOUT_CGROUP_FS:-} ]] || return 0 # the inner run itself
+  if ! unshare -m true 2>/dev/null; then
+    echo "  skipped: no mount namespace here (needs root)"
+    return 0
+  fi
+  # shellcheck disable=SC2016
+  unshare -m --propagation private bash -c '
+    umount -R /sys/fs/cgroup 2>/dev/null || mount -t tmpfs none /sys/fs/cgroup || exit 77
+    [[ -e /sys/fs/cgroup/cgroup.procs || -d /sys/fs/cgroup/unified ]] && exit 77
+    AIR_ORPHANS_WITHOUT_CGROUP_FS=1 bash "$0"' "$AIR_SOURCE_DIR/tests/e2e/test_orphans.sh" >inner.txt 2>&1
+  local inner=$?
+  if ((inner == 77)); then
+    echo "  skipped: /sys/fs/cgroup cannot be hidden here"
+  elif ((inner != 0)); then
+    fail "without a visible cgroup file system: $(grep -E '^(FAIL|ok)' inner.txt | paste -sd ';' -)"
+  fi
 }
 
 run_tests

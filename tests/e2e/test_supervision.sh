@@ -136,6 +136,20 @@ test_console_prefixes_streams_and_filter() {
   expect_contains "$(cat logs/*/rank1.log)" "err 1"
 }
 
+test_log_holds_the_ranks_bytes_exactly() {
+  # A 3 MB line without a newline: the console shows it in 1 MiB pieces, the
+  # log keeps the rank's bytes as they were, and so does a last line without a newline.
+  "$F/long_line" 3000000 >expected
+  run_air --cpu-ranks 1 --run-id long --log-dir logs --no-python "$F/long_line" 3000000
+  expect_rc 0
+  cmp expected logs/long/rank0.log >cmp.txt 2>&1 || fail "rank0.log differs from the rank's output: $(cat cmp.txt)"
+  expect_eq "$(grep -c '^aaaa' stdout)" "3" # the console's view: 1 MiB pieces
+  printf 'first\nno newline' >expected
+  run_air --cpu-ranks 1 --run-id partial --log-dir logs --no-python printf 'first\nno newline'
+  expect_rc 0
+  cmp expected logs/partial/rank0.log >cmp.txt 2>&1 || fail "rank0.log differs from the rank's output: $(cat cmp.txt)"
+}
+
 test_flood_does_not_interleave() {
   run_air --cpu-ranks 4 --no-python "$F/spew" 4
   expect_rc 0

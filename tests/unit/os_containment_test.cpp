@@ -1,12 +1,15 @@
 // What keeps a run's processes inside the run: the /proc and cgroup parsers
 // (pure), and the supervisor ending what its ranks leave behind and never
 // blocking on a console nobody reads (real processes).
+#include "core/os/proc_events.hpp"
 #include "core/os/proc_table.hpp"
 #include "core/os/run_cgroup.hpp"
 #include "core/run/supervisor.hpp"
 #include "tests/unit/catch.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -57,10 +60,11 @@ pid_t read_pid(const std::string& path) {
 
 TEST_CASE("proc_table: stat lines with odd command names", "[containment]") {
   air::ProcEntry e;
-  REQUIRE(air::parse_proc_stat("42 (a) b) c) S 7 42 42 0 -1 4194560 1 0 0 0 3 4 0 0 20 0 1 0 98765 1 2", e));
+  REQUIRE(air::parse_proc_stat("42 (a) b) c) S 7 42 40 0 -1 4194560 1 0 0 0 3 4 0 0 20 0 1 0 98765 1 2", e));
   CHECK(e.pid == 42);
   CHECK(e.ppid == 7);
   CHECK(e.pgid == 42);
+  CHECK(e.sid == 40);
   CHECK(e.start == 98765);
   CHECK_FALSE(e.zombie);
   REQUIRE(air::parse_proc_stat("9 (x) Z 1 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0", e));
@@ -82,6 +86,54 @@ TEST_CASE("proc_table: descendants follow parent links, skip a subtree and zombi
   for (const auto& e : air::live_descendants(t, {10}, 14)) pids.push_back(e.pid);
   std::sort(pids.begin(), pids.end());
   CHECK(pids == std::vector<int>{11, 12, 13});
+}
+
+TEST_CASE("proc_table: members of sessions and groups, whatever their pids", "[containment]") {
+  std::vector<air::ProcEntry> t = {
+      {20, 1, 20, 0, false, 20}, // a daemon that called setsid
+      {21, 1, 20, 0, false, 20}, // its child, now parented by init
+      {22, 1, 22, 0, false, 20}, // a child that made a group of its own in that session
+      {23, 1, 23, 0, true, 20},  // zombie
+      {24, 1, 24, 0, false, 5},  // another session
+      {25, 24, 30, 0, false, 5}, // a group named in the list
+      {26, 1, 26, 0, false, 26}, // a stranger
+  };
+  std::vector<int> pids;
+  for (const auto& e : air::members_of(t, {20}, {30})) pids.push_back(e.pid);
+  CHECK(pids == std::vector<int>{20, 21, 22, 25});
+  CHECK(air::members_of(t, {}, {}).empty());
+}
+
+TEST_CASE("proc_events: a fork and its exit are told as they happen", "[containment]") {
+  const air::UniqueFd events = air::open_proc_events();
+  if (!events) {
+    WARN("skipped: the kernel's process events are not available here");
+    return;
+  }
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  bool forked = false;
+  bool exited = false;
+  air::ProcEventHandlers handlers;
+  handlers.process_forked = [&](pid_t parent, pid_t pid) {
+    forked = forked || (parent == ::getpid() && pid == child);
+  };
+  handlers.process_exited = [&](pid_t pid) { exited = exited || pid == child; };
+  // Silent where the subscription is refused without an error (not root, a
+  // pid namespace): then nothing arrives at all.
+  for (int i = 0; i < 100 && !exited; ++i) {
+    pollfd p{events.get(), POLLIN, 0};
+    if (::poll(&p, 1, 20) > 0) air::read_proc_events(events.get(), handlers);
+  }
+  if (!forked && !exited) {
+    WARN("skipped: the kernel's process events stay silent here");
+    return;
+  }
+  CHECK(forked);
+  CHECK(exited);
 }
 
 TEST_CASE("run_cgroup: own cgroup v2 directory from mountinfo and /proc/self/cgroup", "[containment]") {

@@ -912,3 +912,18 @@ TEST_CASE("supervise: an OOM kill is named as such", "[supervisor][oom]") {
   CHECK(WEXITSTATUS(wstatus) == 137);
   CHECK(read_file(summary_path) == "1 0 rank 0 was killed by the OOM killer | signal 9 (SIGKILL) 0");
 }
+
+TEST_CASE("supervise: a rank's log holds its bytes exactly, over-long lines and all", "[supervisor]") {
+  TempDir dir;
+  // 2.5 MiB without a newline, then "after": the console splits the line, the log must not.
+  auto plan = make_plan({{fixture("long_line"), std::to_string(5 * 512 * 1024)}, {fixture("partial_line")}});
+  plan.ranks[0].log_file = dir.file("logs/rank0.log");
+  plan.ranks[1].stream_files[0] = dir.file("logs/rank1.stdout.log");
+  const auto c = run_plan(plan, dir);
+  CHECK(c.outcome.status == Status::succeeded);
+  const std::string log = read_file(plan.ranks[0].log_file);
+  CHECK(log.size() == 5U * 512 * 1024 + 7);
+  CHECK(log == std::string(5U * 512 * 1024, 'a') + "\nafter\n");
+  // A last line without a newline stays without one.
+  CHECK(read_file(plan.ranks[1].stream_files[0]) == "no newline at end");
+}
