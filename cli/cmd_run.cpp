@@ -247,6 +247,13 @@ Expected<int> launch_run(const CliOptions& options, const Environment& env, Laun
   facts.hardware = hardware;
   auto selection = select_ranks(spec, hardware);
   if (!selection) return selection.error();
+  const Notices notices{spec.quiet.value, use_color(::isatty(STDERR_FILENO) == 1, env)};
+  // Before anything else about the run (an environment build, the nodes'
+  // join): a multi-day job must not learn of its limit from an exit code 124.
+  if (!options.dry_run && spec.timeout.value) {
+    notices.print(fmt::format("air-run: this run stops after {} (timeout, {}); --timeout none lifts it",
+                              format_duration(*spec.timeout.value), spec.timeout.origin.describe()));
+  }
 
   // environment.dependencies: every rank runs in one cached virtual
   // environment. It is built here, before anything is launched and before the
@@ -302,7 +309,6 @@ Expected<int> launch_run(const CliOptions& options, const Environment& env, Laun
     return 0;
   }
 
-  const Notices notices{spec.quiet.value, use_color(::isatty(STDERR_FILENO) == 1, env)};
   for (const auto& line : cluster->notices) notices.print(line);
   // Node 0 creates the MLflow run before any rank starts; a required run that
   // cannot be created fails the launch once the nodes have joined (below).
@@ -438,6 +444,11 @@ Expected<int> launch_run(const CliOptions& options, const Environment& env, Laun
   console.stdin_rank = *stdin_rank;
   console.quiet = spec.quiet.value;
   console.timestamps = spec.timestamps.value;
+  // Ranks get a terminal where air-run's output is one (libraries keep colour
+  // and progress bars); not in CI, whose log is no terminal even under a pty.
+  const bool terminal_ok = env_or(env, "CI").empty() && env_or(env, "TERM") != "dumb";
+  console.stdout_tty = terminal_ok && ::isatty(console.stdout_fd) == 1;
+  console.stderr_tty = terminal_ok && ::isatty(STDERR_FILENO) == 1;
   const bool stdin_here = std::any_of(plan->ranks.begin(), plan->ranks.end(),
                                       [&](const RankPlan& r) { return r.rank == *stdin_rank; });
   // A rank at a prompt owns the terminal's last line: no status area under it.

@@ -2,6 +2,7 @@
 
 #include "cli/help.hpp"
 #include "core/os/host.hpp"
+#include "core/os/installed_python.hpp"
 
 #include <fmt/format.h>
 
@@ -126,6 +127,11 @@ Expected<ResolvedSpec> resolve_cli_spec(const CliOptions& options, const Environ
   inputs.environment = env;
   inputs.flags = options.flag_values();
   inputs.command = options.command;
+  inputs.torchrun_style = options.torchrun_style;
+  if (auto python = installed_python(options.program, env)) {
+    inputs.default_python = python->path;
+    inputs.default_python_why = python->why;
+  }
   if (!options.spec_file.empty()) {
     auto text = read_text_file(options.spec_file, "spec file");
     if (!text) return text.error();

@@ -1,19 +1,23 @@
 #include "core/os/process.hpp"
 
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace air {
@@ -177,6 +181,49 @@ Error exec_error(const std::string& name, bool searched, int err) {
   }
 }
 
+Expected<UniqueFd> make_pipe(UniqueFd& write_end);
+
+/// A pseudo-terminal: the master (returned) and its terminal (`terminal`),
+/// both close-on-exec from birth, the terminal in raw mode (bytes pass as
+/// written) and sized `columns` x `rows` when given.
+Expected<UniqueFd> make_pty(UniqueFd& terminal, unsigned short columns, unsigned short rows) {
+  UniqueFd master(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
+  if (!master) return sys_error("posix_openpt", errno);
+  char name[128];
+  if (::grantpt(master.get()) != 0 || ::unlockpt(master.get()) != 0 ||
+      ::ptsname_r(master.get(), name, sizeof name) != 0)
+    return sys_error("unlockpt", errno);
+  terminal.reset(::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC));
+  if (!terminal) return sys_error(std::string("open ") + name, errno);
+  termios mode{};
+  if (::tcgetattr(terminal.get(), &mode) == 0) {
+    ::cfmakeraw(&mode);
+    ::tcsetattr(terminal.get(), TCSANOW, &mode);
+  }
+  if (columns > 0 && rows > 0) {
+    winsize size{};
+    size.ws_col = columns;
+    size.ws_row = rows;
+    ::ioctl(terminal.get(), TIOCSWINSZ, &size);
+  }
+  return master;
+}
+
+/// The read end of a rank's stdout or stderr: a pseudo-terminal's master
+/// when asked and one can be had, else a pipe's. `tty` says which.
+Expected<UniqueFd> make_output(UniqueFd& write_end, bool want_tty, const SpawnOptions& options, bool& tty) {
+  tty = false;
+  if (want_tty) {
+    auto master = make_pty(write_end, options.tty_columns, options.tty_rows);
+    if (master) {
+      tty = true;
+      return master;
+    }
+    write_end.reset(); // out of pseudo-terminals (kernel.pty.max): a pipe does
+  }
+  return make_pipe(write_end);
+}
+
 Expected<UniqueFd> make_pipe(UniqueFd& write_end) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return sys_error("pipe2", errno);
@@ -236,9 +283,11 @@ Expected<StartedProcess> start_process(const std::vector<std::string>& argv, con
     if (!r) return r.error();
     in_read = std::move(*r);
   }
-  auto out_read = make_pipe(out_write);
+  bool out_tty = false;
+  bool err_tty = false;
+  auto out_read = make_output(out_write, options.stdout_tty, options, out_tty);
   if (!out_read) return out_read.error();
-  auto err_read = make_pipe(err_write);
+  auto err_read = make_output(err_write, options.stderr_tty, options, err_tty);
   if (!err_read) return err_read.error();
   auto exec_read = make_pipe(exec_write);
   if (!exec_read) return exec_read.error();
@@ -287,6 +336,8 @@ Expected<StartedProcess> start_process(const std::vector<std::string>& argv, con
   started.child.stdout_fd = std::move(*out_read);
   started.child.stderr_fd = std::move(*err_read);
   started.child.stdin_fd = std::move(in_write);
+  started.child.stdout_tty = out_tty;
+  started.child.stderr_tty = err_tty;
   started.exec_status = std::move(*exec_read);
   started.name = argv[0];
   started.searched = searched;

@@ -21,6 +21,11 @@ struct ChildProcess {
   /// The nonblocking close-on-exec write end of its stdin pipe, with
   /// SpawnOptions::stdin_pipe; empty otherwise (stdin is /dev/null).
   UniqueFd stdin_fd;
+  /// Whether stdout_fd / stderr_fd is the master of a pseudo-terminal
+  /// (SpawnOptions::stdout_tty / stderr_tty) rather than a pipe. A master
+  /// reads EIO, not 0, once every copy of the terminal is closed.
+  bool stdout_tty = false;
+  bool stderr_tty = false;
 };
 
 /// How start_process sets up one child beyond the usual isolation.
@@ -28,6 +33,17 @@ struct SpawnOptions {
   /// Stdin from a fresh pipe that the caller writes (air-run forwards its own
   /// stdin to the rank that --stdin names), instead of /dev/null.
   bool stdin_pipe = false;
+  /// Stdout (stderr) to a pseudo-terminal of its own instead of a pipe, so
+  /// that isatty() holds in the rank and libraries keep colour and live
+  /// progress bars. The terminal passes bytes through unchanged (no output
+  /// processing: '\n' stays '\n'), is not the rank's controlling terminal (the
+  /// rank stays in its own process group of air-run's session) and gets
+  /// `tty_columns` x `tty_rows` when they are not 0. When no pseudo-terminal
+  /// can be had (the system's limit), the stream is a pipe as usual.
+  bool stdout_tty = false;
+  bool stderr_tty = false;
+  unsigned short tty_columns = 0;
+  unsigned short tty_rows = 0;
 };
 
 /// Finds `name` along `path_var` (colon-separated; an empty entry is the

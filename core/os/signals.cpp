@@ -12,6 +12,7 @@ sigset_t supervised_signals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGCHLD);
+  sigaddset(&set, SIGWINCH); // the terminal was resized: the ranks' terminals follow
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGQUIT}) {
     struct sigaction current {};
     if (sigaction(sig, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) continue;

@@ -10,7 +10,8 @@
 namespace air {
 
 /// The signals the supervisor consumes through its signalfd: INT/TERM/HUP
-/// (forward, then tear down), CHLD (reap), USR1/USR2 (forward only). A
+/// (forward, then tear down), CHLD (reap), USR1/USR2 (forward only), WINCH
+/// (the ranks' terminals take the new size). A
 /// signal other than CHLD whose disposition is SIG_IGN when air-run starts
 /// (`nohup` ignores HUP, a background job in a script ignores INT) is left
 /// out, so it stays ignored as whoever started air-run asked.

@@ -101,6 +101,18 @@ std::string format_attempts(const RunOutcome& o, int max_restarts) {
   return out;
 }
 
+/// Whether a rank ended on a failed import: then the interpreter is the
+/// likeliest culprit (the first python3 on PATH instead of the venv's).
+bool import_failed(const RankOutcome& r, const std::optional<RankError>* err) {
+  const auto names_it = [](std::string_view text) {
+    return text.find("ModuleNotFoundError") != std::string_view::npos ||
+           text.find("ImportError") != std::string_view::npos;
+  };
+  if (err != nullptr && err->has_value() && (names_it((*err)->type) || names_it((*err)->traceback)))
+    return true;
+  return std::any_of(r.tail.begin(), r.tail.end(), [&](const std::string& line) { return names_it(line); });
+}
+
 } // namespace
 
 std::string format_warnings(const RunOutcome& o) {
@@ -161,6 +173,10 @@ std::string format_report(const RunReport& report, bool color) {
     }
     const RankPlan* rp = find_rank_plan(report.plan, root->rank);
     if (rp != nullptr && !rp->log_file.empty()) out += "    log: " + rp->log_file + "\n";
+    if (!report.spec.no_python.value && import_failed(*root, err)) {
+      out += "    Python: " + report.spec.python.value + " (environment.python, " +
+             report.spec.python.origin.describe() + "); --python or AIR_RUN_PYTHON picks another\n";
+    }
   }
 
   std::vector<int> stopped;

@@ -1,8 +1,12 @@
 #include "core/run/live_view.hpp"
 
+#include "core/run/terminal_line.hpp"
+
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 namespace air {
 
@@ -12,6 +16,9 @@ using Clock = std::chrono::steady_clock;
 
 /// The area's text changes at most this often (4 times a second).
 constexpr auto k_render_interval = std::chrono::milliseconds(250);
+/// Unfinished rank lines are redrawn at most this often: live to the eye,
+/// without a write for every '\r' of a fast progress bar.
+constexpr auto k_partial_interval = std::chrono::milliseconds(50);
 /// NVML is asked at most this often: its utilisation is itself an average
 /// over the driver's sample period, and every query costs a driver call.
 constexpr auto k_sample_interval = std::chrono::seconds(1);
@@ -39,8 +46,10 @@ bool live_view_wanted(bool asked, bool stderr_is_tty, const Environment& env) {
          env_or(env, "TERM") != "dumb";
 }
 
-LiveView::LiveView(int fd, int stdout_fd, std::vector<LiveGpuSource> gpus, bool nvml, bool color)
-    : fd_(fd), stdout_fd_(stdout_fd), color_(color), sources_(std::move(gpus)), use_nvml_(nvml) {
+LiveView::LiveView(int fd, int stdout_fd, std::vector<LiveGpuSource> gpus, bool nvml, bool color,
+                   bool status)
+    : fd_(fd), stdout_fd_(stdout_fd), color_(color), sources_(std::move(gpus)), use_nvml_(nvml),
+      status_(status) {
   stdout_shared_ = stdout_fd_ == fd_ || same_terminal(fd_, stdout_fd_);
   for (const auto& s : sources_) {
     LiveGpu g;
@@ -74,17 +83,57 @@ void LiveView::sample(Clock::time_point now) {
   }
 }
 
-std::string LiveView::tick(Clock::time_point now, LiveSnapshot snapshot) {
-  if (closed_ || now < next_render_) return {};
-  next_render_ = now + k_render_interval;
-  if (now >= next_sample_) sample(now);
-  snapshot.gpus = gpus_;
-  const auto lines = render_live_status(snapshot, terminal_width(fd_), color_);
-  std::string text = draw_text(lines);
-  if (text == text_ && drawn_lines_ == lines.size()) return {};
-  std::string out = erase();
-  text_ = std::move(text);
+void LiveView::set_partial(std::size_t key, const std::string& text) {
+  if (closed_) return;
+  const auto it = partials_.find(key);
+  if (text.empty()) {
+    if (it == partials_.end()) return;
+    partials_.erase(it);
+  } else if (it == partials_.end()) {
+    partials_.emplace(key, text);
+  } else if (it->second != text) {
+    it->second = text;
+  } else {
+    return;
+  }
+  partials_changed_ = true;
+  compose();
+}
+
+Clock::time_point LiveView::next_deadline() const {
+  auto next = status_ ? next_render_ : Clock::time_point::max();
+  if (partials_changed_) next = std::min(next, next_partial_draw_);
+  return next;
+}
+
+/// The area's text from the unfinished lines and the status lines.
+void LiveView::compose() {
+  std::vector<std::string> lines;
+  const int width = terminal_width(fd_);
+  for (const auto& [key, text] : partials_) lines.push_back(fit_columns(text, width - 1));
+  lines.insert(lines.end(), status_lines_.begin(), status_lines_.end());
+  text_ = draw_text(lines);
   lines_ = lines.size();
+}
+
+std::string LiveView::tick(Clock::time_point now, LiveSnapshot snapshot) {
+  if (closed_) return {};
+  const bool status_due = status_ && now >= next_render_;
+  const bool partials_due = partials_changed_ && now >= next_partial_draw_;
+  if (!status_due && !partials_due) return {};
+  if (status_due) {
+    next_render_ = now + k_render_interval;
+    if (now >= next_sample_) sample(now);
+    snapshot.gpus = gpus_;
+    status_lines_ = render_live_status(snapshot, terminal_width(fd_), color_);
+    compose();
+  }
+  if (partials_due) {
+    partials_changed_ = false;
+    next_partial_draw_ = now + k_partial_interval;
+  }
+  if (text_ == drawn_text_ && drawn_lines_ == lines_) return {};
+  std::string out = erase();
   out += redraw();
   return out;
 }
@@ -94,8 +143,11 @@ std::string LiveView::close() {
   closed_ = true;
   std::string out = erase();
   drawn_lines_ = 0;
+  drawn_text_.clear();
   lines_ = 0;
   text_.clear();
+  partials_.clear();
+  partials_changed_ = false;
   return out;
 }
 

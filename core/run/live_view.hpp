@@ -5,6 +5,7 @@
 #include "core/run/live_status.hpp"
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,6 +34,12 @@ bool live_view_wanted(bool asked, bool stderr_is_tty, const Environment& env);
 /// computed at most every 250 ms and GPUs are read at most once a second,
 /// both from the supervisor's poll loop (deadlines, no thread).
 ///
+/// Above the status lines the area holds the ranks' unfinished lines (a
+/// progress bar updated with '\r'), one line each, so they show as they
+/// change (redrawn at most every 50 ms) without tearing other ranks' lines;
+/// a line leaves the area when its newline comes and it scrolls up. A view
+/// made with `status` false holds only those.
+///
 /// Nothing of the terminal's settings changes (no cursor hiding, no raw mode):
 /// erasing the area is all that `close` has to restore, and a run that dies
 /// without it leaves one stale status line and a working terminal.
@@ -41,7 +48,12 @@ public:
   /// `stdout_fd`: where rank stdout goes; it shares the area's terminal when
   /// it is the same terminal as `fd`. `nvml`: read the GPUs through NVML
   /// (false for fake GPUs and CPU runs).
-  LiveView(int fd, int stdout_fd, std::vector<LiveGpuSource> gpus, bool nvml, bool color);
+  LiveView(int fd, int stdout_fd, std::vector<LiveGpuSource> gpus, bool nvml, bool color, bool status = true);
+
+  /// Sets the unfinished line shown for `key` (a rank's stream), already
+  /// prefixed; "" removes it. Shown at the next redraw: the next `tick` once
+  /// due, or the next batch of lines.
+  void set_partial(std::size_t key, const std::string& text);
 
   /// Whether writes to `fd` land on the area's terminal (and must be wrapped).
   bool wraps(int fd) const { return !closed_ && (fd == fd_ || (fd == stdout_fd_ && stdout_shared_)); }
@@ -51,11 +63,12 @@ public:
   /// Text to put after them: the area again (the current text).
   const std::string& redraw() {
     drawn_lines_ = lines_;
+    drawn_text_ = text_;
     return text_;
   }
 
   /// When `tick` next has something to do.
-  std::chrono::steady_clock::time_point next_deadline() const { return next_render_; }
+  std::chrono::steady_clock::time_point next_deadline() const;
 
   /// Renders `snapshot` (with the GPU readings, re-read when a second has
   /// passed) when due, and returns the text to write (erase + area), else "".
@@ -66,6 +79,7 @@ public:
 
 private:
   void sample(std::chrono::steady_clock::time_point now);
+  void compose();
 
   int fd_;
   int stdout_fd_;
@@ -78,9 +92,15 @@ private:
   bool use_nvml_;
   std::chrono::steady_clock::time_point next_render_{};
   std::chrono::steady_clock::time_point next_sample_{};
+  bool status_ = true;
+  std::vector<std::string> status_lines_;
+  std::map<std::size_t, std::string> partials_; ///< unfinished lines by key, in key order
+  bool partials_changed_ = false;
+  std::chrono::steady_clock::time_point next_partial_draw_{};
   std::string text_;            ///< the area as last rendered
   std::size_t lines_ = 0;       ///< its line count
   std::size_t drawn_lines_ = 0; ///< the line count on screen now (0: not shown)
+  std::string drawn_text_;      ///< the area's text on screen now
 };
 
 } // namespace air

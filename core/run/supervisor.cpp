@@ -11,10 +11,12 @@
 #include "core/os/signals.hpp"
 #include "core/run/console_style.hpp"
 #include "core/run/lost_peer.hpp"
+#include "core/run/terminal_line.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -62,6 +64,8 @@ constexpr std::size_t k_tail_line_max = 4096;
 /// and how often to look at the files meanwhile.
 constexpr auto k_stack_wait = std::chrono::seconds(2);
 constexpr auto k_stack_check_interval = std::chrono::milliseconds(50);
+/// The width of --timestamps' "12:03:04.567 " before a rank line.
+constexpr std::size_t k_clock_stamp_width = 13;
 /// At most this much of one rank's stack dump is kept.
 constexpr std::size_t k_stack_max = 256 * 1024;
 
@@ -154,6 +158,7 @@ struct Stream {
   LineSplitter splitter;  ///< the console's and the tail's view: lines
   LogChunker log_chunker; ///< the logs' view: the bytes as they came
   bool is_stderr = false;
+  bool tty = false; ///< fd is a pseudo-terminal's master (ConsoleOptions::stdout_tty)
 };
 
 struct RankState {
@@ -222,6 +227,8 @@ private:
   LiveSnapshot live_snapshot(Clock::time_point now) const;
   SpawnOptions spawn_options(RankState& r) const;
   void show_partial(RankState& r, Stream& s);
+  void update_partial(RankState& r, Stream& s);
+  void resize_terminals();
   bool stdin_wanted() const;
   void forward_stdin(bool readable, bool writable);
   void stop_stdin();
@@ -377,6 +384,8 @@ void Supervisor::spawn_all() {
     }
     r->streams[0].fd = std::move(child->stdout_fd);
     r->streams[1].fd = std::move(child->stderr_fd);
+    r->streams[0].tty = child->stdout_tty;
+    r->streams[1].tty = child->stderr_tty;
     containment_->rank_confirmed(r->pid);
   }
 }
@@ -544,6 +553,9 @@ void Supervisor::handle_signals() {
     switch (sig) {
     case SIGCHLD:
       break; // reap() runs every iteration
+    case SIGWINCH:
+      resize_terminals();
+      break;
     case SIGQUIT:
       // Ctrl-\ (the ranks are in their own groups, so only air-run gets it):
       // print every armed Python rank's stacks and carry on.
@@ -667,7 +679,10 @@ void Supervisor::deliver(RankState& r, Stream& s, std::string_view data, bool eo
         console_batch_ += stamp;
         console_batch_ += s.is_stderr ? r.prefix_err : r.prefix;
       }
-      console_batch_ += line.substr(std::min(shown, line.size())); // a prompt already shown
+      if (s.tty && shown == 0)
+        console_batch_ += visible_line(line); // a progress bar's final state, not every '\r' of it
+      else
+        console_batch_ += line.substr(std::min(shown, line.size())); // a prompt already shown
       console_batch_ += '\n';
       shown = 0;
     }
@@ -681,6 +696,7 @@ void Supervisor::deliver(RankState& r, Stream& s, std::string_view data, bool eo
     s.splitter.finish(on_line);
   else
     s.splitter.feed(data, on_line);
+  if (echo) update_partial(r, s);
   if (lines == 0) {
     if (echo && r.reads_stdin) show_partial(r, s);
     return;
@@ -964,7 +980,50 @@ void Supervisor::finalize() {
 SpawnOptions Supervisor::spawn_options(RankState& r) const {
   SpawnOptions options;
   options.stdin_pipe = r.plan->rank == console_.stdin_rank;
+  // A terminal only where the rank's stream reaches air-run's terminal: a
+  // stream that goes to files only (-r) or a rank off the console (--ranks)
+  // keeps its pipe, as its output is no terminal's either.
+  options.stdout_tty = console_.stdout_tty && r.plan->console && r.plan->stream_console[0];
+  options.stderr_tty = console_.stderr_tty && r.plan->console && r.plan->stream_console[1];
+  if (options.stdout_tty || options.stderr_tty) {
+    // As wide as what is left of the line after the prefix (and time stamp),
+    // so a progress bar sized to the terminal fits on one line.
+    winsize size{};
+    const int fd = console_.stdout_tty ? console_.stdout_fd : console_.stderr_fd;
+    if (::ioctl(fd, TIOCGWINSZ, &size) == 0 && size.ws_col > 0 && size.ws_row > 0) {
+      const std::size_t taken = visible_width(r.prefix) + (console_.timestamps ? k_clock_stamp_width : 0);
+      options.tty_columns = static_cast<unsigned short>(
+          std::max<std::size_t>(20, size.ws_col > taken ? size.ws_col - taken : 0));
+      options.tty_rows = size.ws_row;
+    }
+  }
   return options;
+}
+
+/// Gives the ranks' terminals air-run's new size (less the prefix), so a
+/// library that asks again draws to the new width.
+void Supervisor::resize_terminals() {
+  for (auto& r : ranks_) {
+    if (!r.spawned || r.reaped) continue;
+    const SpawnOptions options = spawn_options(r);
+    if (options.tty_columns == 0) continue;
+    winsize size{};
+    size.ws_col = options.tty_columns;
+    size.ws_row = options.tty_rows;
+    for (auto& s : r.streams)
+      if (s.tty && s.fd) ::ioctl(s.fd.get(), TIOCSWINSZ, &size);
+  }
+}
+
+/// Shows a rank's unfinished line under the output (or takes it away), on a
+/// pseudo-terminal stream that reaches the live area's terminal.
+void Supervisor::update_partial(RankState& r, Stream& s) {
+  if (!live_ || !s.tty || r.reads_stdin) return;
+  const int stream = s.is_stderr ? 1 : 0;
+  if (!live_->wraps(stream == 1 ? console_.stderr_fd : console_.stdout_fd)) return;
+  const std::size_t key = r.index * 2 + static_cast<std::size_t>(stream);
+  const std::string shown = s.splitter.has_partial() ? visible_line(s.splitter.partial()) : std::string();
+  live_->set_partial(key, shown.empty() ? shown : (stream == 1 ? r.prefix_err : r.prefix) + shown);
 }
 
 /// Shows the unfinished line of the rank that reads the terminal as it
@@ -1035,9 +1094,15 @@ void Supervisor::console_write(LineSink& sink, int fd, std::string_view batch, s
 
 /// Turns the live area on (when the caller asked for it), once the ranks run.
 void Supervisor::start_live() {
-  if (!console_.live) return;
+  // Without the status (--no-live, -q) the area still carries the ranks'
+  // unfinished lines when they have terminals; not beside a rank's prompt
+  // (--stdin), which owns the last line.
+  const bool prompt = std::any_of(ranks_.begin(), ranks_.end(), [](const RankState& r) { return r.reads_stdin; });
+  const bool partials =
+      (console_.stdout_tty || console_.stderr_tty) && ::isatty(console_.stderr_fd) == 1 && !prompt;
+  if (!console_.live && !partials) return;
   live_.emplace(console_.stderr_fd, console_.stdout_fd, console_.live_gpus, console_.live_nvml,
-                console_.stderr_color);
+                console_.stderr_color, console_.live);
   live_tick();
 }
 

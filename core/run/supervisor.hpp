@@ -38,6 +38,14 @@ struct ConsoleOptions {
   bool quiet = false;
   /// --timestamps: each rank line on the console starts with the wall-clock time.
   bool timestamps = false;
+  /// Give each rank a pseudo-terminal for its stdout (stderr) when that
+  /// stream reaches the console, so isatty() holds in the rank: set when
+  /// air-run's own stdout (stderr) is a terminal, outside CI. The ranks'
+  /// unfinished lines (progress bars drawn with '\r') are then shown live
+  /// under the output, on stderr's terminal (core/run/live_view.hpp), and
+  /// their finished lines as the terminal left them (core/run/terminal_line.hpp).
+  bool stdout_tty = false;
+  bool stderr_tty = false;
 };
 
 /// Events from outside this node's ranks that the supervisor's loop waits on

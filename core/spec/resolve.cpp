@@ -838,7 +838,7 @@ std::pair<std::string, Origin> show(const LaunchSpec& s, std::string_view k) {
 std::string Origin::describe() const {
   switch (kind) {
   case Kind::default_value:
-    return "default";
+    return where.empty() ? "default" : "default, " + where;
   case Kind::file:
     return where;
   case Kind::env:
@@ -867,6 +867,21 @@ Status check_torchrun_values(const LaunchSpec& spec) {
   return ok_status();
 }
 
+/// Defaults that depend on how air-run was started. torchrun stops a run only
+/// when it ends: a torchrun command line gets no timeout unless one is asked
+/// for (a 3 h default would end a multi-day job with exit 124). A Python
+/// installed next to air-run (its virtual environment) is the interpreter.
+void apply_invocation_defaults(LaunchSpec& spec, const SpecInputs& inputs) {
+  if (!inputs.torchrun_style.empty() && spec.timeout.is_default()) {
+    spec.timeout.value.reset();
+    spec.timeout.origin.where = "torchrun command line (" + inputs.torchrun_style + ")";
+  }
+  if (!inputs.default_python.empty() && spec.python.is_default()) {
+    spec.python.value = inputs.default_python;
+    spec.python.origin.where = inputs.default_python_why;
+  }
+}
+
 } // namespace
 
 Expected<ResolvedSpec> resolve_spec(const SpecInputs& inputs) {
@@ -893,6 +908,7 @@ Expected<ResolvedSpec> resolve_spec(const SpecInputs& inputs) {
                        ": cannot be used together with module (" + spec.module.origin.describe() + ")");
   }
   AIR_TRY(check_torchrun_values(spec));
+  apply_invocation_defaults(spec, inputs);
   AIR_TRY(settle_rendezvous(spec, [](const Origin& o, std::string_view key) { return place_of(o, key); }));
   return resolved;
 }

@@ -24,7 +24,8 @@ struct Origin {
   Kind kind = Kind::default_value;
   std::string where; ///< "job.yaml:7:3", "AIR_RUN_TIMEOUT", "--timeout" or "" for defaults
 
-  /// Human form for --dry-run: "default", "job.yaml:7:3", "env AIR_RUN_TIMEOUT", "flag --timeout".
+  /// Human form for --dry-run: "default", "job.yaml:7:3", "env AIR_RUN_TIMEOUT", "flag --timeout";
+  /// a default chosen by how air-run was started says why: "default, torchrun command line (--standalone)".
   std::string describe() const;
 };
 
@@ -173,6 +174,14 @@ struct SpecInputs {
   /// ("timeout", "90m", "--timeout"); list and map keys may repeat.
   std::vector<std::tuple<std::string, std::string, std::string>> flags;
   std::vector<std::string> command; ///< trailing TARGET ARGS... from the command line
+  /// Why the command line is torchrun's ("--nproc_per_node", "started as
+  /// torchrun"), "" when it is air-run's: torchrun has no launcher timeout,
+  /// so such a run gets none unless one is asked for.
+  std::string torchrun_style;
+  /// The interpreter to use when environment.python is not given, and why
+  /// ("the virtual environment air-run is installed in"); empty: python3.
+  std::string default_python;
+  std::string default_python_why;
 };
 
 /// A resolved spec plus the warnings (deprecations, notices) to print before launch.

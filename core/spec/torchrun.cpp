@@ -49,6 +49,14 @@ constexpr std::array k_torchrun_flags{
     TorchrunFlag{"virtual-local-rank", "", false, "isolate-gpus", ""},
 };
 
+// torchrun's options that air-run registers under the same name but has no
+// use for outside a torchrun command line (the "torchrun compatibility" keys,
+// less --max-restarts, which air-run's own docs use).
+constexpr std::array<std::string_view, 10> k_torchrun_only{
+    "nproc-per-node", "standalone", "rdzv-backend", "rdzv-endpoint",      "rdzv-id",
+    "rdzv-conf",      "role",       "redirects",    "tee",                "local-ranks-filter",
+};
+
 std::string dashes(std::string_view name) {
   std::string out(name);
   std::replace(out.begin(), out.end(), '_', '-');
@@ -130,6 +138,12 @@ struct Reader {
 
 std::span<const TorchrunFlag> torchrun_flags() { return k_torchrun_flags; }
 
+bool is_torchrun_only(std::string_view name, const std::vector<KnownFlag>& known) {
+  if (torchrun_flag(name) == nullptr) return false;
+  if (std::find(k_torchrun_only.begin(), k_torchrun_only.end(), name) != k_torchrun_only.end()) return true;
+  return known_flag(known, name) == nullptr; // accepted without effect, or under air-run's name
+}
+
 Expected<LauncherArgs> normalize_launcher_args(const std::vector<std::string>& args,
                                                const std::vector<KnownFlag>& known, const Environment& env) {
   Reader reader{known, {}, {}};
@@ -144,7 +158,10 @@ Expected<LauncherArgs> normalize_launcher_args(const std::vector<std::string>& a
       const KnownFlag* flag = known_short(known, letter);
       rest.push_back(arg);
       for (const auto& t : k_torchrun_flags) {
-        if (t.short_name == letter) reader.given.insert(std::string(t.name));
+        if (t.short_name != letter) continue;
+        reader.given.insert(std::string(t.name));
+        if (reader.out.torchrun_style.empty() && is_torchrun_only(t.name, known))
+          reader.out.torchrun_style = arg.substr(0, 2);
       }
       if (flag && flag->takes_value && arg.size() == 2 && i + 1 < args.size()) rest.push_back(args[++i]);
       continue;
@@ -157,6 +174,9 @@ Expected<LauncherArgs> normalize_launcher_args(const std::vector<std::string>& a
     const KnownFlag* flag = known_flag(known, *name);
     const TorchrunFlag* tflag = torchrun_flag(*name);
     if (tflag) reader.given.insert(*name);
+    const bool torchrun_spelling = typed.find('_') != std::string::npos && (flag || tflag);
+    if (reader.out.torchrun_style.empty() && (torchrun_spelling || (tflag && is_torchrun_only(*name, known))))
+      reader.out.torchrun_style = "--" + typed;
     if (!flag && tflag) {
       if (auto other = reader.cli_name(*tflag)) {
         flag = known_flag(known, *other);

@@ -41,7 +41,20 @@ struct KnownFlag {
 struct LauncherArgs {
   std::vector<std::string> args;  ///< the rewritten arguments (no program name)
   std::vector<std::string> notes; ///< "air-run: note: ..." lines to print once on stderr
+  /// The first option that makes this torchrun's command line rather than
+  /// air-run's, as typed ("--nproc_per_node", "--standalone", "-r"); "" when
+  /// none does. See `is_torchrun_only`.
+  std::string torchrun_style;
 };
+
+/// Whether a torchrun option marks a command line as written for torchrun:
+/// it is one air-run has no word of its own for (--nproc-per-node,
+/// --standalone, --rdzv-*, --role, -r/--redirects, -t/--tee,
+/// --local-ranks-filter, and those accepted without effect or under another
+/// name). Options both launchers have (--nnodes, --node-rank, --master-addr,
+/// --master-port, --max-restarts, --log-dir, -m, --no-python) do not; any
+/// option spelled with underscores does (argparse's spelling is torchrun's).
+bool is_torchrun_only(std::string_view name, const std::vector<KnownFlag>& known);
 
 /// Reads a torchrun-style command line the way torchrun's argparse does, so
 /// every flag of the CLI gets torchrun's spellings for free:

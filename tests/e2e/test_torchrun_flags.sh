@@ -20,6 +20,29 @@ test_torchrun_entry_point_runs_a_torchrun_line() {
   expect_contains "$(cat err)" "exists and is not a link"
 }
 
+test_a_torchrun_line_has_no_timeout_and_air_runs_says_its_limit_first() {
+  # torchrun stops a run only when it ends: its command line gets no 3 h limit.
+  run_air --dry-run --standalone --nproc_per_node=2 train.py
+  expect_rc 0
+  expect_contains "$out" "timeout = none  (default, torchrun command line (--standalone))"
+  "$AIR_SOURCE_DIR/scripts/install-torchrun-alias.sh" "$PWD/bin" "$AIR_RUN" >/dev/null || fail "alias install failed"
+  bin/torchrun --dry-run --nnodes 1 train.py >stdout 2>stderr
+  expect_contains "$(cat stdout)" "timeout = none  (default, torchrun command line (started as torchrun))"
+  run_air --dry-run --nnodes 1 --node-rank 0 train.py # air-run's own words: the 3 h default
+  expect_contains "$out" "timeout = 3h  (default)"
+  # A run says its limit before anything else, and how to lift it; a torchrun line has none.
+  run_air --nproc-per-node 2 --timeout 2h --no-python true
+  expect_rc 0
+  expect_eq "$(head -1 stderr)" "air-run: this run stops after 2h (timeout, flag --timeout); --timeout none lifts it"
+  run_air --cpu-ranks 2 --no-python true
+  expect_eq "$(head -1 stderr)" "air-run: this run stops after 3h (timeout, default); --timeout none lifts it"
+  run_air --standalone --nproc-per-node 2 --no-python true
+  expect_rc 0
+  expect_not_contains "$err" "stops after"
+  run_air -q --cpu-ranks 2 --no-python true
+  expect_not_contains "$err" "stops after"
+}
+
 test_pet_variables_configure_it_and_flags_win() {
   PET_NPROC_PER_NODE=3 PET_ROLE=worker run_air --no-python sh -c 'echo "$RANK $WORLD_SIZE $ROLE_NAME"'
   expect_rc 0

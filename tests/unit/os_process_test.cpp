@@ -1,6 +1,7 @@
 #include "core/os/process.hpp"
 #include "tests/unit/catch.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -210,4 +211,25 @@ TEST_CASE("spawn_process: the rank starts with default signal actions and nothin
   CHECK((ignored & (bit(SIGPIPE) | bit(SIGWINCH) | bit(SIGUSR1))) == 0);
   // The child's resets are its own: the launcher's handlers are untouched.
   CHECK(launcher_kept_its_handler);
+}
+
+TEST_CASE("start_process: a pseudo-terminal for stdout, bytes unchanged, sized, close-on-exec", "[process]") {
+  air::SpawnOptions options;
+  options.stdout_tty = true;
+  options.tty_columns = 77;
+  options.tty_rows = 11;
+  auto started = air::start_process(
+      {"/bin/sh", "-c",
+       "[ -t 1 ] && echo out-tty; [ -t 2 ] || echo err-pipe >&2; stty size <&1; printf 'a\\r b\\n'"},
+      {{"PATH", "/bin:/usr/bin"}}, {}, options);
+  REQUIRE(started.ok());
+  auto child = air::confirm_exec(std::move(*started));
+  REQUIRE(child.ok());
+  CHECK(child->stdout_tty);
+  CHECK_FALSE(child->stderr_tty);
+  CHECK((::fcntl(child->stdout_fd.get(), F_GETFD) & FD_CLOEXEC) != 0);
+  const Finished f = finish(*child);
+  CHECK(f.out == "out-tty\n11 77\na\r b\n"); // no "\r\n": the terminal adds nothing
+  CHECK(f.err == "err-pipe\n");
+  CHECK(WIFEXITED(f.wstatus));
 }

@@ -138,3 +138,22 @@ TEST_CASE("report: lost output and leftover processes are said, whatever the sta
   run.outcome.leftover_processes = 0;
   CHECK(air::format_warnings(run.outcome).empty());
 }
+
+TEST_CASE("report: a failed import names the interpreter and how to choose another", "[report]") {
+  air::test::SampleRun run;
+  run.spec.python.value = "/usr/bin/python3";
+  air::RunReport report = air::test::sample_report(run);
+  air::ErrorFileRecord rec;
+  rec.type = "ModuleNotFoundError";
+  rec.message = "No module named 'torch'";
+  rec.traceback = "Traceback (most recent call last):\nModuleNotFoundError: No module named 'torch'\n";
+  report.errors[1] = air::rank_error(run.outcome.ranks[1], rec);
+  const std::string text = air::format_report(report);
+  CHECK(text.find("    log: /logs/rank1.log\n"
+                  "    Python: /usr/bin/python3 (environment.python, default); --python or AIR_RUN_PYTHON "
+                  "picks another\n") != std::string::npos);
+  // Any other failure does not mention it, nor does a target run without Python.
+  CHECK(air::format_report(air::test::sample_report(run)).find("Python:") == std::string::npos);
+  run.spec.no_python.value = true;
+  CHECK(air::format_report(report).find("Python:") == std::string::npos);
+}

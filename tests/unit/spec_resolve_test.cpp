@@ -305,6 +305,39 @@ TEST_CASE("defaults, and empty or comment-only files", "[spec]") {
   CHECK(resolve_ok(no_file).spec.spec_path.empty());
 }
 
+TEST_CASE("a torchrun command line has no timeout unless one is asked for", "[spec]") {
+  air::SpecInputs torchrun;
+  torchrun.torchrun_style = "--standalone";
+  auto r = resolve_ok(torchrun);
+  CHECK_FALSE(r.spec.timeout.value.has_value());
+  CHECK(r.spec.timeout.is_default());
+  CHECK(r.spec.timeout.origin.describe() == "default, torchrun command line (--standalone)");
+  // Asked for anywhere: kept, with its origin.
+  torchrun.flags = {{"timeout", "90m", "--timeout"}};
+  r = resolve_ok(torchrun);
+  CHECK(r.spec.timeout.value == std::optional<Millis>(Millis(90 * 60 * 1000)));
+  CHECK(r.spec.timeout.origin.describe() == "flag --timeout");
+  auto from_file = inputs_from("timeout: 2h\n", {});
+  from_file.torchrun_style = "started as torchrun";
+  CHECK(resolve_ok(from_file).spec.timeout.value == std::optional<Millis>(Millis(2 * 3600 * 1000)));
+  // air-run's own command line keeps the 3 h default.
+  CHECK(resolve_ok(air::SpecInputs{}).spec.timeout.value == std::optional<Millis>(Millis(3 * 3600 * 1000)));
+}
+
+TEST_CASE("the installed environment's Python is the default interpreter, with its reason", "[spec]") {
+  air::SpecInputs in;
+  in.default_python = "/v/bin/python3";
+  in.default_python_why = "the Python environment air-run is installed in (/v)";
+  auto r = resolve_ok(in);
+  CHECK(r.spec.python.value == "/v/bin/python3");
+  CHECK(r.spec.python.is_default());
+  CHECK(r.spec.python.origin.describe() == "default, the Python environment air-run is installed in (/v)");
+  in.environment = {{"AIR_RUN_PYTHON", "/usr/bin/python3"}};
+  r = resolve_ok(in);
+  CHECK(r.spec.python.value == "/usr/bin/python3");
+  CHECK(r.spec.python.origin.describe() == "env AIR_RUN_PYTHON");
+}
+
 TEST_CASE("describe_spec prints key = value (origin) in table order", "[spec]") {
   const auto r =
       resolve_ok(inputs_from("timeout: none\ncommand: a.py\nenvironment:\n  dependencies: req.txt\n",

@@ -272,3 +272,21 @@ TEST_CASE("nproc_per_node and num_accelerators exclude each other", "[torchrun][
   CHECK(air::resolve_spec(in).error().message ==
         "--tee: expected 0, 1, 2, 3 or LOCAL_RANK:N pairs like 0:3,1:2, got '9'");
 }
+
+TEST_CASE("a torchrun-only option marks the command line as torchrun's", "[torchrun]") {
+  CHECK(normalize({"--standalone", "--nproc_per_node=2", "train.py"}).torchrun_style == "--standalone");
+  CHECK(normalize({"--nproc-per-node", "2", "train.py"}).torchrun_style == "--nproc-per-node");
+  CHECK(normalize({"--nproc", "2", "train.py"}).torchrun_style == "--nproc"); // argparse's prefix
+  CHECK(normalize({"--rdzv-backend=c10d", "train.py"}).torchrun_style == "--rdzv-backend");
+  CHECK(normalize({"-r", "3", "train.py"}).torchrun_style == "-r");
+  CHECK(normalize({"--monitor-interval=1", "train.py"}).torchrun_style == "--monitor-interval");
+  CHECK(normalize({"--shutdown-timeout", "5", "train.py"}).torchrun_style == "--shutdown-timeout");
+  // Underscores are argparse's, that is torchrun's, spelling.
+  CHECK(normalize({"--node_rank", "0", "train.py"}).torchrun_style == "--node_rank");
+  // Options both launchers have, and air-run's own, do not.
+  CHECK(normalize({"--nnodes", "2", "--node-rank", "1", "--master-addr", "h", "train.py"}).torchrun_style.empty());
+  CHECK(normalize({"-n", "2", "-m", "--no-python", "--log-dir", "d", "train"}).torchrun_style.empty());
+  // Nor the target's own options, nor PET_* variables.
+  CHECK(normalize({"train.py", "--standalone", "--nproc_per_node=2"}).torchrun_style.empty());
+  CHECK(normalize({"train.py"}, {{"PET_NPROC_PER_NODE", "2"}}).torchrun_style.empty());
+}

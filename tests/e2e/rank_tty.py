@@ -1,0 +1,54 @@
+"""Runs a command on a fresh pseudo-terminal, as a user's terminal would, and
+keeps everything it writes there.
+
+    python3 rank_tty.py OUT [--cols N] [--when TEXT --touch FILE] -- CMD...
+
+OUT gets the raw bytes; the exit code is CMD's. With --when, FILE is created
+as soon as TEXT has appeared on the terminal (a fixture waiting for FILE then
+knows its unfinished line was seen)."""
+
+import fcntl
+import os
+import pty
+import struct
+import sys
+import termios
+
+
+def main():
+    args = sys.argv[1:]
+    out_path = args.pop(0)
+    cols, when, touch = 200, None, None
+    while args[0] != "--":
+        flag = args.pop(0)
+        if flag == "--cols":
+            cols = int(args.pop(0))
+        elif flag == "--when":
+            when = args.pop(0).encode()
+        elif flag == "--touch":
+            touch = args.pop(0)
+    command = args[1:]
+    pid, master = pty.fork()
+    if pid == 0:
+        os.execvp(command[0], command)
+    fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 40, cols, 0, 0))
+    seen = b""
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: every copy of the terminal is closed
+            break
+        if not data:
+            break
+        seen += data
+        if when is not None and touch and when in seen:
+            open(touch, "w").close()
+            when = None
+    with open(out_path, "wb") as f:
+        f.write(seen)
+    _, status = os.waitpid(pid, 0)
+    sys.exit(os.waitstatus_to_exitcode(status))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Which Python the ranks run: the interpreter of the environment air-run is
+# installed in (the wheel's venv, a `torchrun` link in a venv's bin/), else
+# python3 on PATH; named by --dry-run and, after a failed import, by the report.
+source "$(dirname "$0")/lib.sh"
+unset VIRTUAL_ENV CONDA_PREFIX
+
+# make_venv DIR: a virtual environment's shape, its python3 Debian's.
+make_venv() {
+  mkdir -p "$1/bin"
+  echo "home = /usr/bin" >"$1/pyvenv.cfg"
+  ln -s /usr/bin/python3 "$1/bin/python3"
+}
+
+test_the_wheels_venv_gives_its_python() {
+  # pip puts the binary at <venv>/lib/pythonX.Y/site-packages/air/bin/air-run.
+  make_venv "$PWD/v"
+  local air=$PWD/v/lib/python3.11/site-packages/air/bin/air-run
+  mkdir -p "$(dirname "$air")" && cp "$AIR_RUN" "$air"
+  "$air" --dry-run train.py >stdout 2>stderr
+  rc=$?
+  expect_rc 0
+  expect_contains "$(cat stdout)" \
+    "environment.python = $PWD/v/bin/python3  (default, the Python environment air-run is installed in ($PWD/v))"
+  # The user's word wins, and so does an environment the user activated.
+  AIR_RUN_PYTHON=/usr/bin/python3 "$air" --dry-run train.py >stdout 2>stderr
+  expect_contains "$(cat stdout)" "environment.python = /usr/bin/python3  (env AIR_RUN_PYTHON)"
+  VIRTUAL_ENV=$PWD/other "$air" --dry-run train.py >stdout 2>stderr
+  expect_contains "$(cat stdout)" "environment.python = python3  (default)"
+}
+
+test_a_torchrun_link_in_a_venv_gives_that_venvs_python() {
+  make_venv "$PWD/v2"
+  ln -s "$AIR_RUN" "$PWD/v2/bin/torchrun"
+  PATH=$PWD/v2/bin:$PATH torchrun --dry-run train.py >stdout 2>stderr
+  rc=$?
+  expect_rc 0
+  expect_contains "$(cat stdout)" "environment.python = $PWD/v2/bin/python3  (default, the Python environment"
+  # air-run built in a checkout is in no environment.
+  run_air --dry-run train.py
+  expect_contains "$out" "environment.python = python3  (default)"
+}
+
+test_a_failed_import_names_the_interpreter() {
+  printf 'import no_such_module_for_air_run\n' >train.py
+  run_air --cpu-ranks 2 train.py
+  expect_rc 1
+  expect_contains "$err" "ModuleNotFoundError"
+  expect_contains "$err" "    Python: python3 (environment.python, default); --python or AIR_RUN_PYTHON picks another"
+  printf 'raise SystemExit(3)\n' >train.py
+  run_air --cpu-ranks 2 train.py
+  expect_not_contains "$err" "Python: python3"
+}
+
+run_tests
