@@ -25,9 +25,9 @@ struct RankOutcome {
   /// air-run's teardown signal ended it (ended_by_teardown_signal): a rank
   /// that exited with its own code while the teardown ran is not stopped.
   bool stopped_by_air_run = false;
-  bool oom_killed = false;         ///< killed by the kernel's OOM killer (cgroup memory.events)
-  std::string spawn_error;         ///< non-empty when exec failed (then status is 126/127)
-  std::string log_error;           ///< non-empty when writing its log file failed ("write ...: ...")
+  bool oom_killed = false; ///< killed by the kernel's OOM killer (cgroup memory.events)
+  std::string spawn_error; ///< non-empty when exec failed (then status is 126/127)
+  std::string log_error;   ///< non-empty when writing its log file failed ("write ...: ...")
   double duration_s = 0;
   double user_s = 0;
   double sys_s = 0;

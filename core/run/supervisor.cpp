@@ -737,7 +737,8 @@ bool Supervisor::reap_one(RankState& r, std::vector<RankState*>& ended) {
   // Judged by how it ended, not by whether the signal had gone out: a rank
   // may exit with its own code an instant before or after the teardown began.
   o.stopped_by_air_run = ended_by_teardown_signal(o.status, r.teardown_signal);
-  if (o.killed && !(o.status.kind == ExitStatus::Kind::signaled && o.status.signal == SIGKILL)) o.killed = false;
+  if (o.killed && !(o.status.kind == ExitStatus::Kind::signaled && o.status.signal == SIGKILL))
+    o.killed = false;
   ended.push_back(&r);
   return true;
 }

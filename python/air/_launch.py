@@ -161,14 +161,14 @@ _PRCTL = _load_prctl()
 
 def shown_to_user(line):
     """Whether a line of air-run's output is for the user of a distributed
-    call: the ranks' own output (``[rankN]: ...``), air-run's warnings and the
-    MLflow run's link. The rest is air-run's housekeeping (notices such as the
+    call: the ranks' own output (``[rankN]: ...``), air-run's warnings and its
+    MLflow lines (the run's link, or why nothing was tracked). The rest is air-run's housekeeping (notices such as the
     OMP_NUM_THREADS one, the end-of-run report, error lines), which the call's
     return value or exception already says; it is kept for the exception's
     text, not printed."""
     if line.startswith("[rank"):
         return True
-    return line.startswith(("air-run: warning:", "air-run: MLflow: View run at "))
+    return line.startswith(("air-run: warning:", "air-run: MLflow: "))
 
 
 def _pump(pipe, stream_name, tails, lock, show=None):

@@ -4,8 +4,8 @@
 #include <csignal>
 
 TEST_CASE("a rank's end is the teardown's only when the signal air-run sent ended it", "[outcome]") {
-  using air::ExitStatus;
   using air::ended_by_teardown_signal;
+  using air::ExitStatus;
   SECTION("never signalled: never stopped") {
     CHECK_FALSE(ended_by_teardown_signal(ExitStatus::killed_by(SIGTERM), 0));
     CHECK_FALSE(ended_by_teardown_signal(ExitStatus::exited_with(0), 0));

@@ -233,21 +233,26 @@ TEST_CASE("supervise: a lost peer with no other failure is still the root cause"
 
 TEST_CASE("supervise: a rank that exits with its own code during the teardown failed, it was not stopped",
           "[supervisor]") {
-  // Every rank fails; rank 0 first. The others are running when the teardown
-  // starts and end with exit code 1 rather than of air-run's SIGTERM: one on
-  // receiving it (a handler), one a moment later (it ignores SIGTERM). Both
-  // failed on their own; neither may be reported as stopped by air-run. Ranks 3
-  // and 4 show the signal's own ends: died of it, and the shell's 128+15.
+  // Rank 0 fails first. Ranks 1 and 2 are running when the teardown starts
+  // and end with exit code 1 rather than of air-run's SIGTERM: rank 1 on
+  // receiving it (a handler), rank 2 after it (it ignores SIGTERM and exits
+  // once rank 3, which only the teardown ends, is gone). Both failed on their
+  // own; neither may be reported as stopped by air-run. Ranks 3 and 4 show
+  // the signal's own ends: died of it, and the shell's 128+15.
   TempDir dir;
   const std::string ready = dir.file("ready");
+  const std::string pid3 = dir.file("pid3");
   const std::string handler = "trap 'exit 1' TERM; touch " + ready + "1; sleep 30 & wait";
-  const std::string ignorer = "trap '' TERM; touch " + ready + "2; sleep 0.3; exit 1";
+  const std::string ignorer = "trap '' TERM; while [ ! -s " + pid3 + " ]; do sleep 0.01; done; touch " +
+                              ready + "2; while kill -0 $(cat " + pid3 +
+                              ") 2>/dev/null; do sleep 0.01; done; exit 1";
   const std::string wrapper = "trap 'exit 143' TERM; touch " + ready + "4; sleep 30 & wait";
-  auto plan = make_plan({{"/bin/sh", "-c",
-                          "for f in 1 2 3 4; do while [ ! -e " + ready + "$f ]; do sleep 0.01; done; done; exit 3"},
+  const std::string first =
+      "for f in 1 2 4; do while [ ! -e " + ready + "$f ]; do sleep 0.01; done; done; exit 3";
+  auto plan = make_plan({{"/bin/sh", "-c", first},
                          {"/bin/sh", "-c", handler},
                          {"/bin/sh", "-c", ignorer},
-                         {"/bin/sh", "-c", "touch " + ready + "3; exec sleep 30"},
+                         {"/bin/sh", "-c", "echo $$ > " + pid3 + "; exec sleep 30"},
                          {"/bin/sh", "-c", wrapper}});
   const auto c = run_plan(plan, dir);
   const auto& o = c.outcome;
