@@ -105,6 +105,8 @@ class DistributedFunction:
             if not for_caller(error):
                 raise
             error_without_air_frames = error.with_traceback(None)
+            if error.__cause__ is not None:  # the pickler's complaint: its message says it
+                error.__cause__.with_traceback(None)
         # Raised here, outside the handler: the user's stack ends at the call.
         raise error_without_air_frames
 

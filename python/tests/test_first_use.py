@@ -173,3 +173,22 @@ def test_timeout_stacks_leave_out_air_and_runpy_frames():
     assert _launch.timeout_stacks(summary).startswith(
         "rank 1:\n  Thread 0x00007f0000000001 (most recent call first):\n"
         '    File "/home/me/train.py", line 9 in wait_for_data')
+
+
+def test_a_serialization_error_is_raised_from_the_call_without_air_frames():
+    import threading
+    import traceback
+    lock = threading.Lock()
+
+    @air.distributed(num_accelerators=2)
+    def uses_a_lock():
+        return lock.locked()
+
+    with pytest.raises(air.SerializationError) as info:
+        uses_a_lock.distributed()
+    shown = "".join(traceback.format_exception(info.type, info.value, info.value.__traceback__))
+    package = os.path.dirname(os.path.abspath(air.__file__))
+    air_frames = [l for l in shown.splitlines() if l.strip().startswith('File "' + package)]
+    assert [f for f in air_frames if "_decorator.py" not in f] == [], shown
+    assert len(air_frames) == 1, shown  # the raise in .distributed() itself
+    assert "cannot pickle '_thread.lock' object" in shown
