@@ -1,5 +1,7 @@
 #include "core/run/outcome.hpp"
 
+#include <csignal>
+
 namespace air {
 
 namespace {
@@ -47,6 +49,20 @@ int RunOutcome::exit_code() const {
     return 125;
   }
   return 1;
+}
+
+bool ended_by_teardown_signal(const ExitStatus& status, int sent_signal) {
+  if (sent_signal <= 0) return false;
+  const auto is_ours = [sent_signal](int sig) { return sig == sent_signal || sig == SIGKILL; };
+  switch (status.kind) {
+  case ExitStatus::Kind::signaled:
+    return is_ours(status.signal);
+  case ExitStatus::Kind::exited:
+    return status.code == 0 || (status.code > 128 && is_ours(status.code - 128));
+  case ExitStatus::Kind::not_exited:
+    return true; // reaped elsewhere: nothing says otherwise
+  }
+  return false;
 }
 
 std::string remote_failure_reason(const RemoteFailure& f) {

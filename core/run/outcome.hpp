@@ -22,10 +22,12 @@ struct RankOutcome {
   int local_rank = 0;
   int pid = -1; ///< a pid_t; plain int keeps this header free of system headers
   ExitStatus status;
-  bool stopped_by_air_run = false; ///< air-run signalled it during teardown before it ended
-  bool oom_killed = false;         ///< killed by the kernel's OOM killer (cgroup memory.events)
-  std::string spawn_error;         ///< non-empty when exec failed (then status is 126/127)
-  std::string log_error;           ///< non-empty when writing its log file failed ("write ...: ...")
+  /// air-run's teardown signal ended it (ended_by_teardown_signal): a rank
+  /// that exited with its own code while the teardown ran is not stopped.
+  bool stopped_by_air_run = false;
+  bool oom_killed = false; ///< killed by the kernel's OOM killer (cgroup memory.events)
+  std::string spawn_error; ///< non-empty when exec failed (then status is 126/127)
+  std::string log_error;   ///< non-empty when writing its log file failed ("write ...: ...")
   double duration_s = 0;
   double user_s = 0;
   double sys_s = 0;
@@ -45,6 +47,15 @@ struct RankOutcome {
   /// (core/run/stacks.hpp); "" when none was taken.
   std::string stack;
 };
+
+/// Whether a rank that air-run signalled (`sent_signal`: SIGTERM, SIGINT or
+/// SIGHUP during a teardown, SIGKILL after the grace period) ended because of
+/// that signal: it died of it or of SIGKILL, exited with the shell's 128+N for
+/// either (a wrapper script whose child died of it), or exited 0 (it caught the
+/// signal and shut down cleanly). Any other exit code is the rank's own
+/// failure, even when the signal had already gone out: a rank that exits 1 in
+/// the same instant as the teardown began failed, and says so. Pure.
+bool ended_by_teardown_signal(const ExitStatus& status, int sent_signal);
 
 /// Another node's failure that stopped this node's run (multi-node runs).
 struct RemoteFailure {

@@ -178,6 +178,9 @@ struct RankState {
   long long stack_seen = -1;              ///< its size at the previous check
   bool reads_stdin = false;               ///< air-run forwards its stdin to it (ConsoleOptions::stdin_rank)
   int log_open_line = -1;                 ///< the stream whose bytes last left `log` mid-line; -1: none
+  /// The first teardown signal air-run sent it while it was running, 0 if
+  /// none: its exit status then tells whether that signal ended it.
+  int teardown_signal = 0;
   /// Per stream: bytes of the unfinished line already shown (a prompt).
   std::size_t shown_partial[2] = {0, 0};
 };
@@ -768,6 +771,11 @@ bool Supervisor::reap_one(RankState& r, std::vector<RankState*>& ended) {
     o.max_rss_kb = usage.ru_maxrss; // kilobytes on Linux
   }
   // else ECHILD: someone else reaped our child; the status stays unknown.
+  // Judged by how it ended, not by whether the signal had gone out: a rank
+  // may exit with its own code an instant before or after the teardown began.
+  o.stopped_by_air_run = ended_by_teardown_signal(o.status, r.teardown_signal);
+  if (o.killed && !(o.status.kind == ExitStatus::Kind::signaled && o.status.signal == SIGKILL))
+    o.killed = false;
   ended.push_back(&r);
   return true;
 }
@@ -859,7 +867,7 @@ void Supervisor::begin_teardown(int sig) {
   grace_deadline_ = Clock::now() + plan_.grace_period;
   for (auto& r : ranks_) {
     if (!r.spawned) continue;
-    if (!r.reaped) out_.ranks[r.index].stopped_by_air_run = true;
+    if (!r.reaped && r.teardown_signal == 0) r.teardown_signal = sig;
     // Reaped leaders' groups too: their descendants must not linger.
     signal_group(r.pid, sig);
   }
@@ -873,7 +881,7 @@ void Supervisor::kill_all() {
   for (auto& r : ranks_) {
     if (!r.spawned) continue;
     if (!r.reaped) {
-      out_.ranks[r.index].stopped_by_air_run = true;
+      if (r.teardown_signal == 0) r.teardown_signal = SIGKILL;
       if (tearing_down_) out_.ranks[r.index].killed = true; // it outlived SIGTERM
     }
     signal_group(r.pid, SIGKILL);

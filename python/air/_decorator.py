@@ -1,10 +1,14 @@
 """@distributed: run a function once per accelerator and collect the results."""
 
+import contextlib
 import functools
+import os
+import socket
 import sys
 import warnings
 
-from air import _launch
+from air import _launch, _options
+from air._errors import for_caller
 from air._types import LEGACY_TYPES, accelerator_text
 
 DEFAULT_TIMEOUT = 3 * 3600  # seconds, as Databricks' @distributed
@@ -36,7 +40,7 @@ def _resolve_options(num_accelerators, accelerator_type, gpus, gpu_type, stackle
             raise TypeError("pass either accelerator_type or its deprecated name gpu_type, "
                             "not both")
         accelerator_type = gpu_type
-    accelerator_type = accelerator_text(accelerator_type)
+    accelerator_type = _options.check_accelerator_type(accelerator_text(accelerator_type))
     if accelerator_type is not None and accelerator_type.upper() in LEGACY_TYPES:
         warnings.warn("accelerator type %r is deprecated; use the GPU_<n>x<MODEL> form, e.g. "
                       "'GPU_8x%s'" % (accelerator_type, accelerator_type.upper()),
@@ -66,15 +70,19 @@ class DistributedFunction:
         self._fn = fn
         self.num_accelerators = num_accelerators
         self.accelerator_type = accelerator_type
-        _launch.format_timeout(timeout)  # validate now, at decoration time
+        # Checked now, at decoration time, naming the Python argument: not at
+        # the call, as air-run's complaint about its flag.
+        _launch.format_timeout(timeout)
+        _launch.format_grace_period(grace_period)
         self.timeout = timeout
         self.grace_period = grace_period
-        self.python = python
-        self.env = dict(env or {})
+        self.python = _options.check_python(python)
+        self.env = _options.check_env(env)
         self.last_summary = None  # air-run's JSON summary of the latest .distributed() call
 
     def __call__(self, *args, **kwargs):
-        return self._fn(*args, **kwargs)
+        with _world_of_one():
+            return self._fn(*args, **kwargs)
 
     def distributed(self, *args, **kwargs):
         """Runs the function on every rank with these arguments.
@@ -86,12 +94,21 @@ class DistributedFunction:
         accelerator_type that does not match this machine), and
         air.SerializationError when the call cannot be sent to the ranks.
         """
-        return _launch.call_on_ranks(
-            self, args, kwargs, what="function %s" % _describe(self._fn),
-            num_ranks=self.num_accelerators, accelerator_type=self.accelerator_type,
-            timeout=self.timeout, grace_period=self.grace_period, python=self.python,
-            extra_env=self.env, summary_sink=self._keep_summary,
-            run_name="%s.distributed" % getattr(self._fn, "__name__", "function"))
+        try:
+            return _launch.call_on_ranks(
+                self, args, kwargs, what="function %s" % _describe(self._fn),
+                num_ranks=self.num_accelerators, accelerator_type=self.accelerator_type,
+                timeout=self.timeout, grace_period=self.grace_period, python=self.python,
+                extra_env=self.env, summary_sink=self._keep_summary,
+                run_name="%s.distributed" % getattr(self._fn, "__name__", "function"))
+        except Exception as error:
+            if not for_caller(error):
+                raise
+            error_without_air_frames = error.with_traceback(None)
+            if error.__cause__ is not None:  # the pickler's complaint: its message says it
+                error.__cause__.with_traceback(None)
+        # Raised here, outside the handler: the user's stack ends at the call.
+        raise error_without_air_frames
 
     def _keep_summary(self, summary):
         self.last_summary = summary
@@ -116,6 +133,39 @@ class DistributedFunction:
     def __repr__(self):
         return "<distributed function %s (num_accelerators=%r, accelerator_type=%r)>" % (
             _describe(self._fn), self.num_accelerators, self.accelerator_type)
+
+
+# What air-run gives every rank, as a world of one rank on this machine.
+_WORLD_OF_ONE = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1",
+                 "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1"}
+
+
+@contextlib.contextmanager
+def _world_of_one():
+    """A plain call runs the function here as rank 0 of a world of one: the
+    rank variables a function written for the ranks reads (LOCAL_RANK,
+    init_process_group's MASTER_ADDR / MASTER_PORT...) are set for the call
+    where they are missing, and removed again after it. Inside a launched rank
+    (RANK already set) nothing changes."""
+    if "RANK" in os.environ:
+        yield
+        return
+    added = {k: v for k, v in _WORLD_OF_ONE.items() if k not in os.environ}
+    if "MASTER_PORT" not in os.environ:
+        added["MASTER_PORT"] = str(_free_port())
+    os.environ.update(added)
+    try:
+        yield
+    finally:
+        for key, value in added.items():
+            if os.environ.get(key) == value:
+                del os.environ[key]
+
+
+def _free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def show_run_link(summary):

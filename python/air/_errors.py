@@ -65,6 +65,21 @@ class SerializationError(pickle.PicklingError):
     """
 
 
+def mark_for_caller(error):
+    """Marks an exception as one the caller is to read (a refused spec...):
+    like DistributedError and SerializationError, it is raised from the
+    caller's call without air's own frames below it (see for_caller)."""
+    error._air_for_caller = True
+    return error
+
+
+def for_caller(error):
+    """Whether `error` is one of air's answers to the caller, as opposed to a
+    fault inside air, whose frames matter."""
+    return isinstance(error, (DistributedError, SerializationError)) or \
+        getattr(error, "_air_for_caller", False)
+
+
 def _rebuild_error(cls, headline, state):
     error = cls.__new__(cls)
     RuntimeError.__init__(error, headline)

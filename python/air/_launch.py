@@ -14,37 +14,25 @@ import sys
 import tempfile
 import threading
 
-from air import _binary
-from air._errors import DistributedError, DistributedTimeout
+from air import _binary, _options
+from air._errors import DistributedError, DistributedTimeout, mark_for_caller
 
 TAIL_LINES = 200
 
 
 # --------------------------------------------------------------------------- command line
 
-def format_timeout(timeout):
+def format_timeout(timeout, name="timeout"):
     """air-run's --timeout text: None -> "none", seconds -> "N" (rounded up),
-    a duration string ("90m", "3h", "none") as given."""
-    if timeout is None:
-        return "none"
-    if isinstance(timeout, bool):
-        raise TypeError("timeout must be a number of seconds, a duration string or None, "
-                        "not %r" % (timeout,))
-    if isinstance(timeout, str):
-        if not timeout.strip():
-            raise ValueError("timeout must not be empty")
-        return timeout.strip()
-    if hasattr(timeout, "total_seconds"):  # datetime.timedelta
-        timeout = timeout.total_seconds()
-    try:
-        seconds = float(timeout)
-    except (TypeError, ValueError):
-        raise TypeError("timeout must be a number of seconds, a duration string or None, "
-                        "not %r" % (timeout,))
-    if not seconds > 0 or math.isinf(seconds):
-        raise ValueError("timeout must be a positive number of seconds (or None to disable), "
-                         "got %r" % (timeout,))
-    return str(int(math.ceil(seconds)))
+    a duration string ("90m", "3h", "none") as given. Errors name `name`."""
+    return _options.duration_text(timeout, name, allow_none=True)
+
+
+def format_grace_period(grace_period):
+    """air-run's --grace-period text, or None to keep air-run's default."""
+    if grace_period is None:
+        return None
+    return _options.duration_text(grace_period, "grace_period", allow_none=False)
 
 
 def placement_flags(binary, env, num_ranks, accelerator_type):
@@ -171,14 +159,29 @@ def _load_prctl():
 _PRCTL = _load_prctl()
 
 
-def _pump(pipe, stream_name, tails, lock):
+def shown_to_user(line):
+    """Whether a line of air-run's output is for the user of a distributed
+    call: the ranks' own output (``[rankN]: ...``), air-run's warnings and its
+    MLflow lines (the run's link, or why nothing was tracked). The rest is air-run's housekeeping (notices such as the
+    OMP_NUM_THREADS one, the end-of-run report, error lines), which the call's
+    return value or exception already says; it is kept for the exception's
+    text, not printed."""
+    if line.startswith("[rank"):
+        return True
+    return line.startswith(("air-run: warning:", "air-run: MLflow: "))
+
+
+def _pump(pipe, stream_name, tails, lock, show=None):
     """Copies a pipe to sys.stdout / sys.stderr line by line (looked up on every
-    line, so notebook and pytest replacements of sys.stdout see the output)."""
+    line, so notebook and pytest replacements of sys.stdout see the output);
+    a line for which `show` returns False is only kept in the tails."""
     for raw in iter(pipe.readline, b""):
         line = raw.decode("utf-8", "replace")
         with lock:
             for tail in tails:
                 tail.append(line.rstrip("\n"))
+        if show is not None and not show(line):
+            continue
         stream = getattr(sys, stream_name)
         try:
             stream.write(line)
@@ -188,9 +191,10 @@ def _pump(pipe, stream_name, tails, lock):
     pipe.close()
 
 
-def run_air_run(argv, env, summary_path=None, grace_seconds=30.0):
+def run_air_run(argv, env, summary_path=None, grace_seconds=30.0, show=None):
     """Runs air-run, streaming its output (the ranks' prefixed lines and its
-    own messages) to this process's sys.stdout / sys.stderr as it comes.
+    own messages) to this process's sys.stdout / sys.stderr as it comes;
+    `show`, when given, says which lines to print (see shown_to_user).
 
     Ctrl-C (KeyboardInterrupt) forwards SIGINT to air-run, which stops the
     ranks; the KeyboardInterrupt is re-raised once it has exited.
@@ -207,10 +211,10 @@ def run_air_run(argv, env, summary_path=None, grace_seconds=30.0):
                             stderr=subprocess.PIPE, env=env,
                             preexec_fn=_die_with_parent if _PRCTL is not None else None)
     pumps = [
-        threading.Thread(target=_pump, args=(proc.stdout, "stdout", [output_tail], lock),
+        threading.Thread(target=_pump, args=(proc.stdout, "stdout", [output_tail], lock, show),
                          daemon=True),
         threading.Thread(target=_pump, args=(proc.stderr, "stderr", [output_tail, stderr_tail],
-                                            lock), daemon=True),
+                                            lock, show), daemon=True),
     ]
     for t in pumps:
         t.start()
@@ -317,7 +321,7 @@ def results_or_raise(launch, outdir, world_hint=None, timeout_text=None):
     ValueError (bad spec / hardware mismatch, exit 2), DistributedTimeout
     (exit 124), DistributedError (any other failure)."""
     if is_spec_error(launch):
-        raise ValueError(spec_error_text(launch))
+        raise mark_for_caller(ValueError(spec_error_text(launch)))
     records = read_rank_records(outdir)
     world = _world_size(launch, records, world_hint)
     values = [None] * world
@@ -340,12 +344,45 @@ def results_or_raise(launch, outdir, world_hint=None, timeout_text=None):
             headline += ": " + reason
         done = [r for r, rec in sorted(records.items()) if rec.get("ok")]
         headline += ". Ranks that finished: %s" % (done or "none")
+        stacks = timeout_stacks(launch.summary)
+        if stacks:
+            headline += "\n\nWhere the other ranks were when it timed out:\n" + stacks
         raise DistributedTimeout(headline, rank=_root_rank(launch, records),
                                  message=reason or "timeout", partial_results=values,
                                  exit_code=launch.returncode, summary=launch.summary)
 
     return_rank = _root_rank(launch, records)
     raise _error_for(launch, records, values, return_rank)
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def user_stack(stack):
+    """A faulthandler dump without the frames of air's worker and of runpy,
+    which only say how the function was called."""
+    kept = []
+    for line in stack.splitlines():
+        frame = re.match(r'\s*File "([^"]*)"', line)
+        if frame and (frame.group(1).startswith(_PACKAGE_DIR) or frame.group(1) == "<frozen runpy>"
+                      or frame.group(1).endswith(os.sep + "runpy.py")):
+            continue
+        kept.append(line)
+    return "\n".join(kept)
+
+
+def timeout_stacks(summary):
+    """Every stopped rank's stack from air-run's summary (taken when the run
+    timed out), one block per rank; "" when none was taken."""
+    blocks = []
+    for entry in (summary or {}).get("ranks") or []:
+        if isinstance(entry, dict) and entry.get("stack"):
+            blocks.append("rank %s:\n%s" % (entry.get("rank"), _indent(user_stack(entry["stack"]))))
+    return "\n".join(blocks)
+
+
+def _indent(text):
+    return "\n".join("  " + line if line else line for line in text.splitlines())
 
 
 def _pretty_timeout(text):
@@ -429,9 +466,10 @@ def call_on_ranks(target, args, kwargs, *, what, num_ranks=None, accelerator_typ
         argv += ["--timeout", timeout_text, "--python", python_executable(python),
                  "--summary", summary]
         if grace_period is not None:
-            argv += ["--grace-period", format_timeout(grace_period)]
+            argv += ["--grace-period", format_grace_period(grace_period)]
         argv += ["-m", "air._worker", payload, outdir]
-        launch = run_air_run(argv, env, summary, _grace_seconds(grace_period))
+        launch = run_air_run(argv, env, summary, _grace_seconds(grace_period),
+                             show=shown_to_user)
         if summary_sink is not None:
             summary_sink(launch.summary)
         return results_or_raise(launch, outdir, world_hint=num_ranks or _count(placement),
@@ -451,6 +489,12 @@ def _count(placement):
 
 
 def _grace_seconds(grace_period):
-    if grace_period is None or isinstance(grace_period, str):
+    """The grace period in seconds, for the caller's own wait on air-run."""
+    if grace_period is None:
         return 30.0
+    if isinstance(grace_period, str):
+        ms = _options.duration_ms(grace_period.strip())
+        return ms / 1000.0 if ms else 30.0
+    if hasattr(grace_period, "total_seconds"):
+        return grace_period.total_seconds()
     return float(grace_period)

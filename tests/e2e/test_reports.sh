@@ -190,4 +190,22 @@ test_github_annotations() {
   expect_contains "$out" "::error title=air-run rank 0::"
 }
 
+test_ranks_that_all_exit_1_are_all_failed() {
+  # Every rank exits 1 by itself, all at about the same moment (a barrier;
+  # SIGTERM ignored, so none dies of it); whichever air-run sees first is the
+  # root cause, and the others, which end just before or after its SIGTERM,
+  # are failed too, never "stopped by air-run". Repeated: the moment varies.
+  local i
+  for i in 1 2 3 4 5 6; do
+    mkdir "b$i"
+    run_air --cpu-ranks 4 --summary "s$i.json" --no-python sh -c \
+      "trap '' TERM; touch b$i/\$RANK; while [ \$(ls b$i | wc -l) -lt 4 ]; do sleep 0.01; done; exit 1"
+    expect_rc 1
+    expect_eq "$(json_get "s$i.json" '[r["stopped_by_air_run"] for r in d["ranks"]]')" "[False, False, False, False]"
+    expect_eq "$(json_get "s$i.json" '[r["exit"]["code"] for r in d["ranks"]]')" "[1, 1, 1, 1]"
+    expect_not_contains "$err" "stopped by air-run"
+    expect_eq "$(grep -c '  also failed: rank' "$TESTDIR/stderr")" "3"
+  done
+}
+
 run_tests

@@ -231,6 +231,48 @@ TEST_CASE("supervise: a lost peer with no other failure is still the root cause"
   CHECK(o.duration_s < 10); // the settle time (1 s), then the usual teardown
 }
 
+TEST_CASE("supervise: a rank that exits with its own code during the teardown failed, it was not stopped",
+          "[supervisor]") {
+  // Rank 0 fails first. Ranks 1 and 2 are running when the teardown starts
+  // and end with exit code 1 rather than of air-run's SIGTERM: rank 1 on
+  // receiving it (a handler), rank 2 after it (it ignores SIGTERM and exits
+  // once rank 3, which only the teardown ends, is gone). Both failed on their
+  // own; neither may be reported as stopped by air-run. Ranks 3 and 4 show
+  // the signal's own ends: died of it, and the shell's 128+15.
+  TempDir dir;
+  const std::string ready = dir.file("ready");
+  const std::string pid3 = dir.file("pid3");
+  const std::string handler = "trap 'exit 1' TERM; touch " + ready + "1; sleep 30 & wait";
+  const std::string ignorer = "trap '' TERM; while [ ! -s " + pid3 + " ]; do sleep 0.01; done; touch " +
+                              ready + "2; while kill -0 $(cat " + pid3 +
+                              ") 2>/dev/null; do sleep 0.01; done; exit 1";
+  const std::string wrapper = "trap 'exit 143' TERM; touch " + ready + "4; sleep 30 & wait";
+  const std::string first =
+      "for f in 1 2 4; do while [ ! -e " + ready + "$f ]; do sleep 0.01; done; done; exit 3";
+  auto plan = make_plan({{"/bin/sh", "-c", first},
+                         {"/bin/sh", "-c", handler},
+                         {"/bin/sh", "-c", ignorer},
+                         {"/bin/sh", "-c", "echo $$ > " + pid3 + "; exec sleep 30"},
+                         {"/bin/sh", "-c", wrapper}});
+  const auto c = run_plan(plan, dir);
+  const auto& o = c.outcome;
+  CHECK(o.status == Status::failed);
+  CHECK(o.root_cause_rank == 0);
+  CHECK(o.exit_code() == 3);
+  REQUIRE(o.ranks.size() == 5);
+  CHECK_FALSE(o.ranks[0].stopped_by_air_run);
+  for (std::size_t i : {1u, 2u}) {
+    CHECK(o.ranks[i].status.kind == Kind::exited);
+    CHECK(o.ranks[i].status.code == 1);
+    CHECK_FALSE(o.ranks[i].stopped_by_air_run);
+    CHECK_FALSE(o.ranks[i].killed);
+  }
+  CHECK(o.ranks[3].status.signal == SIGTERM);
+  CHECK(o.ranks[3].stopped_by_air_run);
+  CHECK(o.ranks[4].status.code == 143);
+  CHECK(o.ranks[4].stopped_by_air_run);
+}
+
 TEST_CASE("supervise: a rank killed by a signal is reported as that signal", "[supervisor]") {
   disable_core_dumps();
   TempDir dir;
