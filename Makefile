@@ -66,26 +66,29 @@ release: deps
 package: release
 	cd $(RELEASE_BUILD) && rm -f air-run_*.deb && cpack -G DEB >/dev/null && ls -l $(CURDIR)/$(RELEASE_BUILD)/air-run_*.deb
 
-# $(RELEASE_BUILD)/dist/air_run-<version>-py3-none-<platform>.whl: the air package and the binary.
-wheel: release
-	scripts/build-wheel.sh $(RELEASE_BUILD)/cli/air-run $(RELEASE_BUILD)/dist
-
-# The binary, .deb and wheel for Debian 11 and later, proven in a Debian 11 root (needs root).
-portable: DEPS = package
-portable: deps
+# $(PORTABLE_BUILD)/dist/air_run-<version>-py3-none-manylinux_2_31_x86_64.whl: the air package
+# and the portable binary, built in a Debian 11 root (needs root), so that it runs wherever
+# pip installs it: glibc 2.31 and later. scripts/build-wheel.sh refuses a binary that needs more.
+wheel: DEPS = package
+wheel: deps
 	scripts/build-portable.sh $(PORTABLE_BUILD)
 	scripts/build-wheel.sh $(PORTABLE_BUILD)/air-run $(PORTABLE_BUILD)/dist manylinux_2_31_x86_64
+
+# The binary, .deb and wheel for Debian 11 and later, proven in a Debian 11 root (needs root).
+portable: wheel
 	AIR_PORTABLE_BINARY=$(PORTABLE_BUILD)/air-run AIR_PORTABLE_DEB=$$(ls $(PORTABLE_BUILD)/air-run_*.deb) \
 	  AIR_SOURCE_DIR=$(CURDIR) bash tests/e2e/test_install_portable.sh
 	AIR_WHEEL=$$(ls $(PORTABLE_BUILD)/dist/air_run-*.whl) AIR_RUN=$(CURDIR)/$(PORTABLE_BUILD)/air-run \
 	  AIR_SOURCE_DIR=$(CURDIR) bash tests/e2e/test_install_wheel.sh
 
-# The .deb in a fresh Debian 12 root and the wheel in a fresh venv (needs root).
+# The .deb in a fresh Debian 12 root, the wheel in a fresh venv and its binary in a Debian 11
+# root, and the README's first steps in a fresh Debian 12 root (needs root).
 test-install: package wheel
 	AIR_DEB=$$(ls $(RELEASE_BUILD)/air-run_*.deb) AIR_RUN=$(CURDIR)/$(RELEASE_BUILD)/cli/air-run \
 	  AIR_SOURCE_DIR=$(CURDIR) bash tests/e2e/test_install_deb.sh
-	AIR_WHEEL=$$(ls $(RELEASE_BUILD)/dist/air_run-*.whl) AIR_RUN=$(CURDIR)/$(RELEASE_BUILD)/cli/air-run \
+	AIR_WHEEL=$$(ls $(PORTABLE_BUILD)/dist/air_run-*.whl) AIR_RUN=$(CURDIR)/$(PORTABLE_BUILD)/air-run \
 	  AIR_SOURCE_DIR=$(CURDIR) bash tests/e2e/test_install_wheel.sh
+	AIR_FRESH_ROOTS_DIR=$(RELEASE_BUILD)/roots AIR_SOURCE_DIR=$(CURDIR) bash tests/e2e/test_install_deps.sh
 
 unit: build
 	$(BUILD)/tests/unit_tests

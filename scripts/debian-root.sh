@@ -60,6 +60,9 @@ make_root() {
     mkdir -p "$dir"
     tar -C "$dir" -xf "$cache"
   fi
+  # A throwaway root needs no fsync after each file: packages installed in it
+  # (apt-get in the tests) unpack several times faster.
+  echo force-unsafe-io >"$dir/etc/dpkg/dpkg.cfg.d/air-unsafe-io"
 }
 
 run_in_root() {

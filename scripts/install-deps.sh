@@ -6,14 +6,17 @@
 #   scripts/install-deps.sh [test]     everything the test suite uses (the default)
 #   scripts/install-deps.sh package    build + what `make package`, `make wheel`,
 #                                      `make portable` and `make test-install` use
+#   scripts/install-deps.sh --list WHAT   prints WHAT's packages, one a line, and
+#                                      installs nothing (tests/e2e/test_install_deps.sh)
 #   AIR_SKIP_DEPS=1 make ...           skip this step entirely (e.g. non-Debian hosts)
 set -euo pipefail
 
-if [[ "${AIR_SKIP_DEPS:-0}" == 1 ]]; then exit 0; fi
-if ! command -v dpkg-query >/dev/null 2>&1; then
-  echo "install-deps: not a Debian-like system; install the packages listed in README.md yourself" >&2
-  exit 0
+list_only=0
+if [[ ${1:-} == --list ]]; then
+  list_only=1
+  shift
 fi
+if [[ "${AIR_SKIP_DEPS:-0}" == 1 && $list_only == 0 ]]; then exit 0; fi
 
 what=${1:-test}
 packages=(
@@ -49,13 +52,24 @@ case $what in
       python3-setuptools python3-wheel  # tests/e2e/test_install_wheel.sh builds the wheel
       python3-jsonschema              # validates the JSON summary against docs/summary.schema.json
       python3-fsspec                  # air.data reads URLs through fsspec (tested with memory://)
-      procps                          # ps/pgrep for the end-to-end tests
+      procps                          # ps, pgrep and pkill for the end-to-end tests
+      curl                            # the MLflow test calls the REST API of its tracking server
+      man-db                          # renders the generated man page (man -l)
+      git                             # the layering test lists the sources (git ls-files)
       zsh                             # checks the generated zsh completion parses
       slurm-wlm munge                 # real Slurm for the multi-node end-to-end test
     )
     ;;
-  *) echo "usage: scripts/install-deps.sh [build|demo|test|package]" >&2; exit 2 ;;
+  *) echo "usage: scripts/install-deps.sh [--list] [build|demo|test|package]" >&2; exit 2 ;;
 esac
+if ((list_only)); then
+  printf '%s\n' "${packages[@]}"
+  exit 0
+fi
+if ! command -v dpkg-query >/dev/null 2>&1; then
+  echo "install-deps: not a Debian-like system; install the packages listed in README.md yourself" >&2
+  exit 0
+fi
 
 missing=()
 for p in "${packages[@]}"; do

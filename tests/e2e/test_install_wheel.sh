@@ -5,11 +5,15 @@
 # wheel's own binary with no configuration (no AIR_RUN_BINARY, venv not on
 # PATH) and runs 2 gloo ranks with it.
 #
-# AIR_WHEEL names a built wheel (`make test-install` passes the release one);
-# without it the test builds one around $AIR_RUN (scripts/build-wheel.sh).
+# AIR_WHEEL names a built wheel (`make test-install` and `make portable` pass
+# the one `make wheel` builds): then it must be tagged manylinux_2_31, its
+# binary must ask for no glibc symbol newer than 2.31, and, with root, that
+# binary runs in a minimal Debian 11 root (glibc 2.31). Without AIR_WHEEL the
+# test builds one around $AIR_RUN (scripts/build-wheel.sh), for this machine.
 # Uses /usr/bin/python3, Debian's, with torch, setuptools, wheel and venv.
 # The tests run in order (a_ to e_) on one venv.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/debian_root.sh"
 
 PY=$TORCH_PYTHON
 if ! "$PY" -c 'import setuptools, wheel, ensurepip' 2>/dev/null; then
@@ -18,6 +22,7 @@ if ! "$PY" -c 'import setuptools, wheel, ensurepip' 2>/dev/null; then
 fi
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/air-wheel-XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
+RELEASE_WHEEL=${AIR_WHEEL:+yes}
 if [[ -z ${AIR_WHEEL:-} ]]; then
   AIR_WHEEL=$(PYTHON=$PY "$AIR_SOURCE_DIR/scripts/build-wheel.sh" "$AIR_RUN" "$WORK/dist") || exit 1
 fi
@@ -40,6 +45,34 @@ test_a_wheel_is_a_platform_wheel_with_the_binary() {
   [[ $(basename "$AIR_WHEEL") =~ ^air_run-0\.1\.0-py3-none-(linux|manylinux_[0-9]+_[0-9]+)_x86_64\.whl$ ]] ||
     fail "unexpected wheel name $(basename "$AIR_WHEEL")"
   [[ -x $SITE/air/bin/air-run ]] || fail "no executable $SITE/air/bin/air-run"
+}
+
+# The release wheel is for every Linux with glibc 2.31 or later (Debian 11,
+# Ubuntu 20.04 and after), and its binary keeps that promise: a symbol of a
+# newer glibc would make it refuse to start there.
+test_a2_release_wheel_is_manylinux_2_31_and_its_binary_needs_no_newer_glibc() {
+  [[ -n $RELEASE_WHEEL ]] || { echo "skip: a wheel built here, for this machine"; return 0; }
+  [[ $(basename "$AIR_WHEEL") == air_run-0.1.0-py3-none-manylinux_2_31_x86_64.whl ]] ||
+    fail "the release wheel is $(basename "$AIR_WHEEL"), not manylinux_2_31 (make wheel)"
+  local newest
+  newest=$(objdump -T "$SITE/air/bin/air-run" | grep -oE 'GLIBC_[0-9.]+' | sort -uV | tail -n 1)
+  [[ -n $newest && $(printf '%s\n' "$newest" GLIBC_2.31 | sort -V | tail -n 1) == GLIBC_2.31 ]] ||
+    fail "the wheel's binary needs ${newest:-no versioned glibc symbol?}, newer than glibc 2.31"
+}
+
+test_a3_release_wheels_binary_runs_in_debian_11() {
+  [[ -n $RELEASE_WHEEL && $(id -u) == 0 ]] || { echo "skip: needs the release wheel and root"; return 0; }
+  R=$(realpath -m "${AIR_ROOTS_DIR:-$(dirname "$AIR_WHEEL")/../roots}/bullseye-run")
+  "$AIR_SOURCE_DIR/scripts/debian-root.sh" make bullseye "$R" || { fail "no Debian 11 root"; return; }
+  trap 'rm -rf "$R"' EXIT # this test's subshell
+  cp "$SITE/air/bin/air-run" "$R/usr/local/bin/air-run"
+  in_root "ldd --version | head -n 1; air-run --version"
+  expect_rc 0
+  expect_contains "$out" "2.31"
+  expect_contains "$out" "air-run 0.1.0"
+  in_root "air-run --cpu-ranks 2 --no-python sh -c 'echo rank \$RANK of \$WORLD_SIZE'"
+  expect_rc 0
+  expect_contains "$out" "rank 1 of 2"
 }
 
 test_b_air_run_command_in_the_venv() {
