@@ -73,6 +73,9 @@ public:
     started.run.artifact_uri = answer->value("artifact_uri", "");
     if (started.run.run_id.empty())
       return Error{ErrorKind::system, "air._mlflow_store start: no run_id in its answer"};
+    started.parent_run_id = answer->value("parent_run_id", "");
+    for (const auto& w : answer->value("warnings", Json::array()))
+      started.warnings.push_back(w.get<std::string>());
     for (const auto& e : answer->value("errors", Json::array()))
       started.errors.push_back(e.get<std::string>());
     return started;

@@ -136,6 +136,14 @@ std::vector<std::string> log_batch_bodies(std::string_view run_id, const std::ve
   return bodies;
 }
 
+std::string search_runs_by_tag_body(std::string_view experiment_id, std::string_view key,
+                                    std::string_view value) {
+  Json body;
+  body["experiment_ids"] = Json::array({experiment_id});
+  body["filter"] = "tags." + std::string(key) + " = '" + std::string(value) + "'";
+  return dump(body);
+}
+
 std::string update_run_body(std::string_view run_id, std::string_view status, std::int64_t end_time_ms) {
   Json body;
   body["run_id"] = run_id;
@@ -175,13 +183,13 @@ Expected<std::string> parse_experiment_created(std::string_view body) {
   return *id;
 }
 
-Expected<RunRef> parse_run(std::string_view body) {
-  const auto j = parse_object(body);
-  if (!j) return bad_answer("runs", "not a JSON object", body);
-  const auto run = j->find("run");
-  if (run == j->end() || !run->is_object()) return bad_answer("runs", "no run", body);
-  const auto info = run->find("info");
-  if (info == run->end() || !info->is_object()) return bad_answer("runs", "no run.info", body);
+namespace {
+
+/// One run object of an answer: `{"info": {...}, "data": ...}`.
+Expected<RunRef> run_ref(const Json& run, std::string_view body) {
+  if (!run.is_object()) return bad_answer("runs", "no run", body);
+  const auto info = run.find("info");
+  if (info == run.end() || !info->is_object()) return bad_answer("runs", "no run.info", body);
   RunRef ref;
   auto run_id = id_field(*info, "run_id");
   if (!run_id) run_id = id_field(*info, "run_uuid"); // the older name of the same id
@@ -189,9 +197,39 @@ Expected<RunRef> parse_run(std::string_view body) {
   if (!run_id || !experiment_id) return bad_answer("runs", "no run_id or experiment_id", body);
   ref.run_id = *run_id;
   ref.experiment_id = *experiment_id;
-  const auto artifact = info->find("artifact_uri");
-  if (artifact != info->end() && artifact->is_string()) ref.artifact_uri = artifact->get<std::string>();
+  const auto text = [&](const char* name) {
+    const auto it = info->find(name);
+    return it != info->end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  ref.artifact_uri = text("artifact_uri");
+  ref.status = text("status");
+  ref.lifecycle_stage = text("lifecycle_stage");
   return ref;
+}
+
+} // namespace
+
+Expected<RunRef> parse_run(std::string_view body) {
+  const auto j = parse_object(body);
+  if (!j) return bad_answer("runs", "not a JSON object", body);
+  const auto run = j->find("run");
+  if (run == j->end()) return bad_answer("runs", "no run", body);
+  return run_ref(*run, body);
+}
+
+Expected<std::vector<RunRef>> parse_searched_runs(std::string_view body) {
+  const auto j = parse_object(body);
+  if (!j) return bad_answer("runs/search", "not a JSON object", body);
+  std::vector<RunRef> out;
+  const auto runs = j->find("runs");
+  if (runs == j->end()) return out; // MLflow leaves the list out when it is empty
+  if (!runs->is_array()) return bad_answer("runs/search", "runs is not a list", body);
+  for (const auto& run : *runs) {
+    auto ref = run_ref(run, body);
+    if (!ref) return ref.error();
+    out.push_back(std::move(*ref));
+  }
+  return out;
 }
 
 std::optional<std::string> proxied_artifact_path(std::string_view uri) {

@@ -28,7 +28,9 @@ struct MetricPoint {
 struct RunRef {
   std::string experiment_id;
   std::string run_id;
-  std::string artifact_uri; ///< "mlflow-artifacts:/3/<run>/artifacts", "dbfs:/...", "" when unknown
+  std::string artifact_uri;    ///< "mlflow-artifacts:/3/<run>/artifacts", "dbfs:/...", "" when unknown
+  std::string status;          ///< RUNNING, FINISHED, ...: "" when the answer had none
+  std::string lifecycle_stage; ///< "active" or "deleted": "" when the answer had none
 };
 
 /// An error answer of the REST API: `{"error_code": "RESOURCE_DOES_NOT_EXIST", "message": "..."}`.
@@ -76,6 +78,13 @@ std::vector<std::string> log_batch_bodies(std::string_view run_id, const std::ve
                                           const std::vector<MetricPoint>& metrics,
                                           const std::vector<KeyValue>& tags);
 
+/// runs/search for the runs of one experiment whose tag `key` is `value`:
+/// `{"experiment_ids": [id], "filter": "tags.KEY = 'VALUE'"}`, the fields and
+/// filter form of the recorded search by mlflow.parentRunId.
+/// `key` and `value` are air-run's own: no quotes or backticks in them.
+std::string search_runs_by_tag_body(std::string_view experiment_id, std::string_view key,
+                                    std::string_view value);
+
 /// runs/update: `{"run_id", "status", "end_time"}`.
 std::string update_run_body(std::string_view run_id, std::string_view status, std::int64_t end_time_ms);
 
@@ -92,6 +101,9 @@ Expected<std::string> parse_experiment_created(std::string_view body);
 
 /// runs/create and runs/get: the run's ids and artifact URI.
 Expected<RunRef> parse_run(std::string_view body);
+
+/// runs/search: the runs found (an answer without "runs" found none).
+Expected<std::vector<RunRef>> parse_searched_runs(std::string_view body);
 
 /// The artifact-proxy path for a run's artifact URI: "mlflow-artifacts:/3/r/artifacts"
 /// (also "mlflow-artifacts://host:port/3/r/artifacts") -> "3/r/artifacts";

@@ -1,6 +1,8 @@
 // Where tracking goes and with what credentials, from the spec and the environment.
 #include "core/mlflow/settings.hpp"
 
+#include "core/base/text.hpp"
+
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -12,21 +14,6 @@ namespace {
 
 bool starts_with(std::string_view s, std::string_view prefix) {
   return s.size() >= prefix.size() && s.substr(0, prefix.size()) == prefix;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
-
-std::string trim(std::string_view s) {
-  const auto first = s.find_first_not_of(" \t\r\n");
-  if (first == std::string_view::npos) return "";
-  const auto last = s.find_last_not_of(" \t\r\n");
-  return std::string(s.substr(first, last - first + 1));
 }
 
 std::string percent_decode(std::string_view s) {
@@ -70,17 +57,17 @@ std::optional<DatabricksProfile> read_databricks_profile(const std::string& path
   DatabricksProfile profile;
   bool found = false;
   for (std::string line; std::getline(in, line);) {
-    const std::string t = trim(line);
+    const std::string t(trim(line));
     if (t.empty() || t[0] == '#' || t[0] == ';') continue;
     if (t.front() == '[' && t.back() == ']') {
-      section = trim(std::string_view(t).substr(1, t.size() - 2));
+      section = std::string(trim(std::string_view(t).substr(1, t.size() - 2)));
       continue;
     }
     if (section != name) continue;
     const auto eq = t.find('=');
     if (eq == std::string::npos) continue;
     const std::string key = lower(trim(std::string_view(t).substr(0, eq)));
-    const std::string value = trim(std::string_view(t).substr(eq + 1));
+    const std::string value(trim(std::string_view(t).substr(eq + 1)));
     if (key == "host") profile.host = value, found = true;
     if (key == "token") profile.token = value, found = true;
   }
@@ -190,7 +177,7 @@ std::string default_run_name(const LaunchSpec& spec) {
 }
 
 Expected<std::optional<TrackingConfig>> resolve_tracking(const LaunchSpec& spec, const Environment& env) {
-  const std::string uri = trim(spec.mlflow_tracking_uri.value);
+  const std::string uri(trim(spec.mlflow_tracking_uri.value));
   if (uri.empty() || lower(uri) == "none") return std::optional<TrackingConfig>();
   TrackingConfig c;
   c.uri = uri;

@@ -20,8 +20,14 @@ struct StartRequest {
   std::string run_name;
   std::int64_t start_time_ms = 0;
   std::vector<KeyValue> tags;   ///< set at creation (mlflow.parentRunId included when nested)
-  std::vector<KeyValue> params; ///< logged right after creation
+  std::vector<KeyValue> params; ///< logged after creation, while the ranks start (REST)
+  /// Unique to this launch, also among `tags` as air.launch_token: a run
+  /// creation whose answer was lost is found again by it instead of repeated.
+  std::string launch_token;
 };
+
+/// The tag that carries StartRequest::launch_token.
+inline constexpr const char* k_launch_token_tag = "air.launch_token";
 
 /// What ending the run records. `status` "" leaves the status alone (nodes
 /// other than node 0 log their ranks' metrics only).
@@ -48,6 +54,10 @@ struct FinishResult {
 /// logged): the run exists, so tracking goes on.
 struct Started {
   RunRef run;
+  std::string parent_run_id; ///< the run it was nested under: "" when top-level
+  /// Things to tell that are no failure of tracking: a parent run (MLFLOW_RUN_ID)
+  /// that is gone, deleted or over, so the run became a top-level one.
+  std::vector<std::string> warnings;
   std::vector<std::string> errors;
 };
 
@@ -56,8 +66,11 @@ struct Started {
 class Store {
 public:
   virtual ~Store() = default;
-  /// Finds or creates the experiment, creates the run and logs its params.
-  /// Errors (system kind) say what failed and after how long.
+  /// Finds or creates the experiment, creates the run and logs its params
+  /// (the REST store in the background: their outcome comes with finish()).
+  /// A parent run that does not exist, is deleted or is not RUNNING is not
+  /// nested under (a warning says so). Errors (system kind) say what failed
+  /// and after how long.
   virtual Expected<Started> start(const StartRequest& request) = 0;
   /// Logs metrics and tags, sets the status, uploads the artifact.
   virtual FinishResult finish(const FinishRequest& request) = 0;

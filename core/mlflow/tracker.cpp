@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <random>
 
 namespace air::mlflow {
 
@@ -15,6 +16,14 @@ std::int64_t unix_ms(std::chrono::system_clock::time_point t) {
 }
 
 void say(const std::string& line) { std::fputs((line + "\n").c_str(), stderr); }
+
+/// 128 random bits in hex: the launch's token, found again by runs/search.
+std::string random_token() {
+  std::random_device device;
+  std::string out;
+  for (int i = 0; i < 4; ++i) out += fmt::format("{:08x}", device());
+  return out;
+}
 
 std::string join(const std::vector<std::string>& items, std::string_view separator) {
   std::string out;
@@ -64,6 +73,8 @@ Status Tracker::start(const LaunchFacts& facts) {
   request.start_time_ms = unix_ms(std::chrono::system_clock::now());
   request.tags = launch_tags(facts, config_.parent_run_id, config_.tags);
   request.params = launch_params(facts);
+  request.launch_token = random_token();
+  request.tags.push_back({k_launch_token_tag, request.launch_token});
   auto started = store_->start(request);
   interrupted_by_ = store_->interrupted_by();
   if (!started) {
@@ -75,12 +86,14 @@ Status Tracker::start(const LaunchFacts& facts) {
                       "was launched: {}",
                       where(), started.error().message));
     }
-    say(fmt::format(
-        "air-run: warning: MLflow: no run could be created in {}; the launch goes on untracked: {}", where(),
-        started.error().message));
+    say(fmt::format("air-run: warning: MLflow: no run could be created in {}; the launch goes on untracked "
+                    "(the ranks get no MLFLOW_TRACKING_URI or MLFLOW_RUN_ID): {}",
+                    where(), started.error().message));
     return ok_status();
   }
   run_ = started->run;
+  info_.parent_run_id = started->parent_run_id;
+  for (const auto& w : started->warnings) say("air-run: warning: MLflow: " + w);
   info_.experiment_id = run_.experiment_id;
   info_.run_id = run_.run_id;
   info_.link = run_link(config_, run_.experiment_id, run_.run_id);
@@ -104,9 +117,25 @@ void Tracker::adopt(const std::string& experiment_id, const std::string& run_id)
 }
 
 void Tracker::add_rank_environment(LaunchPlan& plan) const {
-  if (!has_run()) return;
   for (RankPlan& rank : plan.ranks) {
-    rank.env["MLFLOW_TRACKING_URI"] = config_.uri;
+    if (!has_run()) {
+      // Whatever the caller's environment named (a server that is down, a
+      // run that is gone) would only make the ranks' own client wait, then fail.
+      for (const char* name : {"MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_ID"})
+        rank.env.erase(name);
+      continue;
+    }
+    if (config_.kind == StoreKind::rest) {
+      // The ranks' client prints its URI in every "View run at" line: the
+      // credentials go as MLflow's own variables instead.
+      rank.env["MLFLOW_TRACKING_URI"] = config_.display_uri;
+      if (!config_.basic_user.empty()) {
+        rank.env["MLFLOW_TRACKING_USERNAME"] = config_.basic_user;
+        rank.env["MLFLOW_TRACKING_PASSWORD"] = config_.basic_password;
+      }
+    } else {
+      rank.env["MLFLOW_TRACKING_URI"] = config_.uri;
+    }
     rank.env["MLFLOW_RUN_ID"] = run_.run_id;
     rank.env["MLFLOW_EXPERIMENT_ID"] = run_.experiment_id;
     rank.env.erase("MLFLOW_EXPERIMENT_NAME");

@@ -52,7 +52,9 @@ public:
 
   /// Gives every rank MLFLOW_TRACKING_URI, MLFLOW_RUN_ID and MLFLOW_EXPERIMENT_ID
   /// (and drops an inherited MLFLOW_EXPERIMENT_NAME, which could name another
-  /// experiment than the run's). Nothing without a run.
+  /// experiment than the run's). A tracking server's URI goes without its
+  /// `user:password@`, which goes as MLFLOW_TRACKING_USERNAME/_PASSWORD. Without
+  /// a run, the three variables are taken out of the ranks' environment.
   void add_rank_environment(LaunchPlan& plan) const;
 
   /// After the last rank exited: sets the final status (when `set_status`,

@@ -35,16 +35,28 @@ def start(client, req):
 
     Request: tracking_uri, experiment_name, experiment_id, parent_run_id,
     run_name, start_time (unix ms), tags and params ([{"key", "value"}]).
-    Answer: experiment_id, run_id, artifact_uri, errors.
+    A parent run that is gone, deleted or not RUNNING is not nested under.
+    Answer: experiment_id, run_id, artifact_uri, parent_run_id (nested under,
+    "" when top-level), warnings, errors.
     """
     from mlflow.entities import Param
     from mlflow.exceptions import MlflowException
 
     experiment_id = req.get("experiment_id") or ""
     name = req.get("experiment_name") or ""
-    if req.get("parent_run_id"):
-        experiment_id = client.get_run(req["parent_run_id"]).info.experiment_id
-    elif name:
+    tags = {kv["key"]: kv["value"] for kv in req.get("tags") or []}
+    parent = req.get("parent_run_id") or ""
+    warnings = []
+    if parent:
+        why_not, parent_experiment = _why_not_nest(client, parent, MlflowException)
+        if why_not:
+            warnings.append("MLFLOW_RUN_ID %s is not a run to nest under: it %s; the launch's run is a "
+                            "top-level one" % (parent, why_not))
+            parent = ""
+            tags.pop("mlflow.parentRunId", None)
+        else:
+            experiment_id = parent_experiment
+    if not parent and name:
         found = client.get_experiment_by_name(name)
         if found is None:
             try:
@@ -58,7 +70,6 @@ def start(client, req):
             experiment_id = found.experiment_id
     if not experiment_id:
         experiment_id = "0"  # MLflow's Default experiment
-    tags = {kv["key"]: kv["value"] for kv in req.get("tags") or []}
     run = client.create_run(experiment_id, start_time=req.get("start_time") or None, tags=tags,
                             run_name=req.get("run_name") or None)
     errors = []
@@ -69,7 +80,26 @@ def start(client, req):
         except Exception as e:  # the run exists: tracking goes on without them
             errors.append("params not logged: " + _why(e))
     return {"experiment_id": run.info.experiment_id, "run_id": run.info.run_id,
-            "artifact_uri": run.info.artifact_uri, "errors": errors}
+            "artifact_uri": run.info.artifact_uri, "parent_run_id": parent, "warnings": warnings,
+            "errors": errors}
+
+
+def _why_not_nest(client, run_id, MlflowException):
+    """(why the run cannot be a parent, "") or ("", its experiment id): a run
+    that is gone, deleted or no longer RUNNING is a leftover of another launch."""
+    try:
+        run = client.get_run(run_id)
+    except MlflowException as e:
+        code = getattr(e, "error_code", "")
+        if code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE") or "not found" in str(e).lower():
+            return "does not exist", ""
+        raise
+    if getattr(run.info, "lifecycle_stage", "active") == "deleted":
+        return "is deleted", ""
+    status = getattr(run.info, "status", "RUNNING")
+    if status != "RUNNING":
+        return "is %s" % status, ""
+    return "", run.info.experiment_id
 
 
 def finish(client, req):

@@ -154,6 +154,12 @@ class MlflowClient:
         self._log("create_run", experiment_id=experiment_id, tags=tags, run_name=run_name)
         info = type("I", (), dict(run_id=uuid.uuid4().hex, experiment_id=experiment_id, artifact_uri="file:/a"))
         return type("R", (), dict(info=info))
+    def get_run(self, run_id):
+        self._log("get_run", run_id=run_id)
+        from mlflow.exceptions import MlflowException
+        e = MlflowException("Run with id=%s not found" % run_id)
+        e.error_code = "RESOURCE_DOES_NOT_EXIST"
+        raise e
     def log_batch(self, run_id, metrics=(), params=(), tags=()):
         self._log("log_batch", run_id=run_id, metrics=[m.__dict__ for m in metrics],
                   params=[p.__dict__ for p in params], tags=[t.__dict__ for t in tags])
@@ -213,6 +219,30 @@ def test_python_store_protocol_through_air_run(air_run, tmp_path, clean_mlflow_e
     assert artifact["content"]["mlflow"]["run_id"] == run_id
     summary = json.load(open(str(tmp_path / "s.json")))
     assert summary["mlflow"]["status"] == "FAILED" and summary["mlflow"]["link"] is None
+
+
+def test_python_store_does_not_nest_under_a_run_that_is_gone(air_run, tmp_path, clean_mlflow_env):
+    for name, text in FAKE_MLFLOW.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(textwrap.dedent(text))
+    log = tmp_path / "calls.jsonl"
+    env = subprocess_env(FAKE_MLFLOW_LOG=str(log), MLFLOW_RUN_ID="0123456789abcdef0123456789abcdef")
+    env["PYTHONPATH"] = str(tmp_path) + os.pathsep + env["PYTHONPATH"]
+    done = subprocess.run([air_run, "--mlflow-tracking-uri", "sqlite:///m.db", "--mlflow-experiment", "exp",
+                           "--python", sys.executable, "--cpu-ranks", "1", "--summary", str(tmp_path / "s.json"),
+                           "--no-python", "sh", "-c", 'echo "$MLFLOW_RUN_ID" > seen'],
+                          env=env, cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    create = next(c for c in calls if c["call"] == "create_run")
+    assert create["experiment_id"] == "17"  # the configured experiment, not a parent's
+    assert "mlflow.parentRunId" not in create["tags"]
+    run_id = next(c for c in calls if c["call"] == "set_terminated")["run_id"]
+    assert (tmp_path / "seen").read_text().split() == [run_id]
+    assert "MLFLOW_RUN_ID 0123456789abcdef0123456789abcdef is not a run to nest under" in done.stderr
+    summary = json.load(open(str(tmp_path / "s.json")))
+    assert summary["mlflow"]["parent_run_id"] is None and summary["mlflow"]["tracking"] == "ok"
 
 
 # ---------------------------------------------------------------------------- real mlflow

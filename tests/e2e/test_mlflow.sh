@@ -273,6 +273,105 @@ test_password_in_the_uri_is_never_shown() {
   expect_eq "$(one_run 'r["status"]')" "FINISHED"
 }
 
+test_password_in_the_uri_reaches_the_ranks_as_variables_only() {
+  start_server --basic 'me:p@ss-hidden' || return
+  local uri=http://me:p%40ss-hidden@127.0.0.1:$PORT
+  # Like MLflow's client, each rank prints its run's link built from the URI it was given.
+  cat >r.sh <<'SH'
+#!/bin/sh
+echo "View run at $MLFLOW_TRACKING_URI/#/experiments/$MLFLOW_EXPERIMENT_ID/runs/$MLFLOW_RUN_ID"
+echo "$MLFLOW_TRACKING_URI|$MLFLOW_TRACKING_USERNAME|$MLFLOW_TRACKING_PASSWORD" > "vars.$RANK"
+python3 -c 'import base64,json,os,urllib.request
+e = os.environ
+auth = base64.b64encode((e["MLFLOW_TRACKING_USERNAME"] + ":" + e["MLFLOW_TRACKING_PASSWORD"]).encode()).decode()
+req = urllib.request.Request(e["MLFLOW_TRACKING_URI"] + "/api/2.0/mlflow/runs/get?run_id=" + e["MLFLOW_RUN_ID"],
+    headers={"Authorization": "Basic " + auth})
+print(json.load(urllib.request.urlopen(req))["run"]["info"]["status"])' > "seen.$RANK" 2>&1
+SH
+  chmod +x r.sh
+  run_air --mlflow-tracking-uri "$uri" --summary s.json --cpu-ranks 2 --no-python ./r.sh
+  expect_rc 0
+  expect_eq "$(cat vars.0)" "$URI|me|p@ss-hidden" # percent-decoded
+  expect_eq "$(cat seen.1)" "RUNNING"             # the ranks' own client gets in with them
+  expect_contains "$out" "View run at $URI/#/experiments/"
+  expect_not_contains "$out$err$(cat s.json)" "hidden"
+  expect_eq "$(one_run 'r["status"]')" "FINISHED"
+  expect_eq "$(python3 -c 'import json,sys; print({e["auth"] for e in map(json.loads, open(sys.argv[1]))})' requests.jsonl)" "{'ok'}"
+  expect_no_rejected_requests
+}
+
+test_ctrl_c_ends_the_final_retries_at_once() {
+  start_server || return
+  env --default-signal=INT "$AIR_RUN" --mlflow-tracking-uri "$URI" --mlflow-timeout 60s --summary s.json \
+    --cpu-ranks 1 --no-python sh -c 'touch started; while [ ! -e go ]; do sleep 0.05; done' >stdout 2>stderr &
+  local air=$!
+  wait_for '[[ -e started ]]' 20 || fail "the rank did not start"
+  # The server goes bad while the rank runs: every final request is answered 503 and retried.
+  python3 -c 'import sys,urllib.request; urllib.request.urlopen(sys.argv[1] + "/air-test/fail-all")' "$URI"
+  touch go
+  wait_for 'grep -q "runs/update.*\"status\": 503" requests.jsonl' 20 || fail "no retried runs/update"
+  kill -INT $air
+  finish_air 10 # not the 60 s of --mlflow-timeout: every step still waiting is dropped
+  expect_rc 0   # the run itself succeeded
+  expect_contains "$(json_get s.json 'd["mlflow"]["errors"]')" "interrupted"
+  expect_eq "$(json_get s.json 'd["mlflow"]["tracking"]')" "failed"
+}
+
+test_lost_reply_to_runs_create_adopts_the_run_instead_of_making_another() {
+  start_server --drop-replies 1 --drop-endpoint runs/create || return
+  write_rank_script
+  run_air --mlflow-tracking-uri "$URI" --mlflow-experiment lost --summary s.json --cpu-ranks 2 --no-python ./r.sh
+  expect_rc 0
+  local run
+  run=$(one_run 'r["run_id"]') # one run, not two
+  [[ $run =~ ^[0-9a-f]{32}$ ]] || fail "not exactly one run in the store: $(state 'list(d["runs"])')"
+  expect_eq "$(grep -c 'runs/create' requests.jsonl)" "1"
+  expect_eq "$(grep -c 'runs/search' requests.jsonl)" "1"
+  expect_eq "$(cut -d' ' -f2 vars.0)" "$run"
+  expect_eq "$(one_run 'r["status"], r["params"]["ranks"]')" "('FINISHED', '2')"
+  expect_eq "$(json_get s.json 'd["mlflow"]["run_id"], d["mlflow"]["tracking"]')" "$run ok"
+  expect_no_rejected_requests
+}
+
+test_dead_server_ranks_get_no_tracking_variables() {
+  start_server || return
+  kill $SERVER_PID
+  wait $SERVER_PID 2>/dev/null
+  # The caller's environment names the dead server, a run and an experiment: none of it may
+  # reach the ranks, whose own client would wait on the server, then fail.
+  MLFLOW_TRACKING_URI=$URI MLFLOW_RUN_ID=0123456789abcdef0123456789abcdef MLFLOW_EXPERIMENT_ID=7 \
+    run_air --mlflow-timeout 1s --cpu-ranks 2 --no-python \
+    sh -c 'echo "${MLFLOW_TRACKING_URI:-none} ${MLFLOW_RUN_ID:-none} ${MLFLOW_EXPERIMENT_ID:-none}" > ran.$RANK'
+  expect_rc 0
+  expect_eq "$(cat ran.0 ran.1)" $'none none none\nnone none none'
+  expect_eq "$(grep -c 'warning' stderr)" "1"
+  expect_contains "$err" "the ranks get no MLFLOW_TRACKING_URI or MLFLOW_RUN_ID"
+}
+
+test_stale_run_id_of_the_caller_starts_a_top_level_run() {
+  start_server || return
+  write_rank_script
+  # a run that does not exist
+  MLFLOW_RUN_ID=0123456789abcdef0123456789abcdef run_air --mlflow-tracking-uri "$URI" --summary s.json \
+    --cpu-ranks 2 --no-python ./r.sh
+  expect_rc 0
+  local run
+  run=$(one_run 'r["run_id"]')
+  [[ $run =~ ^[0-9a-f]{32}$ ]] || fail "no run created"
+  expect_eq "$(one_run '"mlflow.parentRunId" in r["tags"]')" "False"
+  expect_eq "$(cut -d' ' -f2 vars.1)" "$run"
+  expect_eq "$(cat seen.0)" "RUNNING"
+  expect_eq "$(one_run 'r["status"]')" "FINISHED"
+  expect_contains "$err" "warning: MLflow: MLFLOW_RUN_ID 0123456789abcdef0123456789abcdef is not a run to nest under"
+  expect_eq "$(json_get s.json 'd["mlflow"]["parent_run_id"], d["mlflow"]["tracking"]')" "None ok"
+  # a finished one: not nested under either
+  MLFLOW_RUN_ID=$run run_air --mlflow-tracking-uri "$URI" --cpu-ranks 1 --no-python ./r.sh
+  expect_rc 0
+  expect_eq "$(state 'sum("mlflow.parentRunId" in r["tags"] for r in d["runs"].values())')" "0"
+  expect_contains "$err" "is FINISHED"
+  expect_no_rejected_requests
+}
+
 test_databricks_uses_host_and_token() {
   start_server --token dapi-e2e-secret || return
   DATABRICKS_HOST=$URI DATABRICKS_TOKEN=dapi-e2e-secret MLFLOW_EXPERIMENT_NAME=/Users/me@example.com/exp \

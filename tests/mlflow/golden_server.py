@@ -16,13 +16,20 @@ run when they disagree.
 
 Standard library only. Usage (the tests' way):
   golden_server.py --port-file PORT [--log requests.jsonl] [--version 2.17.2]
-                   [--token T] [--fail-first N --fail-status 503 [--fail-endpoint runs/create]]
+                   [--token T | --basic USER:PASSWORD]
+                   [--fail-first N --fail-status 503 [--fail-endpoint runs/create]]
+                   [--drop-replies N [--drop-endpoint runs/create]] [--delay-ms MS]
                    [--artifact-root mlflow-artifacts:] [--lifetime 300]
 It writes its port to PORT once listening, and exits after --lifetime seconds.
-GET /air-test/state returns the whole store as JSON (for assertions).
+--drop-replies N carries out the first N requests (of --drop-endpoint) and
+closes the connection without answering: a reply lost on the way back.
+--delay-ms holds every API answer back, like a server that commits to a database.
+GET /air-test/state returns the whole store as JSON (for assertions);
+GET /air-test/fail-all makes every later API request fail with --fail-status.
 """
 
 import argparse
+import base64
 import copy
 import json
 import os
@@ -281,11 +288,14 @@ class Api:
         return 200, {"metrics": [m for m in run["metrics"] if m["key"] == q["metric_key"]]}
 
     def search_runs(self, _, b):
-        m = re.fullmatch(r"\s*tags\.mlflow\.parentRunId\s*=\s*'([0-9a-f]+)'\s*", b.get("filter", ""))
+        # One tag compared for equality, MLflow's grammar: tags.KEY = 'VALUE' (KEY may hold
+        # dots, as in the recorded tags.mlflow.parentRunId, or be in backticks).
+        m = re.fullmatch(r"\s*tags\.(`[^`]+`|[\w.]+)\s*=\s*'([^']*)'\s*", b.get("filter", ""))
         if b.get("filter") and not m:
-            return error(400, "INVALID_PARAMETER_VALUE", "this test server filters by parent only")
+            return error(400, "INVALID_PARAMETER_VALUE", "this test server filters by one tag only")
+        key = m.group(1).strip("`") if m else None
         runs = [r for r in self.s.runs.values() if r["experiment_id"] in b["experiment_ids"]
-                and (not m or r["tags"].get("mlflow.parentRunId") == m.group(1))]
+                and (not m or r["tags"].get(key) == m.group(2))]
         return 200, {"runs": [self.full_run(r) for r in runs]}
 
     def full_run(self, run):
@@ -401,6 +411,9 @@ class Handler(BaseHTTPRequestHandler):
     def _auth(self):
         cfg = self.server.cfg
         given = self.headers.get("Authorization")
+        if cfg.basic is not None:
+            wanted = "Basic " + base64.b64encode(cfg.basic.encode()).decode()
+            return "ok" if given == wanted else ("missing" if given is None else "wrong")
         if cfg.token is None:
             return "none" if given is None else "unexpected"
         return "ok" if given == "Bearer " + cfg.token else ("missing" if given is None else "wrong")
@@ -416,6 +429,20 @@ class Handler(BaseHTTPRequestHandler):
                  "auth": self._auth()}
         status, answer = self._dispatch(method, parts.path, query, content_type, raw, entry)
         entry["status"] = status
+        if parts.path.startswith(API) and status == 200:
+            with self.server.fault_lock:
+                endpoint = parts.path[len(API):]
+                if cfg.drop_replies > 0 and cfg.drop_endpoint in (None, endpoint):
+                    cfg.drop_replies -= 1
+                    entry["dropped"] = True
+        if entry.get("dropped"):
+            with self.server.log_lock:
+                self.server.log.append(entry)
+                if cfg.log:
+                    with open(cfg.log, "a", encoding="utf-8") as f:
+                        f.write(json.dumps(entry) + "\n")
+            self.close_connection = True  # done, but the answer never leaves
+            return
         if parts.path.startswith("/air-test/"):
             self._answer(status, answer)  # the tests' own look at the store: not part of the log
             return
@@ -429,12 +456,16 @@ class Handler(BaseHTTPRequestHandler):
     def _dispatch(self, method, path, query, content_type, raw, entry):
         cfg = self.server.cfg
         store = self.server.store
+        if path == "/air-test/fail-all":  # from now on, every API request fails (a server going bad)
+            with self.server.fault_lock:
+                cfg.fail_first, cfg.fail_endpoint = 10 ** 9, None
+            return 200, {}
         if path == "/air-test/state":
             with store.lock:
                 return 200, {"experiments": store.experiments, "runs": store.runs,
                              "artifacts": store.artifacts, "requests": self.server.log}
-        if cfg.token is not None and entry["auth"] != "ok":
-            return error(401, "UNAUTHENTICATED", "a valid bearer token is required")
+        if (cfg.token is not None or cfg.basic is not None) and entry["auth"] != "ok":
+            return error(401, "UNAUTHENTICATED", "valid credentials are required")
         if path.startswith(API) or path.startswith(ARTIFACTS):
             endpoint = path[len(API):] if path.startswith(API) else "artifacts"
             with self.server.fault_lock:
@@ -442,6 +473,8 @@ class Handler(BaseHTTPRequestHandler):
                     cfg.fail_first -= 1
                     entry["fault"] = True
                     return error(cfg.fail_status, "TEMPORARILY_UNAVAILABLE", "injected fault")
+            if cfg.delay_ms:
+                time.sleep(cfg.delay_ms / 1000.0)
         if path.startswith(ARTIFACTS):
             if method != "PUT":
                 return error(404, "ENDPOINT_NOT_FOUND", "%s %s" % (method, path))
@@ -469,8 +502,6 @@ class Handler(BaseHTTPRequestHandler):
             if why.startswith("no endpoint"):
                 return error(404, "ENDPOINT_NOT_FOUND", why)
             return error(400, "INVALID_PARAMETER_VALUE", why)
-        if cfg.delay_ms:
-            time.sleep(cfg.delay_ms / 1000.0)
         with store.lock:
             return HANDLERS[endpoint](self.server.api, query, body)
 
@@ -490,9 +521,12 @@ def main(argv=None):
     ap.add_argument("--log")
     ap.add_argument("--version", default="2.17.2", choices=["2.17.2", "3.6.1.dev0"])
     ap.add_argument("--token")
+    ap.add_argument("--basic", help="USER:PASSWORD that every API request must send (basic auth)")
     ap.add_argument("--fail-first", type=int, default=0)
     ap.add_argument("--fail-status", type=int, default=503)
     ap.add_argument("--fail-endpoint")
+    ap.add_argument("--drop-replies", type=int, default=0)
+    ap.add_argument("--drop-endpoint")
     ap.add_argument("--delay-ms", type=int, default=0)
     ap.add_argument("--artifact-root", default="mlflow-artifacts:")
     ap.add_argument("--lifetime", type=float, default=300)

@@ -161,3 +161,35 @@ TEST_CASE("mlflow rest: URLs", "[mlflow]") {
   CHECK(air::mlflow::artifact_url("http://h:1", "3/abc/artifacts", "s.json") ==
         "http://h:1/api/2.0/mlflow-artifacts/artifacts/3/abc/artifacts/s.json");
 }
+
+TEST_CASE("mlflow rest: the search for a launch's token has the recorded search's shape", "[mlflow]") {
+  for (const std::string version : {"2.17.2", "3.6.1.dev0"}) {
+    INFO(version);
+    const Json rec = recordings(version);
+    const Json recorded = exchange(rec, "runs/search", 200);
+    const Json body = Json::parse(air::mlflow::search_runs_by_tag_body("3", "air.launch_token", "0af3"));
+    CHECK(keys(body) == keys(recorded["request"]));
+    CHECK(body["experiment_ids"] == Json::array({"3"}));
+    // the recorded filter's form, with another dotted tag
+    CHECK(body["filter"] == "tags.air.launch_token = '0af3'");
+    const std::string recorded_filter = recorded["request"]["filter"];
+    CHECK(recorded_filter.rfind("tags.mlflow.parentRunId = '", 0) == 0);
+
+    const auto runs = air::mlflow::parse_searched_runs(recorded["response"].dump());
+    REQUIRE(runs.ok());
+    REQUIRE(runs->size() == recorded["response"]["runs"].size());
+    CHECK(runs->front().run_id == recorded["response"]["runs"][0]["info"]["run_id"].get<std::string>());
+    CHECK(runs->front().experiment_id == "3");
+    // nothing found: MLflow answers {}
+    const auto none = air::mlflow::parse_searched_runs("{}");
+    REQUIRE(none.ok());
+    CHECK(none->empty());
+    CHECK_FALSE(air::mlflow::parse_searched_runs("{\"runs\": 3}").ok());
+
+    // a run's status and lifecycle stage: whether a parent run can be nested under
+    const auto got = air::mlflow::parse_run(exchange(rec, "runs/get", 200)["response"].dump());
+    REQUIRE(got.ok());
+    CHECK(got->status == "FINISHED");
+    CHECK(got->lifecycle_stage == "active");
+  }
+}
