@@ -44,7 +44,8 @@ while not os.path.exists(stop):
     if made % 20 == 0:
         time.sleep(0.002)
 open("flood.count", "w").write(str(made))
-PY}
+PY
+}
 
 test_a_connection_flood_does_not_push_a_real_node_out() {
   PORT=$(free_port_pair)
