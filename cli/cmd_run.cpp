@@ -9,6 +9,7 @@
 #include "core/os/atomic_file.hpp"
 #include "core/os/host.hpp"
 #include "core/os/output_file.hpp"
+#include "core/os/run_folder.hpp"
 #include "core/os/signals.hpp"
 #include "core/os/trusted_path.hpp"
 #include "core/pyenv/cache.hpp"
@@ -118,12 +119,23 @@ Expected<Selection> select_ranks(const LaunchSpec& spec, const Hardware& hardwar
   return select_nproc_per_node(*nproc, requested_type(spec), hardware, cpus > 0 ? static_cast<int>(cpus) : 1);
 }
 
+/// The run's own folder inside the log directory: the log directory itself,
+/// or the part before the per-rank folder of `logs/<run id>/{rank}`. "" when
+/// there is none (no --log-dir, or `{rank}` in the first path segment).
+std::string run_folder_of(const std::string& log_dir) {
+  const auto rank = log_dir.find("{rank}");
+  if (rank == std::string::npos) return log_dir;
+  const auto slash = log_dir.rfind('/', rank);
+  return slash == std::string::npos || slash == 0 ? std::string() : log_dir.substr(0, slash);
+}
+
 /// torchrun's per-run log directory for -r/-t files, made when either is
 /// set: `<log_dir>/<run_id>_XXXXXX` (a temporary base when log_dir is unset).
 Expected<std::string> make_torchrun_log_dir(const LaunchSpec& spec, const Environment& env,
                                             const std::string& run_id) {
   if (spec.redirects.value == "0" && spec.tee.value == "0") return std::string();
-  std::string base = spec.log_dir.value;
+  // The run's folder: with a folder per rank (`logs/{run_id}/{rank}`), the one above them.
+  std::string base = run_folder_of(spec.log_dir.value);
   if (base.empty()) base = fmt::format("{}/torchelastic_{}", env_or(env, "TMPDIR", "/tmp"), run_id);
   AIR_TRY(make_directories(base));
   std::string path = fmt::format("{}/{}_XXXXXX", base, run_id);
@@ -153,6 +165,24 @@ struct PathTemplates {
     spec.junit_file.value = fill_run_placeholders(junit_file, run_id, node_rank);
   }
 };
+
+/// Takes this node's log folder for the run (core/os/run_folder.hpp): when an
+/// earlier or concurrent run with the same run id holds it, this run's logs
+/// go to `<folder>.1` (`.2`, ...) instead, and `spec.log_dir` says so.
+/// Returns the folder taken ("" without one).
+Expected<std::string> claim_log_folder(LaunchSpec& spec, int node_rank) {
+  const std::string folder = run_folder_of(spec.log_dir.value);
+  if (folder.empty()) return std::string();
+  // The run's folder is made inside the directory the user named: that one
+  // must not be open to other users either (checked before anything is made in it).
+  const std::string parent = std::filesystem::path(folder).parent_path().string();
+  if (struct stat st{}; !parent.empty() && ::stat(parent.c_str(), &st) == 0)
+    AIR_TRY(check_trusted_path(parent, "log directory"));
+  auto claimed = claim_run_folder(folder, node_rank);
+  if (!claimed) return claimed.error();
+  if (*claimed != folder) spec.log_dir.value = *claimed + spec.log_dir.value.substr(folder.size());
+  return claimed;
+}
 
 /// A report file must be writable before the run starts: finding out after
 /// hours of training that --summary points into a read-only folder loses it.
@@ -379,15 +409,18 @@ Expected<int> launch_run(const CliOptions& options, const Environment& env, Laun
   if (auto ok = check_report_path(spec.summary_file.value, "summary file"); !ok)
     return setup_failed(ok.error());
   if (auto ok = check_report_path(spec.junit_file.value, "JUnit file"); !ok) return setup_failed(ok.error());
+  // A run id used before, or by a run going on now, must not cost that run
+  // its logs: this run takes a folder no other run wrote.
+  const std::string wanted_folder = run_folder_of(spec.log_dir.value);
+  auto log_folder = claim_log_folder(spec, ctx.node_rank);
+  if (!log_folder) return setup_failed(log_folder.error());
+  if (*log_folder != wanted_folder) {
+    notices.print(
+        fmt::format("air-run: {} holds the logs of another run with run id {}; this run's logs go to {}",
+                    wanted_folder, ctx.run_id, *log_folder));
+  }
   if (keep_run_dir) {
-    // The run's folder is made inside the directory the user named: that one
-    // must not be open to other users either (checked before anything is made in it).
-    const std::string parent = std::filesystem::path(ctx.run_dir).parent_path().string();
-    if (struct stat st{}; !parent.empty() && ::stat(parent.c_str(), &st) == 0) {
-      if (auto trusted = check_trusted_path(parent, "log directory"); !trusted)
-        return setup_failed(trusted.error());
-    }
-    if (auto made = make_directories(ctx.run_dir); !made) return setup_failed(made.error());
+    ctx.run_dir = spec.log_dir.value;
     // Reports are read back from here: a directory another user can write
     // into could feed them a planted result or a symlink to our secrets.
     if (auto trusted = check_trusted_path(ctx.run_dir, "log directory"); !trusted)

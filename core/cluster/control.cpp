@@ -8,10 +8,13 @@
 #include "core/base/text.hpp"
 #include "core/cluster/control_auth.hpp"
 #include "core/cluster/control_message.hpp"
+#include "core/cluster/join_admission.hpp"
 #include "core/os/host.hpp"
 
 #include <fmt/format.h>
 
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -40,6 +43,7 @@ struct ControlChannel::Peer {
   bool closed = false; ///< EOF or a socket error: nothing more will come
   Clock::time_point last_heard{};
   std::string nonce;          ///< node 0's side: the challenge it sent
+  std::string source;         ///< node 0's side: the address it connected from
   bool authenticated = false; ///< node 0's side: its `auth` checked out
   Clock::time_point connected{};
   /// Lines already read whose phase had ended when they came (the rest of a
@@ -60,11 +64,20 @@ constexpr milliseconds k_retry_interval{200};
 /// Bytes taken from one socket per read: a peer that floods cannot keep the
 /// agent reading (the rest waits in the kernel for the next poll).
 constexpr std::size_t k_max_read_per_call = 65536;
-/// Connections node 0 holds that have not said hello yet; past this the
-/// oldest is closed, so strangers cannot exhaust its descriptors.
-constexpr std::size_t k_max_pending = 64;
-/// How long a connection may take to authenticate and say hello.
+/// Connections node 0 holds that have not said hello yet, in all and per
+/// source address (core/cluster/join_admission.hpp): strangers can neither
+/// exhaust its descriptors nor push a real node's connection out.
+constexpr AdmissionLimits k_admission{64, 8, milliseconds(1'000)};
+/// How long a connection may take to authenticate (a real agent needs one
+/// round trip), and to authenticate and say hello.
+constexpr milliseconds k_auth_timeout{5'000};
 constexpr milliseconds k_hello_timeout{10'000};
+/// Connections taken from the listener per wake, so a flood cannot keep
+/// node 0 from reading the connections it holds.
+constexpr int k_max_accepts_per_wake = 256;
+/// Out of descriptors with none to spare: the listener rests this long
+/// instead of waking the loop again at once.
+constexpr milliseconds k_accept_pause{100};
 
 /// 32 random hex digits for a join challenge.
 std::string make_nonce() {
@@ -81,6 +94,27 @@ std::string make_nonce() {
   for (unsigned char b : bytes) hex += fmt::format("{:02x}", b);
   return hex;
 }
+
+/// The address a connection comes from, without its port: what the
+/// per-source limits count ("" when unknown).
+std::string source_address(const sockaddr_storage& from) {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (from.ss_family == AF_INET6) {
+    sockaddr_in6 in6{};
+    std::memcpy(&in6, &from, sizeof in6);
+    ::inet_ntop(AF_INET6, &in6.sin6_addr, text, sizeof text);
+  } else if (from.ss_family == AF_INET) {
+    sockaddr_in in4{};
+    std::memcpy(&in4, &from, sizeof in4);
+    ::inet_ntop(AF_INET, &in4.sin_addr, text, sizeof text);
+  }
+  return text;
+}
+
+/// A descriptor held in reserve while the nodes join: when accept() fails for
+/// want of descriptors, closing it lets node 0 take the waiting connection
+/// and close it, instead of finding the listener readable again at once.
+UniqueFd spare_descriptor() { return UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC)); }
 
 int poll_timeout(Clock::time_point now, Clock::time_point deadline) {
   const auto wait = std::chrono::ceil<milliseconds>(deadline - now).count();
@@ -338,6 +372,13 @@ Status ControlChannel::serve_join(UniqueFd listener_fd) {
   std::map<int, std::unique_ptr<Peer>> joined; // by node rank
   std::string refused;                         // last stray connection we dropped, for the timeout message
   const JoinSecret secret{options_.join_token, options_.job_id};
+  UniqueFd spare = spare_descriptor();
+  Clock::time_point accept_resumes{}; // while later, the listener rests (out of descriptors)
+  const auto waiting = [](const std::vector<std::unique_ptr<Peer>>& connections) {
+    std::vector<WaitingConnection> view;
+    for (const auto& p : connections) view.push_back({p->source, p->authenticated, p->connected});
+    return view;
+  };
 
   // Refuses everyone connected so far, so no agent waits for a start that will never come.
   const auto refuse_all = [&](int code, const std::string& message, Peer* also) {
@@ -375,12 +416,15 @@ Status ControlChannel::serve_join(UniqueFd listener_fd) {
                                     refused.empty() ? "" : "; refused a connection: " + refused),
                         nullptr);
     }
-    std::vector<pollfd> fds{{listener->get(), POLLIN, 0}, {options_.interrupt_fd, POLLIN, 0}};
+    // fd -1: poll passes over the listener while it rests.
+    const bool resting = now < accept_resumes;
+    std::vector<pollfd> fds{{resting ? -1 : listener->get(), POLLIN, 0}, {options_.interrupt_fd, POLLIN, 0}};
     for (auto& p : pending) fds.push_back({p->fd.get(), POLLIN, 0});
     for (auto& [rank, p] : joined) fds.push_back({p->fd.get(), POLLIN, 0});
     // Wake at least every second while connections wait, to drop silent ones.
     const auto wake = last_call ? std::min(deadline, *last_call) : deadline;
-    const int wait_ms = pending.empty() ? poll_timeout(now, wake) : std::min(poll_timeout(now, wake), 1000);
+    int wait_ms = pending.empty() ? poll_timeout(now, wake) : std::min(poll_timeout(now, wake), 1000);
+    if (resting) wait_ms = std::min(wait_ms, poll_timeout(now, accept_resumes));
     if (poll_retry(fds.data(), fds.size(), wait_ms) < 0)
       return refuse_all(125, std::string("poll (control join): ") + std::strerror(errno), nullptr);
     if (const int sig = take_interrupt(); sig != 0) {
@@ -392,15 +436,41 @@ Status ControlChannel::serve_join(UniqueFd listener_fd) {
     }
 
     if (fds[0].revents != 0) {
-      for (;;) {
-        const int fd = ::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      for (int taken = 0; taken < k_max_accepts_per_wake; ++taken) {
+        sockaddr_storage from{};
+        socklen_t from_len = sizeof from;
+        const int fd = ::accept4(listener->get(), reinterpret_cast<sockaddr*>(&from), &from_len, // NOLINT
+                                 SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0 && (errno == EINTR || errno == ECONNABORTED)) continue;
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+          // No descriptor left while connections wait: the listener stays
+          // readable, so polling it again would spin. Make room from the
+          // busiest source, else take the connection with the spare
+          // descriptor and close it (a real agent retries), else rest.
+          if (auto drop = connection_to_drop(waiting(pending), Clock::now(), k_admission)) {
+            refused = "a connection from " + pending[*drop]->source + " that did not authenticate";
+            pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(*drop));
+            continue;
+          }
+          if (spare) {
+            spare.reset();
+            const UniqueFd dropped(::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC));
+            spare = spare_descriptor();
+            if (dropped) continue;
+          }
+          accept_resumes = Clock::now() + k_accept_pause;
+        }
         if (fd < 0) break;
-        // Full: the oldest waiting connection goes (a real agent authenticates
-        // within milliseconds of connecting; a stranger holding slots does not).
-        if (pending.size() >= k_max_pending) pending.erase(pending.begin());
+        UniqueFd connection(fd);
+        const std::string source = source_address(from);
+        const Admission admission = admit_connection(waiting(pending), source, Clock::now(), k_admission);
+        if (admission.verdict == Admission::Verdict::refuse) continue; // closed: a real agent retries
+        if (admission.verdict == Admission::Verdict::evict_then_admit)
+          pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(admission.evict));
         set_nodelay(fd);
         auto peer = std::make_unique<Peer>();
-        peer->fd.reset(fd);
+        peer->fd = std::move(connection);
+        peer->source = source;
         peer->connected = Clock::now();
         peer->nonce = make_nonce();
         if (!send_all(fd, format_challenge(peer->nonce))) peer->closed = true;
@@ -426,8 +496,16 @@ Status ControlChannel::serve_join(UniqueFd listener_fd) {
     }
     for (auto& p : pending) {
       const auto lines = read_lines(*p);
-      if (Clock::now() - p->connected > k_hello_timeout) {
-        refused = "a connection that did not authenticate and say hello within 10s";
+      const auto age = Clock::now() - p->connected;
+      if (!p->authenticated && lines.empty() && age > k_auth_timeout) {
+        refused = fmt::format("a connection from {} that did not authenticate within {}", p->source,
+                              format_duration(k_auth_timeout));
+        p->closed = true;
+        continue;
+      }
+      if (age > k_hello_timeout) {
+        refused = fmt::format("a connection from {} that did not authenticate and say hello within {}",
+                              p->source, format_duration(k_hello_timeout));
         p->closed = true;
         continue;
       }
@@ -548,30 +626,55 @@ Status ControlChannel::client_join() {
   const auto started = Clock::now();
   const auto deadline = started + options_.join_timeout;
   const std::string where = fmt::format("{}:{}", options_.master_host, options_.port);
-  auto peer = std::make_unique<Peer>();
-  peer->node_rank = 0;
-  std::string error;
+  std::string dropped; // why the last connection ended before node 0 proved itself
   for (;;) {
-    const auto now = Clock::now();
-    const auto left = std::chrono::duration_cast<milliseconds>(deadline - now);
-    peer->fd = connect_once(options_.master_host, options_.port,
-                            std::clamp(left, milliseconds(1), milliseconds(2000)), error);
-    if (peer->fd) break;
+    auto peer = std::make_unique<Peer>();
+    peer->node_rank = 0;
+    std::string error;
+    for (;;) {
+      const auto now = Clock::now();
+      const auto left = std::chrono::duration_cast<milliseconds>(deadline - now);
+      peer->fd = connect_once(options_.master_host, options_.port,
+                              std::clamp(left, milliseconds(1), milliseconds(2000)), error);
+      if (peer->fd) break;
+      if (Clock::now() + k_retry_interval >= deadline) {
+        if (!dropped.empty()) error = dropped + "; then " + error;
+        return Error{ErrorKind::system, fmt::format("could not reach node 0's agent at {} within {}: {}",
+                                                    where, format_duration(options_.join_timeout), error)};
+      }
+      if (const Status waited = wait_before_retry(where); !waited) return waited;
+    }
+    auto joined = handshake(std::move(peer), where, deadline);
+    if (joined) return *joined;
+    // Node 0 closed the connection before it proved itself: it had no room
+    // for one more while others flooded its port, or it is not up yet. Try
+    // again while the join timeout lasts.
+    dropped = fmt::format("node 0's agent at {} closed the connection before the handshake", where);
     if (Clock::now() + k_retry_interval >= deadline) {
-      return Error{ErrorKind::system, fmt::format("could not reach node 0's agent at {} within {}: {}", where,
-                                                  format_duration(options_.join_timeout), error)};
+      return Error{ErrorKind::system, fmt::format("{}, each time until the join timeout ({})", dropped,
+                                                  format_duration(options_.join_timeout))};
     }
-    pollfd wait{options_.interrupt_fd, POLLIN, 0};
-    poll_retry(&wait, 1, static_cast<int>(k_retry_interval.count()));
-    if (const int sig = take_interrupt(); sig != 0) {
-      interrupted_by_ = sig;
-      return Error{ErrorKind::system, fmt::format("interrupted by {} while waiting for node 0's agent at {}",
-                                                  signal_name(sig), where)};
-    }
+    if (const Status waited = wait_before_retry(where); !waited) return waited;
   }
+}
+
+Status ControlChannel::wait_before_retry(const std::string& where) {
+  pollfd wait{options_.interrupt_fd, POLLIN, 0};
+  poll_retry(&wait, 1, static_cast<int>(k_retry_interval.count()));
+  if (const int sig = take_interrupt(); sig != 0) {
+    interrupted_by_ = sig;
+    return Error{ErrorKind::system, fmt::format("interrupted by {} while waiting for node 0's agent at {}",
+                                                signal_name(sig), where)};
+  }
+  return ok_status();
+}
+
+std::optional<Status> ControlChannel::handshake(std::unique_ptr<Peer> peer, const std::string& where,
+                                                Clock::time_point deadline) {
   // Node 0 speaks first: its challenge. Answer it with our proof, then hello.
   std::string challenge;
   std::vector<std::string> early; // lines that came with the challenge
+  bool not_ours = false;
   while (challenge.empty()) {
     auto lines = read_lines(*peer);
     if (!lines.empty()) {
@@ -579,12 +682,13 @@ Status ControlChannel::client_join() {
       if (auto nonce = parse_challenge(lines.front()))
         challenge = *nonce;
       else
-        peer->closed = true;
+        not_ours = true;
       early.assign(lines.begin() + 1, lines.end());
     }
     if (!challenge.empty()) break;
+    if (peer->closed && !not_ours) return std::nullopt; // closed before a word: try again
     const auto now = Clock::now();
-    if (peer->closed || now >= deadline + options_.join_timeout) {
+    if (not_ours || now >= deadline + options_.join_timeout) {
       return Error{ErrorKind::system,
                    fmt::format("node 0's agent at {} sent no join challenge (not an air-run agent of this "
                                "version?)",
@@ -595,18 +699,16 @@ Status ControlChannel::client_join() {
   }
   const JoinSecret secret{options_.join_token, options_.job_id};
   const std::string nonce = make_nonce();
-  if (!send_all(peer->fd.get(), format_auth(nonce, join_proof(secret, JoinRole::agent, challenge, nonce))))
-    return Error{ErrorKind::system, fmt::format("node 0's agent at {} closed the connection", where)};
-  bool node0_proven = false;
-
   ControlMessage hello;
   hello.kind = ControlMessage::Kind::hello;
   hello.node_rank = options_.node_rank;
   hello.num_nodes = options_.num_nodes;
   hello.ranks_per_node = options_.ranks_per_node;
   hello.name = options_.node_name;
-  if (!send_message(*peer, hello))
-    return Error{ErrorKind::system, fmt::format("node 0's agent at {} closed the connection", where)};
+  if (!send_all(peer->fd.get(), format_auth(nonce, join_proof(secret, JoinRole::agent, challenge, nonce))) ||
+      !send_message(*peer, hello))
+    return std::nullopt; // closed while we answered: try again
+  bool node0_proven = false;
 
   // Node 0 may itself wait up to join_timeout for slower nodes.
   const auto start_deadline = deadline + options_.join_timeout;
@@ -651,6 +753,8 @@ Status ControlChannel::client_join() {
       }
     }
     if (peer->closed) {
+      // Before node 0's proof the connection is nobody's yet: try again.
+      if (!node0_proven) return std::nullopt;
       return Error{ErrorKind::system,
                    fmt::format("node 0's agent at {} closed the control connection before the start", where)};
     }

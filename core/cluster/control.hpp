@@ -126,6 +126,12 @@ private:
   explicit ControlChannel(ControlOptions options);
   Status serve_join(UniqueFd listener);
   Status client_join();
+  /// One connection's join handshake: the result, or nullopt when node 0
+  /// closed it before proving itself (the caller connects again).
+  std::optional<Status> handshake(std::unique_ptr<Peer> peer, const std::string& where,
+                                  std::chrono::steady_clock::time_point deadline);
+  /// Waits a moment before connecting again; an error when a signal came.
+  Status wait_before_retry(const std::string& where);
   int take_interrupt() const;
   std::optional<RemoteFailure> pump(std::chrono::steady_clock::time_point now);
   std::optional<RemoteFailure> on_line(Peer& peer, const std::string& line);

@@ -88,15 +88,16 @@ void append_stacks(std::string& out, const RunOutcome& o) {
   }
 }
 
-/// One line per restarted attempt: "  attempt 1 of 3 failed after 2.1s (exit code 3): rank 1 exited
-/// with exit code 3: ValueError: bad batch".
+/// One line per restarted attempt, numbered from 0 as TORCHELASTIC_RESTART_COUNT,
+/// the log files and the summary number them: "  attempt 0 failed after 2.1s
+/// (exit code 3): rank 1 exited with exit code 3: ValueError: bad batch; restart 1 of 2 followed".
 std::string format_attempts(const RunOutcome& o, int max_restarts) {
   std::string out;
   for (std::size_t i = 0; i + 1 < o.attempts.size(); ++i) {
     const AttemptRecord& a = o.attempts[i];
-    out += fmt::format("  attempt {} of {} failed after {} (exit code {}): {}{}, restarted\n", a.attempt + 1,
-                       max_restarts + 1, format_seconds(a.duration_s), a.exit_code, a.reason,
-                       a.error.empty() ? "" : ": " + a.error);
+    out += fmt::format("  attempt {} failed after {} (exit code {}): {}{}; restart {} of {} followed\n",
+                       a.attempt, format_seconds(a.duration_s), a.exit_code, a.reason,
+                       a.error.empty() ? "" : ": " + a.error, a.attempt + 1, max_restarts);
   }
   return out;
 }

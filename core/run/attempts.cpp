@@ -23,6 +23,15 @@ std::string attempt_log(const std::string& path, int attempt) {
       .string();
 }
 
+/// torchrun's -r/-t files of attempt `from` as attempt `to`'s:
+/// ".../attempt_0/1/stdout.log" -> ".../attempt_2/1/stdout.log", as torchrun lays them out.
+std::string torchrun_attempt_file(const std::string& path, int from, int to) {
+  const std::string segment = fmt::format("/attempt_{}/", from);
+  const auto at = path.rfind(segment);
+  if (path.empty() || at == std::string::npos) return path;
+  return path.substr(0, at) + fmt::format("/attempt_{}/", to) + path.substr(at + segment.size());
+}
+
 /// The previous attempt's result and error files must not be read as this
 /// attempt's: a rank that fails silently now would show the old traceback.
 void clear_rank_files(const LaunchPlan& plan) {
@@ -52,6 +61,12 @@ LaunchPlan plan_for_attempt(const LaunchPlan& first, int attempt, int master_por
     rank.env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(attempt);
     rank.env["MASTER_PORT"] = std::to_string(master_port);
     rank.log_file = attempt_log(rank.log_file, attempt);
+    for (auto& file : rank.stream_files) file = torchrun_attempt_file(file, first.attempt, attempt);
+    if (rank.error_file.ends_with(
+            "/error.json")) { // torchrun's, beside the -r/-t files (rankN.error.json is ours)
+      rank.error_file = torchrun_attempt_file(rank.error_file, first.attempt, attempt);
+      rank.env["TORCHELASTIC_ERROR_FILE"] = rank.error_file;
+    }
   }
   return plan;
 }
@@ -110,9 +125,12 @@ RunOutcome run_attempts(LaunchPlan& plan, const ConsoleOptions& console, Supervi
       }
     }
     earlier.push_back(std::move(record));
-    say(console, fmt::format("restarting the worker group: attempt {} of {} (TORCHELASTIC_RESTART_COUNT={}, "
-                             "MASTER_PORT={}) after {}",
-                             attempt + 2, first.max_restarts + 1, attempt + 1, *port, outcome.reason));
+    // Attempts are numbered from 0 everywhere (TORCHELASTIC_RESTART_COUNT, log
+    // files, the report and the summary): the restart that starts attempt N is restart N.
+    say(console,
+        fmt::format("restarting the worker group: attempt {} (restart {} of {}, "
+                    "TORCHELASTIC_RESTART_COUNT={}, MASTER_PORT={}) after {}",
+                    attempt + 1, attempt + 1, first.max_restarts, attempt + 1, *port, outcome.reason));
     plan = plan_for_attempt(first, attempt + 1, *port, left);
   }
   AttemptRecord last = attempt_record(plan, outcome);

@@ -31,7 +31,8 @@ bool restartable_outcome(const RunOutcome& outcome);
 
 /// The plan of attempt `attempt` (0-based) from the first attempt's plan:
 /// TORCHELASTIC_RESTART_COUNT, the attempt's MASTER_PORT, per-attempt log
-/// files (rankR.attemptN.log; attempt 0 keeps rankR.log), and `timeout` as
+/// files (rankR.attemptN.log; attempt 0 keeps rankR.log; torchrun's -r/-t
+/// files and error file move from attempt_0/ to attempt_N/), and `timeout` as
 /// what is left of the whole run's. Pure.
 LaunchPlan plan_for_attempt(const LaunchPlan& first, int attempt, int master_port,
                             std::optional<std::chrono::milliseconds> timeout_left);

@@ -35,11 +35,12 @@ test_one_node_restarts_after_a_failure() {
   p0=$(sed -n '1s/.*port //p' seen.0)
   p1=$(sed -n '2s/.*port //p' seen.0)
   [[ $p0 != "$p1" ]] || fail "attempt 1 reused master port $p0"
-  expect_contains "$err" "restarting the worker group: attempt 2 of 3 (TORCHELASTIC_RESTART_COUNT=1"
+  expect_contains "$err" "restarting the worker group: attempt 1 (restart 1 of 2, TORCHELASTIC_RESTART_COUNT=1"
   expect_contains "$err" "succeeded after"
   expect_contains "$err" "succeeded after"
   expect_contains "$err" "and 1 restart: 2 ranks exited 0"
-  expect_contains "$err" "attempt 1 of 3 failed after"
+  expect_contains "$err" "attempt 0 failed after"
+  expect_contains "$err" "restart 1 of 2 followed"
   expect_eq "$(json s.json 'd["outcome"]["restarts"]')" 1
   expect_eq "$(json s.json 'd["outcome"]["attempts"][0]["reason"]')" "rank 1 exited with exit code 3"
   expect_eq "$(json s.json 'd["outcome"]["attempts"][0]["root_cause_rank"]')" 1
@@ -65,8 +66,9 @@ SH
   expect_eq "$(json s.json '[a["exit_code"] for a in d["outcome"]["attempts"]]')" "[4, 5, 6]"
   expect_contains "$err" "failed after"
   expect_contains "$err" "and 2 restarts (exit code 6): rank 0 exited with exit code 6"
-  expect_contains "$err" "attempt 1 of 3 failed after"
-  expect_contains "$err" "attempt 2 of 3 failed after"
+  expect_contains "$err" "attempt 0 failed after"
+  expect_contains "$err" "attempt 1 failed after"
+  expect_not_contains "$err" "attempt 2 failed after" # the last attempt is the report's headline
 }
 
 test_no_restart_without_the_flag() {
@@ -118,6 +120,32 @@ SH
   expect_eq "$(sort -u attempts | tr '\n' ' ')" "0 1 "
 }
 
+# One number per attempt, from 0: the console, the report, the summary, the
+# --log-dir files and torchrun's -r/-t folders all call the retry "attempt 1".
+test_attempts_are_numbered_alike_everywhere() {
+  cat >rank.sh <<'SH'
+#!/bin/sh
+echo "out of attempt $TORCHELASTIC_RESTART_COUNT"
+echo "$TORCHELASTIC_ERROR_FILE" >"errfile.$TORCHELASTIC_RESTART_COUNT"
+[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && exit 3
+exit 0
+SH
+  chmod +x rank.sh
+  run_air --cpu-ranks 1 --max-restarts 1 --run-id same --log-dir logs -r 1 --summary s.json --no-python ./rank.sh
+  expect_rc 0
+  expect_contains "$err" "restarting the worker group: attempt 1 (restart 1 of 1"
+  expect_contains "$err" "attempt 0 failed after"
+  expect_eq "$(json s.json '[a["attempt"] for a in d["outcome"]["attempts"]]')" "[0, 1]"
+  expect_eq "$(head -1 logs/same/rank0.log)" "out of attempt 0"
+  expect_eq "$(head -1 logs/same/rank0.attempt1.log)" "out of attempt 1"
+  local dir
+  dir=$(echo logs/same/same_*)
+  [[ -d $dir ]] || { fail "no -r folder under logs/same"; return; }
+  expect_eq "$(cat "$dir/attempt_0/0/stdout.log")" "out of attempt 0"
+  expect_eq "$(cat "$dir/attempt_1/0/stdout.log")" "out of attempt 1"
+  expect_contains "$(cat errfile.1)" "/attempt_1/0/error.json"
+}
+
 # Two local agents: static rendezvous with --max-restarts.
 start_node() {
   local rank=$1
@@ -143,7 +171,7 @@ test_two_nodes_restart_together() {
   expect_eq "$(json s0.json 'd["outcome"]["restarts"]')" 1
   expect_eq "$(json s1.json 'd["outcome"]["attempts"][0]["reason"]')" "rank 1 exited with exit code 3"
   expect_contains "$(json s0.json 'd["outcome"]["attempts"][0]["reason"]')" "stopped because node 1"
-  expect_contains "$(cat node0.err)" "restarting the worker group: attempt 2 of 2"
+  expect_contains "$(cat node0.err)" "restarting the worker group: attempt 1 (restart 1 of 1"
 }
 
 test_two_nodes_interrupt_in_attempt_2_ends_both() {
@@ -166,7 +194,7 @@ SH
   wait
   expect_eq "$(cat node1.rc)" 143
   expect_eq "$(cat node0.rc)" 143
-  expect_not_contains "$(cat node0.err)" "attempt 3 of"
+  expect_not_contains "$(cat node0.err)" "attempt 2 ("
 }
 
 run_tests

@@ -59,6 +59,22 @@ TEST_CASE("attempt plans count restarts and take a fresh port and their own logs
   CHECK(air::plan_for_attempt(first, 0, 29500, std::nullopt).ranks[1].log_file == "/logs/rank1.log");
 }
 
+TEST_CASE("attempt plans move torchrun's -r/-t files to the attempt's folder", "[attempts]") {
+  air::test::SampleRun run;
+  air::LaunchPlan first = run.plan;
+  first.ranks[0].stream_files[0] = "/logs/r1_abc/attempt_0/0/stdout.log";
+  first.ranks[0].stream_files[1] = "/logs/r1_abc/attempt_0/0/stderr.log";
+  first.ranks[0].error_file = "/logs/r1_abc/attempt_0/0/error.json";
+  first.ranks[1].error_file = "/logs/attempt_0/rank1.error.json"; // air-run's own: stays
+  const air::LaunchPlan second = air::plan_for_attempt(first, 2, 41000, std::nullopt);
+  CHECK(second.ranks[0].stream_files[0] == "/logs/r1_abc/attempt_2/0/stdout.log");
+  CHECK(second.ranks[0].stream_files[1] == "/logs/r1_abc/attempt_2/0/stderr.log");
+  CHECK(second.ranks[0].error_file == "/logs/r1_abc/attempt_2/0/error.json");
+  CHECK(second.ranks[0].env.at("TORCHELASTIC_ERROR_FILE") == "/logs/r1_abc/attempt_2/0/error.json");
+  CHECK(second.ranks[1].error_file == "/logs/attempt_0/rank1.error.json");
+  CHECK(second.ranks[1].stream_files[0].empty());
+}
+
 TEST_CASE("only a failed group may restart", "[attempts]") {
   air::RunOutcome o;
   o.status = air::RunOutcome::Status::failed;
@@ -99,8 +115,8 @@ TEST_CASE("report: every restarted attempt is one line", "[attempts][report]") {
   const std::string text = air::format_report(report);
   CHECK(text.rfind("air-run: run r1 failed after 12.4s and 1 restart (exit code 3): rank 1 exited with exit "
                    "code 3\n"
-                   "  attempt 1 of 3 failed after 2.5s (exit code 7): rank 0 exited with exit code 7: "
-                   "ValueError: bad batch, restarted\n"
+                   "  attempt 0 failed after 2.5s (exit code 7): rank 0 exited with exit code 7: "
+                   "ValueError: bad batch; restart 1 of 2 followed\n"
                    "  root cause: rank 1",
                    0) == 0);
 }
