@@ -195,7 +195,7 @@ std::optional<LaunchSpec> spec_from_flags_only(const CliOptions& options, const 
   auto resolved = resolve_cli_spec(flags_only, env);
   if (!resolved) return std::nullopt;
   resolved->spec.spec_path = options.spec_file == "-" ? std::string(k_stdin_spec_name)
-                                                     : options.spec_file; // the job keeps its name in CI
+                                                      : options.spec_file; // the job keeps its name in CI
   return std::move(resolved->spec);
 }
 
@@ -209,7 +209,7 @@ Expected<int> launch_run(const CliOptions& options, const Environment& env, Laun
   }
   for (const auto& warning : resolved->warnings) std::fputs((warning + "\n").c_str(), stderr);
   LaunchSpec& spec = resolved->spec;
-  anchor_spec_paths(spec); // relative paths of the spec file: relative to it
+  anchor_spec_paths(spec);                     // relative paths of the spec file: relative to it
   mlflow::apply_standard_variables(spec, env); // MLFLOW_TRACKING_URI & co. as defaults
   facts.spec = spec;
   facts.spec_resolved = true;

@@ -61,7 +61,8 @@ CLI::Option* add_key_option(CLI::App& app, CliOptions& options, const SpecKey& k
 void register_options(CLI::App& app, CliOptions& options) {
   namespace G = key_group;
   const std::string launch(G::launch), accelerators(G::accelerators), environment(G::environment);
-  app.add_option("-f,--spec", options.spec_file, "YAML spec file, - for standard input (examples in configs/)")
+  app.add_option("-f,--spec", options.spec_file,
+                 "YAML spec file, - for standard input (examples in configs/)")
       ->type_name("FILE")
       ->group(launch);
   app.add_flag("--dry-run", options.dry_run,
@@ -129,7 +130,8 @@ Expected<ResolvedSpec> resolve_cli_spec(const CliOptions& options, const Environ
   if (!options.spec_file.empty()) {
     // `-f -`: the spec comes from standard input; its paths are relative to the working directory.
     const bool from_stdin = options.spec_file == "-";
-    auto text = from_stdin ? read_standard_input("spec file") : read_text_file(options.spec_file, "spec file");
+    auto text =
+        from_stdin ? read_standard_input("spec file") : read_text_file(options.spec_file, "spec file");
     if (!text) return text.error();
     inputs.file_text = std::move(*text);
     inputs.file_path = from_stdin ? std::string(k_stdin_spec_name) : options.spec_file;

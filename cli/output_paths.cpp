@@ -15,12 +15,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool is_directory(const fs::path& path) {
+bool is_folder(const fs::path& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-bool exists(const fs::path& path) {
+bool path_exists(const fs::path& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0;
 }
@@ -29,9 +29,9 @@ bool exists(const fs::path& path) {
 /// nearest part of it that exists must be a writable directory.
 Status check_folder(const fs::path& folder, const std::string& what, const std::string& path, bool create) {
   fs::path existing = folder;
-  while (!existing.empty() && !exists(existing)) existing = existing.parent_path();
+  while (!existing.empty() && !path_exists(existing)) existing = existing.parent_path();
   if (existing.empty()) existing = ".";
-  if (!is_directory(existing))
+  if (!is_folder(existing))
     return usage_error(fmt::format("{} {}: {} is not a directory", what, path, existing.string()));
   if (::access(existing.c_str(), W_OK) != 0) {
     return usage_error(fmt::format("{} {}: folder {} is not writable", what, path, existing.string()));
@@ -45,8 +45,8 @@ Status check_folder(const fs::path& folder, const std::string& what, const std::
 
 Status check_report_file(const std::string& path, const std::string& what, bool create) {
   if (path.empty()) return ok_status();
-  if (is_directory(path)) return usage_error(fmt::format("{} {}: is a directory", what, path));
-  if (exists(path) && ::access(path.c_str(), W_OK) != 0)
+  if (is_folder(path)) return usage_error(fmt::format("{} {}: is a directory", what, path));
+  if (path_exists(path) && ::access(path.c_str(), W_OK) != 0)
     return usage_error(fmt::format("{} {}: not writable", what, path));
   fs::path folder = fs::path(path).parent_path();
   return check_folder(folder.empty() ? fs::path(".") : folder, what, path, create);
@@ -58,7 +58,7 @@ Status check_log_dir(const std::string& path) {
   fs::path fixed = path.substr(0, path.find('{'));
   if (path.find('{') != std::string::npos) fixed = fixed.parent_path();
   if (fixed.empty()) return ok_status();
-  if (exists(fixed) && !is_directory(fixed))
+  if (path_exists(fixed) && !is_folder(fixed))
     return usage_error(fmt::format("log directory {}: not a directory", fixed.string()));
   return check_folder(fixed, "log directory", path, false); // made later, with its ownership checks
 }

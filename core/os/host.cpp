@@ -158,7 +158,8 @@ Expected<std::string> check_executable(const std::string& name, const Environmen
 
 Status check_readable_file(const std::string& path, const std::string& what) {
   struct stat st {};
-  if (stat(path.c_str(), &st) != 0) return Error{ErrorKind::not_found, fmt::format("{} {}: no such file", what, path)};
+  if (stat(path.c_str(), &st) != 0)
+    return Error{ErrorKind::not_found, fmt::format("{} {}: no such file", what, path)};
   if (S_ISDIR(st.st_mode)) {
     return Error{ErrorKind::not_executable, fmt::format("{} {}: is a directory, not a file", what, path)};
   }

@@ -75,7 +75,8 @@ std::string filter_warning(const Setting<std::vector<int>>& filter, std::string_
 
 std::span<const std::string_view> launcher_variables() { return k_launcher_variables; }
 
-std::vector<std::string> ignored_settings_warnings(const LaunchSpec& spec, int world_size, int ranks_per_node) {
+std::vector<std::string> ignored_settings_warnings(const LaunchSpec& spec, int world_size,
+                                                   int ranks_per_node) {
   std::vector<std::string> lines;
   if (auto line = filter_warning(spec.console_ranks, "console_ranks", world_size, "rank", "in this run");
       !line.empty())

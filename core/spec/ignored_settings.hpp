@@ -18,6 +18,7 @@ std::span<const std::string_view> launcher_variables();
 /// local_ranks_filter naming ranks the run does not have (their output is
 /// never shown), and `env` entries for variables air-run sets itself
 /// ("air-run: warning: --ranks: rank 5 is not in this run (ranks 0-1); no rank's output is shown").
-std::vector<std::string> ignored_settings_warnings(const LaunchSpec& spec, int world_size, int ranks_per_node);
+std::vector<std::string> ignored_settings_warnings(const LaunchSpec& spec, int world_size,
+                                                   int ranks_per_node);
 
 } // namespace air

@@ -522,10 +522,20 @@ private:
 // AIR_RUN_* variables that are not spec keys: set by air-run for its ranks,
 // read by its tools and tests. Any other AIR_RUN_* name is most likely a typo.
 constexpr std::string_view k_other_variables[] = {
-    "AIR_RUN_ID",           "AIR_RUN_DIR",         "AIR_RUN_BINARY",          "AIR_RUN_FAKE_GPUS",
-    "AIR_RUN_CGROUP",       "AIR_RUN_JOIN_TOKEN",  "AIR_RUN_JOIN_TOKEN_FILE", "AIR_RUN_NCCL_CHECK",
-    "AIR_RUN_NCCL_CHECK_TIMEOUT", "AIR_RUN_STACK_FILE", "AIR_RUN_STACK_SIGNAL", "AIR_RUN_WHEEL_BINARY",
-    "AIR_RUN_WHEEL_BUILD_DIR",    "AIR_RUN_WHEEL_PLATFORM",
+    "AIR_RUN_ID",
+    "AIR_RUN_DIR",
+    "AIR_RUN_BINARY",
+    "AIR_RUN_FAKE_GPUS",
+    "AIR_RUN_CGROUP",
+    "AIR_RUN_JOIN_TOKEN",
+    "AIR_RUN_JOIN_TOKEN_FILE",
+    "AIR_RUN_NCCL_CHECK",
+    "AIR_RUN_NCCL_CHECK_TIMEOUT",
+    "AIR_RUN_STACK_FILE",
+    "AIR_RUN_STACK_SIGNAL",
+    "AIR_RUN_WHEEL_BINARY",
+    "AIR_RUN_WHEEL_BUILD_DIR",
+    "AIR_RUN_WHEEL_PLATFORM",
 };
 
 // An AIR_RUN_* variable air-run does not read is ignored, like an unknown key
@@ -538,7 +548,8 @@ void warn_unknown_variables(const Environment& environment, std::vector<std::str
   for (const LegacyKey& legacy : legacy_keys()) known.emplace_back(legacy.env);
   for (const std::string_view name : k_other_variables) known.emplace_back(name);
   for (const auto& [name, value] : environment) {
-    if (name.rfind("AIR_RUN_", 0) != 0 || std::find(known.begin(), known.end(), name) != known.end()) continue;
+    if (name.rfind("AIR_RUN_", 0) != 0 || std::find(known.begin(), known.end(), name) != known.end())
+      continue;
     const std::string hint = closest_name(name, known);
     warnings.push_back(k_warning + std::string("environment variable ") + name + " is not one air-run reads" +
                        (hint.empty() ? "" : " (did you mean " + hint + "?)") + "; it is ignored");

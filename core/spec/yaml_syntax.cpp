@@ -20,7 +20,8 @@ public:
   explicit EventParser(std::string_view text) {
     ok_ = yaml_parser_initialize(&parser_) != 0;
     if (ok_) {
-      yaml_parser_set_input_string(&parser_, reinterpret_cast<const unsigned char*>(text.data()), text.size());
+      yaml_parser_set_input_string(&parser_, reinterpret_cast<const unsigned char*>(text.data()),
+                                   text.size());
     }
   }
   ~EventParser() {
@@ -44,8 +45,8 @@ struct Event {
 };
 
 Error syntax_error(const yaml_parser_t& parser, const std::string& file) {
-  std::string message = file + ":" + line_col(parser.problem_mark) + ": invalid YAML: " +
-                        (parser.problem != nullptr ? parser.problem : "unreadable text");
+  std::string message = file + ":" + line_col(parser.problem_mark) +
+                        ": invalid YAML: " + (parser.problem != nullptr ? parser.problem : "unreadable text");
   if (parser.context != nullptr) {
     message += std::string(" (") + parser.context + " that starts at " + line_col(parser.context_mark) + ")";
   }

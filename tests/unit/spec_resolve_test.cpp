@@ -778,5 +778,6 @@ TEST_CASE("an unclosed quote does not swallow the keys after it", "[spec]") {
         "job.yaml:3:1: invalid YAML: found unexpected end of stream (while scanning a quoted scalar that "
         "starts at 1:10)");
   inputs.file_text = "command: *target\n";
-  CHECK(resolve_error(inputs) == "job.yaml:1:10: invalid YAML: alias *target names no anchor defined before it");
+  CHECK(resolve_error(inputs) ==
+        "job.yaml:1:10: invalid YAML: alias *target names no anchor defined before it");
 }
