@@ -44,16 +44,10 @@ std::vector<std::string> wrap_words(std::string_view text, std::size_t width) {
 
 std::string value_name(const CLI::Option& opt) {
   if (opt.get_type_size() == 0) return {};
-  const std::string name = opt.get_type_name();
-  // CLI11 appends validator descriptions after a ':'; a ':' inside brackets
-  // belongs to the placeholder itself ("HOST[:PORT]").
-  int depth = 0;
-  for (std::size_t i = 0; i < name.size(); ++i) {
-    if (name[i] == '[') ++depth;
-    if (name[i] == ']') --depth;
-    if (name[i] == ':' && depth == 0) return name.substr(0, i);
-  }
-  return name;
+  // The placeholder as registered ("HOST[:PORT]", "N|MIN:MAX"). CLI11 would
+  // append a validator's description after a ':', so no option gets a check
+  // with a description (tests/e2e/test_launch_checks.sh looks at both).
+  return opt.get_type_name();
 }
 
 std::vector<std::string> option_names(const CLI::Option& opt) {

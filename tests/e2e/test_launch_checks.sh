@@ -139,6 +139,7 @@ test_help_shows_no_parser_notation_and_every_exit_code() {
   expect_not_contains "$out" "{false}"
   expect_contains "$out" "--live, --no-live"
   expect_contains "$out" "--rdzv-endpoint HOST[:PORT]"
+  expect_contains "$out" "--nnodes N|MIN:MAX"
   expect_contains "$out" "-n, --num-accelerators N"
   for code in " 0 ok" " 2 bad" "124 timeout" "125 air-run could not launch" "126/127" "128+N"; do
     expect_contains "$out" "$code"
