@@ -14,8 +14,8 @@ CHECKOUT_PYTHONPATH = $(CURDIR)/python$(if $(PYTHONPATH),:$(PYTHONPATH))
 # `make install`: where, and an optional staging root (packagers).
 PREFIX ?= /usr/local
 DESTDIR ?=
-# The release build behind `make package` and `make wheel`: fmt, yaml-cpp and
-# libstdc++ linked in (AIR_PORTABLE), no tests, installed under /usr.
+# The release build behind `make package` and `make wheel`: fmt, yaml-cpp, libyaml
+# and libstdc++ linked in (AIR_PORTABLE), no tests, installed under /usr.
 RELEASE_BUILD ?= build-release
 RELEASE_FLAGS = -DCMAKE_BUILD_TYPE=Release -DAIR_PORTABLE=ON -DAIR_BUILD_TESTS=OFF -DAIR_WITH_CUDA=OFF \
 	-DCMAKE_INSTALL_PREFIX=/usr -DPython3_EXECUTABLE=/usr/bin/python3

@@ -47,9 +47,10 @@ Examples:
   air-run --accelerator-type GPU_8xH100 train.py
   air-run --no-python -n 2 ./my_binary
   air-run --check [--json]                 preflight: GPU health and NCCL all-reduce bandwidth
-Precedence: flags > AIR_RUN_* environment (`man air-run` lists them) > spec file > defaults.
-Exit codes: 0 ok, 2 bad spec/hardware mismatch, a failing rank's code (128+N for signal N),
-124 timeout, 126/127 target not executable/not found, 128+N air-run interrupted.
+Precedence: flags > AIR_RUN_* environment (the manual lists them) > spec file > defaults.
+Exit codes: 0 ok, 2 bad flags/spec or hardware mismatch (nothing launched), a failing rank's
+code (128+N for signal N), 124 timeout, 125 air-run could not launch or write a requested
+report, 126/127 target not executable/not found, 128+N air-run interrupted by signal N.
 --check: 0 all checks passed (warnings allowed), 1 a check failed or no GPU to check, 2 bad usage.)";
 
 /// Reports an option air-run does not know, with the closest known spelling.
@@ -134,6 +135,10 @@ int run_main(int argc, char** argv) {
   if (options.version) {
     std::fputs("air-run " AIR_VERSION "\n", stdout);
     return 0;
+  }
+  if (auto shell = check_completion_shell(options.print_completion); !shell) {
+    std::fputs(fmt::format("air-run: error: {}\n", shell.error().message).c_str(), stderr);
+    return 2;
   }
   if (const std::string document = generated_document(app, options); !document.empty()) {
     std::fputs(document.c_str(), stdout);

@@ -2,6 +2,7 @@
 #include "cli/attempt_hooks.hpp"
 #include "cli/commands.hpp"
 #include "cli/nodes.hpp"
+#include "cli/output_paths.hpp"
 #include "cli/write_reports.hpp"
 #include "core/hw/hardware.hpp"
 #include "core/mlflow/settings.hpp"
@@ -18,8 +19,10 @@
 #include "core/run/plan.hpp"
 #include "core/run/stacks.hpp"
 #include "core/run/supervisor.hpp"
+#include "core/spec/ignored_settings.hpp"
 #include "core/spec/path_template.hpp"
 #include "core/spec/spec.hpp"
+#include "core/spec/spec_paths.hpp"
 #include "core/spec/torchrun.hpp"
 
 #include <fmt/format.h>
@@ -71,19 +74,6 @@ Status check_target(const LaunchSpec& spec, const Environment& env) {
   auto exe = check_executable(command.front(), env);
   if (!exe) return exe.error();
   return ok_status();
-}
-
-/// A relative script path written in a spec file is relative to that file
-/// (as in docker-compose), so `air-run -f configs/job.yaml` works from any
-/// directory. Bare program names are left for the PATH lookup.
-void anchor_command_to_spec_dir(LaunchSpec& spec) {
-  auto& command = spec.command.value;
-  if (spec.command.origin.kind != Origin::Kind::file || command.empty() || spec.module.value) return;
-  const std::filesystem::path target = command.front();
-  const bool is_path = command.front().ends_with(".py") || command.front().find('/') != std::string::npos;
-  if (!is_path || target.is_absolute()) return;
-  const auto spec_dir = std::filesystem::path(spec.spec_path).parent_path();
-  if (!spec_dir.empty()) command.front() = (spec_dir / target).lexically_normal().string();
 }
 
 std::optional<std::string> requested_type(const LaunchSpec& spec) {
@@ -184,25 +174,16 @@ Expected<std::string> claim_log_folder(LaunchSpec& spec, int node_rank) {
   return claimed;
 }
 
-/// A report file must be writable before the run starts: finding out after
-/// hours of training that --summary points into a read-only folder loses it.
-Status check_report_path(const std::string& path, const char* what) {
-  if (path.empty()) return ok_status();
-  const OutputTarget target = output_target(path);
-  if (target.kind == OutputTarget::Kind::stream) return ok_status();
-  if (target.kind == OutputTarget::Kind::in_place) {
-    // Written in place (a device, a FIFO): its folder need not be writable, the file must.
-    if (::access(path.c_str(), W_OK) != 0 && errno != ENOENT)
-      return usage_error(fmt::format("{} {}: not writable: {}", what, path, std::strerror(errno)));
-    return ok_status();
+/// The output paths' check (cli/output_paths.hpp); a refused path is dropped
+/// from the refused launch's report, which would only fail on it again.
+Status check_writable_outputs(const LaunchSpec& spec, bool create, LaunchFacts& facts) {
+  std::string refused_key;
+  auto ok = check_output_paths(spec, create, &refused_key);
+  if (!ok && facts.spec) {
+    if (refused_key == "summary_file") facts.spec->summary_file.value.clear();
+    if (refused_key == "junit_file") facts.spec->junit_file.value.clear();
   }
-  auto dir = std::filesystem::path(target.path).parent_path();
-  if (dir.empty()) dir = ".";
-  if (auto made = make_directories(dir.string()); !made)
-    return usage_error(fmt::format("{} {}: {}", what, path, made.error().message));
-  if (::access(dir.c_str(), W_OK) != 0)
-    return usage_error(fmt::format("{} {}: folder {} is not writable", what, path, dir.string()));
-  return ok_status();
+  return ok;
 }
 
 /// The GPUs the run's ranks use, in detection order, for the live status area.
@@ -244,7 +225,8 @@ std::optional<LaunchSpec> spec_from_flags_only(const CliOptions& options, const 
   flags_only.spec_file.clear();
   auto resolved = resolve_cli_spec(flags_only, env);
   if (!resolved) return std::nullopt;
-  resolved->spec.spec_path = options.spec_file; // the job keeps its name in CI
+  resolved->spec.spec_path = options.spec_file == "-" ? std::string(k_stdin_spec_name)
+                                                      : options.spec_file; // the job keeps its name in CI
   return std::move(resolved->spec);
 }
 
@@ -258,8 +240,7 @@ Expected<int> launch_run(const CliOptions& options, const Environment& env, Laun
   }
   for (const auto& warning : resolved->warnings) std::fputs((warning + "\n").c_str(), stderr);
   LaunchSpec& spec = resolved->spec;
-  spec.spec_path = options.spec_file;
-  anchor_command_to_spec_dir(spec);
+  anchor_spec_paths(spec);                     // relative paths of the spec file: relative to it
   mlflow::apply_standard_variables(spec, env); // MLFLOW_TRACKING_URI & co. as defaults
   facts.spec = spec;
   facts.spec_resolved = true;
@@ -325,6 +306,10 @@ Expected<int> launch_run(const CliOptions& options, const Environment& env, Laun
   if (options.dry_run) {
     auto plan = make_plan(spec, *selection, env, ctx);
     if (!plan) return plan.error();
+    print_lines(ignored_settings_warnings(spec, plan->world_size, plan->ranks_per_node), stderr);
+    // What a launch checks before its first rank, so a dry run fails the same way.
+    if (auto target = check_target(spec, env); !target) return target.error();
+    if (auto ok = check_writable_outputs(spec, false, facts); !ok) return ok.error();
     std::fputs("Resolved spec:\n", stdout);
     for (const auto& line : spec_lines) std::fputs(("  " + line + "\n").c_str(), stdout);
     std::fputs(fmt::format("Hardware: {} ({})\n", detected_accelerator_type(hardware),
@@ -406,9 +391,7 @@ Expected<int> launch_run(const CliOptions& options, const Environment& env, Laun
   if (!tracking) return setup_failed(tracking.error());
 
   if (auto target = check_target(spec, env); !target) return setup_failed(target.error());
-  if (auto ok = check_report_path(spec.summary_file.value, "summary file"); !ok)
-    return setup_failed(ok.error());
-  if (auto ok = check_report_path(spec.junit_file.value, "JUnit file"); !ok) return setup_failed(ok.error());
+  if (auto ok = check_writable_outputs(spec, true, facts); !ok) return setup_failed(ok.error());
   // A run id used before, or by a run going on now, must not cost that run
   // its logs: this run takes a folder no other run wrote.
   const std::string wanted_folder = run_folder_of(spec.log_dir.value);
@@ -455,6 +438,7 @@ Expected<int> launch_run(const CliOptions& options, const Environment& env, Laun
       }
     }
   }
+  print_lines(ignored_settings_warnings(spec, plan->world_size, plan->ranks_per_node), stderr);
   if (tracker_ptr != nullptr) tracker_ptr->add_rank_environment(*plan);
   if (auto shim = write_stack_shim(*plan); !shim) {
     if (!keep_run_dir) remove_tree(ctx.run_dir);

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <optional>
 
 namespace air::cli {
@@ -50,14 +51,6 @@ const SpecKey* key_of(const CLI::Option& opt) {
   return nullptr;
 }
 
-/// An option's spellings: {"-n", "--num-accelerators"}.
-std::vector<std::string> option_names(const CLI::Option& opt) {
-  std::vector<std::string> names;
-  for (const auto& name : opt.get_snames()) names.push_back("-" + name);
-  for (const auto& name : opt.get_lnames()) names.push_back("--" + name);
-  return names;
-}
-
 /// "\fB-n\fR, \fB--num-accelerators\fR \fIN\fR"
 std::string roff_option_names(const CLI::Option& opt) {
   std::vector<std::string> names;
@@ -84,9 +77,27 @@ std::string all_names(const CLI::App& app) {
   return fmt::format("{}", fmt::join(names, " "));
 }
 
+/// The values the shells offer for options with a fixed set (or a few usual
+/// ones: accelerator types); empty for the others.
+std::vector<std::string_view> value_choices(const CLI::Option& opt) {
+  const auto& names = opt.get_lnames();
+  const auto named = [&names](std::string_view name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  if (named("accelerator-type") || named("gpu-type")) {
+    return {"CPU",        "GPU_1xA10",  "GPU_1xA100", "GPU_8xA100", "GPU_1xH100",
+            "GPU_8xH100", "GPU_1xH200", "GPU_8xH200", "GPU_8xB200"};
+  }
+  if (named("rdzv-backend")) return {"static", "c10d"};
+  if (named("nproc-per-node")) return {"gpu", "cpu", "auto"};
+  if (named("redirects") || named("tee")) return {"0", "1", "2", "3"};
+  return {};
+}
+
 /// What the shell offers as an option's value, by its placeholder.
-enum class ValueKind { none, file, directory, command };
+enum class ValueKind { none, file, directory, command, choices };
 ValueKind value_kind(const CLI::Option& opt) {
+  if (!value_choices(opt).empty()) return ValueKind::choices;
   const std::string value = value_name(opt);
   if (value == "FILE") return ValueKind::file;
   if (value == "DIR") return ValueKind::directory;
@@ -103,6 +114,18 @@ std::string case_pattern(const CLI::App& app, std::optional<ValueKind> kind) {
     for (auto& name : option_names(*opt)) names.push_back(std::move(name));
   }
   return names.empty() ? "--no-such-option" : fmt::format("{}", fmt::join(names, "|"));
+}
+
+/// bash `case` lines offering each fixed-choice option's values.
+std::string bash_choice_cases(const CLI::App& app) {
+  std::string out;
+  for (const CLI::Option* opt : visible_options(app)) {
+    const auto choices = value_choices(*opt);
+    if (choices.empty() || value_name(*opt).empty()) continue;
+    out += fmt::format("    {}) COMPREPLY=($(compgen -W '{}' -- \"$cur\")); return ;;\n",
+                       fmt::join(option_names(*opt), "|"), fmt::join(choices, " "));
+  }
+  return out;
 }
 
 std::string bash_completion(const CLI::App& app) {
@@ -123,7 +146,7 @@ _air_run() {{
     {}) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return ;;
     {}) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")); return ;;
     {}) COMPREPLY=($(compgen -c -- "$cur")); return ;;
-    {}) COMPREPLY=(); return ;;
+{}    {}) COMPREPLY=(); return ;;
   esac
   if [[ $cur == -* ]]; then
     COMPREPLY=($(compgen -W '{}' -- "$cur"))
@@ -135,7 +158,7 @@ _air_run() {{
 complete -F _air_run air-run
 )",
       case_pattern(app, std::nullopt), case_pattern(app, ValueKind::file),
-      case_pattern(app, ValueKind::directory), case_pattern(app, ValueKind::command),
+      case_pattern(app, ValueKind::directory), case_pattern(app, ValueKind::command), bash_choice_cases(app),
       case_pattern(app, ValueKind::none), all_names(app));
 }
 
@@ -165,10 +188,12 @@ std::string zsh_completion(const CLI::App& app) {
     std::string action;
     if (const auto value = value_name(*opt); !value.empty()) {
       const ValueKind kind = value_kind(*opt);
+      const std::string choices = fmt::format("({})", fmt::join(value_choices(*opt), " "));
       action = fmt::format(":{}:{}", zsh_text(value),
                            kind == ValueKind::file        ? "_files"
                            : kind == ValueKind::directory ? "_files -/"
                            : kind == ValueKind::command   ? "_command_names -e"
+                           : kind == ValueKind::choices   ? choices
                                                           : " ");
     }
     // Options that take a value or are switches may still repeat (--env), so no exclusion lists.
@@ -229,6 +254,11 @@ std::string man_page(const CLI::App& app) {
   out += ".SH SEE ALSO\nThe README and docs/ of the air\\-run sources (docs/spec.md: every key; "
          "docs/supervision.md: exit codes), installed under /usr/share/doc/air\\-run by the package.\n";
   return out;
+}
+
+Status check_completion_shell(std::string_view shell) {
+  if (shell.empty() || shell == "bash" || shell == "zsh") return ok_status();
+  return usage_error(fmt::format("no completion for {}; supported: bash, zsh", shell));
 }
 
 std::string completion_script(const CLI::App& app, std::string_view shell) {

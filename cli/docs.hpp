@@ -1,6 +1,7 @@
 #pragma once
 
 #include "cli/options.hpp"
+#include "core/base/error.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -15,9 +16,14 @@ namespace air::cli {
 std::string man_page(const CLI::App& app);
 
 /// A completion script for `shell` ("bash" or "zsh"): the option names,
-/// file or directory names for the options that take them, and file names
-/// for TARGET and everything after it.
+/// file or directory names for the options that take them, the values of
+/// options with a fixed set (--rdzv-backend, --accelerator-type's usual
+/// types), and file names for TARGET and everything after it.
 std::string completion_script(const CLI::App& app, std::string_view shell);
+
+/// Refuses a --print-completion shell other than bash and zsh (usage error:
+/// "no completion for fish; supported: bash, zsh").
+Status check_completion_shell(std::string_view shell);
 
 /// What a hidden --print-* flag asked for (the docs/spec.md key table, the man page
 /// or a completion script); "" when none was given.

@@ -1,10 +1,13 @@
 #include "cli/help.hpp"
 
+#include "core/os/host.hpp"
 #include "core/spec/spec.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <array>
+#include <filesystem>
 
 namespace air::cli {
 
@@ -41,8 +44,28 @@ std::vector<std::string> wrap_words(std::string_view text, std::size_t width) {
 
 std::string value_name(const CLI::Option& opt) {
   if (opt.get_type_size() == 0) return {};
-  const std::string name = opt.get_type_name();
-  return name.substr(0, name.find(':')); // CLI11 appends validator descriptions after ':'
+  // The placeholder as registered ("HOST[:PORT]", "N|MIN:MAX"). CLI11 would
+  // append a validator's description after a ':', so no option gets a check
+  // with a description (tests/e2e/test_launch_checks.sh looks at both).
+  return opt.get_type_name();
+}
+
+std::vector<std::string> option_names(const CLI::Option& opt) {
+  std::vector<std::string> names;
+  for (const auto& name : opt.get_snames()) names.push_back("-" + name);
+  for (const auto& name : opt.get_lnames()) names.push_back("--" + name);
+  return names;
+}
+
+std::string manual_hint() {
+  const std::string dir = self_exe_dir(); // build/cli in a build tree, <prefix>/bin once installed
+  const std::string page = dir.empty() ? std::string() : dir + "/../docs-generated/air-run.1.gz";
+  std::error_code ec;
+  if (!page.empty() && std::filesystem::exists(page, ec)) {
+    const std::string path = std::filesystem::weakly_canonical(page, ec).string();
+    return fmt::format("Manual: man {} (this build's; `man air-run` once installed)", path);
+  }
+  return "Manual: man air-run";
 }
 
 std::vector<const CLI::Option*> options_in_group(const CLI::App& app, std::string_view group) {
@@ -63,7 +86,7 @@ std::string HelpFormatter::make_help(const CLI::App* app, std::string /*name*/,
     if (opts.empty()) continue;
     out += fmt::format("\n{}:\n", group);
     for (const CLI::Option* opt : opts) {
-      std::string left = "  " + opt->get_name(false, true);
+      std::string left = "  " + fmt::format("{}", fmt::join(option_names(*opt), ", "));
       if (const auto value = value_name(*opt); !value.empty()) left += " " + value;
       const auto lines = wrap_words(opt->get_description(), k_help_width - k_names_width);
       bool first = true;
@@ -78,7 +101,7 @@ std::string HelpFormatter::make_help(const CLI::App* app, std::string /*name*/,
       if (lines.empty()) out += left + "\n";
     }
   }
-  return out + app->get_footer() + "\n";
+  return out + app->get_footer() + "\n" + manual_hint() + "\n";
 }
 
 } // namespace air::cli

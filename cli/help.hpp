@@ -30,6 +30,15 @@ std::vector<std::string> wrap_words(std::string_view text, std::size_t width);
 /// The placeholder of an option's value ("N", "FILE"); "" for a switch.
 std::string value_name(const CLI::Option& opt);
 
+/// An option's spellings as a reader writes them: {"-n", "--num-accelerators"},
+/// {"--live", "--no-live"}, without the parser's own notation ("{false}").
+std::vector<std::string> option_names(const CLI::Option& opt);
+
+/// The line `--help` ends with: where the manual is. From a build tree that is
+/// the generated page's path ("man /src/build/docs-generated/air-run.1.gz"),
+/// once installed `man air-run`.
+std::string manual_hint();
+
 /// The visible options under one heading, in registration order.
 std::vector<const CLI::Option*> options_in_group(const CLI::App& app, std::string_view group);
 

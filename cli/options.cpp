@@ -3,6 +3,7 @@
 #include "cli/help.hpp"
 #include "core/os/host.hpp"
 #include "core/os/installed_python.hpp"
+#include "core/spec/spec_paths.hpp"
 
 #include <fmt/format.h>
 
@@ -61,7 +62,8 @@ CLI::Option* add_key_option(CLI::App& app, CliOptions& options, const SpecKey& k
 void register_options(CLI::App& app, CliOptions& options) {
   namespace G = key_group;
   const std::string launch(G::launch), accelerators(G::accelerators), environment(G::environment);
-  app.add_option("-f,--spec", options.spec_file, "YAML spec file (examples in configs/)")
+  app.add_option("-f,--spec", options.spec_file,
+                 "YAML spec file, - for standard input (examples in configs/)")
       ->type_name("FILE")
       ->group(launch);
   app.add_flag("--dry-run", options.dry_run,
@@ -117,8 +119,7 @@ void register_options(CLI::App& app, CliOptions& options) {
   app.add_flag("--print-man", options.print_man, "print the air-run(1) man page (roff)")->group("");
   app.add_option("--print-completion", options.print_completion,
                  "print the completion script for bash or zsh")
-      ->check(CLI::IsMember({"bash", "zsh"}))
-      ->group("");
+      ->group(""); // another shell: cli/docs.hpp check_completion_shell
   app.formatter(std::make_shared<HelpFormatter>());
 }
 
@@ -133,10 +134,13 @@ Expected<ResolvedSpec> resolve_cli_spec(const CliOptions& options, const Environ
     inputs.default_python_why = python->why;
   }
   if (!options.spec_file.empty()) {
-    auto text = read_text_file(options.spec_file, "spec file");
+    // `-f -`: the spec comes from standard input; its paths are relative to the working directory.
+    const bool from_stdin = options.spec_file == "-";
+    auto text =
+        from_stdin ? read_standard_input("spec file") : read_text_file(options.spec_file, "spec file");
     if (!text) return text.error();
     inputs.file_text = std::move(*text);
-    inputs.file_path = options.spec_file;
+    inputs.file_path = from_stdin ? std::string(k_stdin_spec_name) : options.spec_file;
   }
   return resolve_spec(inputs);
 }

@@ -1,6 +1,6 @@
 # `make package`: air-run_<version>_<arch>.deb with CPack's DEB generator.
 # Depends comes from dpkg-shlibdeps over the binary, so it is exactly what the
-# binary links: with AIR_PORTABLE that is libc6 alone (fmt, yaml-cpp and
+# binary links: with AIR_PORTABLE that is libc6 alone (fmt, yaml-cpp, libyaml and
 # libstdc++ are inside). python3 is recommended: the `air` package and Python
 # targets need it, air-run itself does not. Build it with
 # CMAKE_INSTALL_PREFIX=/usr (the Makefile does), so that the files land where

@@ -28,7 +28,7 @@ done
 
 start=$SECONDS
 if [[ ! -x $root/usr/bin/g++ ]]; then
-  "$debian_root" make bullseye "$root" g++ cmake make libyaml-cpp-dev nlohmann-json3-dev libcurl4-openssl-dev dpkg-dev file
+  "$debian_root" make bullseye "$root" g++ cmake make pkg-config libyaml-cpp-dev libyaml-dev nlohmann-json3-dev libcurl4-openssl-dev dpkg-dev file
 fi
 echo "build-portable: Debian 11 build root ready ($((SECONDS - start)) s)" >&2
 

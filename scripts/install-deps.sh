@@ -23,6 +23,7 @@ packages=(
   g++ cmake make pkg-config           # toolchain
   libcli11-dev                        # command line parsing
   libyaml-cpp-dev                     # spec files, with line/column marks for errors
+  libyaml-dev                         # spec files: the strict syntax check (yaml-cpp accepts malformed YAML)
   libfmt-dev                          # formatting
   nlohmann-json3-dev                  # summary, result and error files
   libcurl4-openssl-dev                # MLflow tracking: REST over HTTP(S) (core/mlflow/ only)
@@ -52,6 +53,7 @@ case $what in
       python3-setuptools python3-wheel  # tests/e2e/test_install_wheel.sh builds the wheel
       python3-jsonschema              # validates the JSON summary against docs/summary.schema.json
       python3-fsspec                  # air.data reads URLs through fsspec (tested with memory://)
+      python3-yaml                    # PyYAML: the reference parser the malformed-spec corpus is checked against
       procps                          # ps, pgrep and pkill for the end-to-end tests
       curl                            # the MLflow test calls the REST API of its tracking server
       man-db                          # renders the generated man page (man -l)

@@ -140,12 +140,17 @@ void remove_tree(const std::string& dir) {
 }
 
 Expected<std::string> check_executable(const std::string& name, const Environment& env) {
-  if (name.find('/') == std::string::npos) {
-    return resolve_executable(name, env_or(env, "PATH", k_default_path));
-  }
   struct stat st {};
+  if (name.find('/') == std::string::npos) {
+    auto found = resolve_executable(name, env_or(env, "PATH", k_default_path));
+    // A folder of that name here is what the user most likely meant.
+    if (!found && stat(name.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+      return Error{found.error().kind, found.error().message + " (" + name + " here is a directory)"};
+    return found;
+  }
   if (stat(name.c_str(), &st) != 0) return Error{ErrorKind::not_found, name + ": no such file"};
-  if (S_ISDIR(st.st_mode) || access(name.c_str(), X_OK) != 0) {
+  if (S_ISDIR(st.st_mode)) return Error{ErrorKind::not_executable, name + ": is a directory, not a program"};
+  if (access(name.c_str(), X_OK) != 0) {
     return Error{ErrorKind::not_executable, name + ": permission denied (not an executable file)"};
   }
   return name;
@@ -153,8 +158,10 @@ Expected<std::string> check_executable(const std::string& name, const Environmen
 
 Status check_readable_file(const std::string& path, const std::string& what) {
   struct stat st {};
-  if (stat(path.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) {
+  if (stat(path.c_str(), &st) != 0)
     return Error{ErrorKind::not_found, fmt::format("{} {}: no such file", what, path)};
+  if (S_ISDIR(st.st_mode)) {
+    return Error{ErrorKind::not_executable, fmt::format("{} {}: is a directory, not a file", what, path)};
   }
   if (access(path.c_str(), R_OK) != 0) {
     return Error{ErrorKind::not_executable, fmt::format("{} {}: permission denied", what, path)};
@@ -227,6 +234,24 @@ Expected<std::string> read_text_file(const std::string& path, const std::string&
   const std::string prefix = "cannot read " + path + ": ";
   const std::string why = file.error.rfind(prefix, 0) == 0 ? file.error.substr(prefix.size()) : file.error;
   return usage_error(fmt::format("cannot read {} {}: {}", what, path, why));
+}
+
+Expected<std::string> read_standard_input(const std::string& what) {
+  std::string text;
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(STDIN_FILENO, buffer, sizeof buffer);
+    if (n == 0) return text;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return usage_error(fmt::format("cannot read {} <stdin>: {}", what, std::strerror(errno)));
+    }
+    text.append(buffer, static_cast<std::size_t>(n));
+    if (text.size() > k_max_text_file_bytes) {
+      return usage_error(
+          fmt::format("cannot read {} <stdin>: larger than {} bytes", what, k_max_text_file_bytes));
+    }
+  }
 }
 
 std::string self_exe_dir() {

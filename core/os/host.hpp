@@ -35,10 +35,12 @@ void remove_tree(const std::string& dir);
 
 /// Checks before launch that a program can be started: a bare name is looked
 /// up along env's PATH (as the ranks will), a path must be an executable file.
-/// Errors: not_found (exit 127) or not_executable (exit 126), naming the program.
+/// Errors: not_found (exit 127) or not_executable (exit 126), naming the program;
+/// a directory says so ("train: is a directory, not a program").
 Expected<std::string> check_executable(const std::string& name, const Environment& env);
 
-/// Checks that a script or file target exists and is readable (exit 127 when not).
+/// Checks that a script or file target exists and is readable (exit 127 when
+/// missing, 126 when unreadable or a directory).
 Status check_readable_file(const std::string& path, const std::string& what);
 
 /// This host's name for reports.
@@ -62,6 +64,10 @@ inline constexpr std::uint64_t k_max_text_file_bytes = 4 * 1024 * 1024;
 /// `k_max_text_file_bytes` is read; a FIFO or device is refused without
 /// blocking. Errors are usage errors naming the path.
 Expected<std::string> read_text_file(const std::string& path, const std::string& what);
+
+/// Reads standard input to its end (`-f -`), at most `k_max_text_file_bytes`.
+/// Errors are usage errors naming `what` ("cannot read spec file <stdin>: ...").
+Expected<std::string> read_standard_input(const std::string& what);
 
 /// The directory holding air-run's own executable (from /proc/self/exe).
 std::string self_exe_dir();

@@ -8,6 +8,7 @@
 #include "core/spec/rendezvous.hpp"
 #include "core/spec/spec.hpp"
 #include "core/spec/torchrun.hpp"
+#include "core/spec/yaml_syntax.hpp"
 
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
@@ -347,6 +348,9 @@ public:
       : file_(std::move(file)), warnings_(warnings), out_(out) {}
 
   Status read(const std::string& text) {
+    // yaml-cpp alone accepts some malformed text (an unclosed quote eats the
+    // keys after it); the strict check refuses it first, with its place.
+    AIR_TRY(check_yaml_syntax(text, file_));
     // One document, loaded with Load: yaml-cpp 0.7's LoadAll never ends on some
     // malformed input (a file holding just ",") and eats memory without limit.
     std::vector<YAML::Node> docs;
@@ -515,6 +519,43 @@ private:
 
 // ---- variables and flags --------------------------------------------------
 
+// AIR_RUN_* variables that are not spec keys: set by air-run for its ranks,
+// read by its tools and tests. Any other AIR_RUN_* name is most likely a typo.
+constexpr std::string_view k_other_variables[] = {
+    "AIR_RUN_ID",
+    "AIR_RUN_DIR",
+    "AIR_RUN_BINARY",
+    "AIR_RUN_FAKE_GPUS",
+    "AIR_RUN_CGROUP",
+    "AIR_RUN_JOIN_TOKEN",
+    "AIR_RUN_JOIN_TOKEN_FILE",
+    "AIR_RUN_NCCL_CHECK",
+    "AIR_RUN_NCCL_CHECK_TIMEOUT",
+    "AIR_RUN_STACK_FILE",
+    "AIR_RUN_STACK_SIGNAL",
+    "AIR_RUN_WHEEL_BINARY",
+    "AIR_RUN_WHEEL_BUILD_DIR",
+    "AIR_RUN_WHEEL_PLATFORM",
+};
+
+// An AIR_RUN_* variable air-run does not read is ignored, like an unknown key
+// would be refused: say so, with the closest name ("AIR_RUN_TIMOUT").
+void warn_unknown_variables(const Environment& environment, std::vector<std::string>& warnings) {
+  std::vector<std::string> known;
+  for (const SpecKey& row : spec_keys()) {
+    if (!row.env.empty()) known.emplace_back(row.env);
+  }
+  for (const LegacyKey& legacy : legacy_keys()) known.emplace_back(legacy.env);
+  for (const std::string_view name : k_other_variables) known.emplace_back(name);
+  for (const auto& [name, value] : environment) {
+    if (name.rfind("AIR_RUN_", 0) != 0 || std::find(known.begin(), known.end(), name) != known.end())
+      continue;
+    const std::string hint = closest_name(name, known);
+    warnings.push_back(k_warning + std::string("environment variable ") + name + " is not one air-run reads" +
+                       (hint.empty() ? "" : " (did you mean " + hint + "?)") + "; it is ignored");
+  }
+}
+
 Status read_environment(const Environment& environment, std::vector<std::string>& warnings,
                         std::vector<Assignment>& out) {
   for (const SpecKey& row : spec_keys()) {
@@ -540,6 +581,7 @@ Status read_environment(const Environment& environment, std::vector<std::string>
     if (!value) return value.error();
     out.push_back(Assignment{row, std::move(*value), Origin{Origin::Kind::env, std::string(legacy.env)}});
   }
+  warn_unknown_variables(environment, warnings);
   return ok_status();
 }
 

@@ -73,7 +73,7 @@ test_zsh_completion_is_valid_zsh() {
   run_air --print-completion zsh
   expect_rc 0
   expect_contains "$out" "#compdef air-run"
-  expect_contains "$out" "'*--accelerator-type[CPU or GPU_<n>x<MODEL> (GPU_1xA10, GPU_8xH100, GPU_2xH200...)]:TYPE: '"
+  expect_contains "$out" "'*--accelerator-type[CPU or GPU_<n>x<MODEL> (GPU_1xA10, GPU_8xH100, GPU_2xH200...)]:TYPE:(CPU GPU_1xA10 "
   command -v zsh >/dev/null || return 0 # scripts/install-deps.sh test installs it
   zsh -n "$TESTDIR/stdout" || fail "zsh -n rejects the completion script"
 }

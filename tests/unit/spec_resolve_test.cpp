@@ -1,4 +1,5 @@
 #include "core/spec/spec.hpp"
+#include "core/spec/yaml_syntax.hpp"
 #include "tests/unit/catch.hpp"
 
 #include <algorithm>
@@ -755,4 +756,61 @@ TEST_CASE("example specs in tests/specs", "[spec]") {
   }
   CHECK(good >= 2);
   CHECK(bad >= 3);
+}
+
+namespace {
+std::string read_whole(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+} // namespace
+
+// tests/specs/malformed/ holds YAML that a conforming parser refuses (the e2e
+// test test_spec_yaml.sh checks PyYAML refuses each); yaml-cpp alone accepted
+// about half of them. tests/specs/wellformed/ holds tricky YAML that is fine.
+TEST_CASE("malformed YAML is refused with its place, well-formed YAML is read", "[spec]") {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(AIR_TEST_DATA_DIR) / "specs";
+  int malformed = 0;
+  if (!air::yaml_syntax_is_strict()) WARN("built without libyaml: the malformed specs are not checked");
+  for (const auto& entry : fs::directory_iterator(root / "malformed")) {
+    if (!air::yaml_syntax_is_strict()) break;
+    air::SpecInputs inputs;
+    inputs.file_text = read_whole(entry.path());
+    inputs.file_path = entry.path().filename().string();
+    INFO(inputs.file_path);
+    const std::string error = resolve_error(inputs);
+    CHECK(error.rfind(inputs.file_path + ":", 0) == 0);
+    const bool yaml_error = error.find(": invalid YAML: ") != std::string::npos ||
+                            error.find(": expected one YAML document") != std::string::npos;
+    CHECK(yaml_error);
+    ++malformed;
+  }
+  CHECK((malformed >= 30 || !air::yaml_syntax_is_strict()));
+  int wellformed = 0;
+  for (const auto& entry : fs::directory_iterator(root / "wellformed")) {
+    air::SpecInputs inputs;
+    inputs.file_text = read_whole(entry.path());
+    inputs.file_path = entry.path().filename().string();
+    INFO(inputs.file_path);
+    const auto r = resolve_ok(inputs);
+    CHECK(r.spec.command.value.size() == 3);
+    ++wellformed;
+  }
+  CHECK(wellformed >= 15);
+}
+
+TEST_CASE("an unclosed quote does not swallow the keys after it", "[spec]") {
+  if (!air::yaml_syntax_is_strict()) return;
+  air::SpecInputs inputs;
+  inputs.file_text = "command: \"unterminated.py\ntimeout: 5m\n";
+  inputs.file_path = "job.yaml";
+  CHECK(resolve_error(inputs) ==
+        "job.yaml:3:1: invalid YAML: found unexpected end of stream (while scanning a quoted scalar that "
+        "starts at 1:10)");
+  inputs.file_text = "command: *target\n";
+  CHECK(resolve_error(inputs) ==
+        "job.yaml:1:10: invalid YAML: alias *target names no anchor defined before it");
 }
