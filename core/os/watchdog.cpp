@@ -205,6 +205,9 @@ void forget_ended(Watched& w) {
       next_prune = std::max<std::size_t>(4096, (w.processes.size() + w.forked.size()) * 2);
     }
   }
+  // air-run's pid is free now: a process that gets it is no one's of the run.
+  follow_forks(w);
+  w.air_run = -1;
   end_run(w, grace);
   _exit(0);
 }
