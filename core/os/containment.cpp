@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -142,7 +143,8 @@ void Containment::forget_emptied(const std::vector<ProcEntry>& table) {
     live_groups.insert(e.pgid);
   }
   for (auto it = sessions_.begin(); it != sessions_.end();) {
-    if (live_sessions.count(*it) != 0) {
+    // Its leader's group (same id) may outlive what a scan shows of it.
+    if (live_sessions.count(*it) != 0 || ::kill(-*it, 0) == 0 || errno != ESRCH) {
       ++it;
       continue;
     }
@@ -150,7 +152,9 @@ void Containment::forget_emptied(const std::vector<ProcEntry>& table) {
     it = sessions_.erase(it);
   }
   for (auto it = made_groups_.begin(); it != made_groups_.end();) {
-    if (live_groups.count(*it) != 0) {
+    // kill(-g, 0) asks the kernel, which a /proc scan cannot match: a process
+    // that changes its pid every few ms slips past a scan of a busy host.
+    if (live_groups.count(*it) != 0 || ::kill(-*it, 0) == 0 || errno != ESRCH) {
       ++it;
       continue;
     }
@@ -222,9 +226,25 @@ void Containment::reap_adopted() {
 
 std::size_t Containment::sweep(std::chrono::milliseconds grace) {
   reap_adopted();
+  // The groups the run made, and the sessions' own groups, are asked of the
+  // kernel itself (kill(-g, 0)) too: a process that changes its pid every
+  // few ms can slip past every scan of /proc on a busy host.
+  const auto groups_left = [&] {
+    std::set<pid_t> ids(made_groups_.begin(), made_groups_.end());
+    ids.insert(sessions_.begin(), sessions_.end());
+    std::vector<pid_t> alive;
+    for (const pid_t g : ids)
+      if (g != own_group_ && ::kill(-g, 0) == 0) alive.push_back(g);
+    return alive;
+  };
   auto left = targets();
-  const std::size_t found = left.size();
-  if (left.empty()) return 0;
+  auto groups = groups_left();
+  std::size_t found = left.size();
+  for (const pid_t g : groups) { // a group none of `left` is in holds at least one more
+    const bool seen = std::any_of(left.begin(), left.end(), [&](const ProcEntry& e) { return e.pgid == g; });
+    if (!seen) ++found;
+  }
+  if (found == 0) return 0;
   // SIGTERM to each process once, a child forked during the grace period too.
   std::set<std::pair<pid_t, std::uint64_t>> termed;
   const auto term_new = [&] {
@@ -233,19 +253,22 @@ std::size_t Containment::sweep(std::chrono::milliseconds grace) {
       if (termed.insert({e.pid, e.start}).second) ::kill(e.pid, SIGTERM);
     }
   };
+  for (const pid_t g : groups) ::kill(-g, SIGTERM);
   term_new();
   const auto deadline = Clock::now() + grace;
-  while (!left.empty() && Clock::now() < deadline) {
+  while ((!left.empty() || !groups.empty()) && Clock::now() < deadline) {
     ::poll(nullptr, 0, 20);
     reap_adopted();
     left = targets();
+    groups = groups_left();
     term_new();
   }
   // SIGKILL until none is left. Each group that still has a member is killed
   // as a whole: that reaches a child forked meanwhile, so a process that
   // keeps forking (and its parent exiting) cannot stay one step ahead.
   const auto give_up = Clock::now() + k_kill_wait;
-  while (!left.empty()) {
+  while (!left.empty() || !groups.empty()) {
+    for (const pid_t g : groups) ::kill(-g, SIGKILL);
     cgroup_.kill_all();
     for (const auto& e : left) {
       learn(e);
@@ -255,6 +278,7 @@ std::size_t Containment::sweep(std::chrono::milliseconds grace) {
     ::poll(nullptr, 0, 10);
     reap_adopted();
     left = targets();
+    groups = groups_left();
     if (Clock::now() >= give_up) break;
   }
   return found;

@@ -132,9 +132,13 @@ void end_run(Watched& w, std::chrono::milliseconds grace) {
   const auto give_up = Clock::now() + std::chrono::seconds(10);
   for (;;) {
     kill_cgroup(w.cgroup_dir);
-    for (const pid_t g : w.groups) ::kill(-g, SIGKILL);
+    bool group_left = false;
+    for (const pid_t g : w.groups) group_left = ::kill(-g, SIGKILL) == 0 || group_left;
+    // A session's first group (its id) is asked of the kernel too: a process
+    // that keeps changing its pid slips past a scan of a busy host.
+    for (const pid_t sid : w.sessions) group_left = ::kill(-sid, SIGKILL) == 0 || group_left;
     const auto left = run_processes(w);
-    if (left.empty() || Clock::now() >= give_up) break;
+    if ((left.empty() && !group_left) || Clock::now() >= give_up) break;
     for (const pid_t p : left) ::kill(p, SIGKILL);
     pause_ms(20);
   }
@@ -205,6 +209,9 @@ void forget_ended(Watched& w) {
       next_prune = std::max<std::size_t>(4096, (w.processes.size() + w.forked.size()) * 2);
     }
   }
+  // air-run's pid is free now: a process that gets it is no one's of the run.
+  follow_forks(w);
+  w.air_run = -1;
   end_run(w, grace);
   _exit(0);
 }
