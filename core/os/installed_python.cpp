@@ -64,7 +64,6 @@ fs::path started_from(const std::string& program, const Environment& env) {
   return {};
 }
 
-
 /// installed_python without the activation check.
 std::optional<InstalledPython> find_installed(const std::string& program, const Environment& env) {
   const fs::path from = started_from(program, env).lexically_normal();
@@ -92,6 +91,5 @@ std::optional<InstalledPython> installed_python(const std::string& program, cons
     return std::nullopt;
   return found;
 }
-
 
 } // namespace air

@@ -46,8 +46,7 @@ bool live_view_wanted(bool asked, bool stderr_is_tty, const Environment& env) {
          env_or(env, "TERM") != "dumb";
 }
 
-LiveView::LiveView(int fd, int stdout_fd, std::vector<LiveGpuSource> gpus, bool nvml, bool color,
-                   bool status)
+LiveView::LiveView(int fd, int stdout_fd, std::vector<LiveGpuSource> gpus, bool nvml, bool color, bool status)
     : fd_(fd), stdout_fd_(stdout_fd), color_(color), sources_(std::move(gpus)), use_nvml_(nvml),
       status_(status) {
   stdout_shared_ = stdout_fd_ == fd_ || same_terminal(fd_, stdout_fd_);

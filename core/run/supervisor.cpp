@@ -1105,7 +1105,8 @@ void Supervisor::start_live() {
   // Without the status (--no-live, -q) the area still carries the ranks'
   // unfinished lines when they have terminals; not beside a rank's prompt
   // (--stdin), which owns the last line.
-  const bool prompt = std::any_of(ranks_.begin(), ranks_.end(), [](const RankState& r) { return r.reads_stdin; });
+  const bool prompt =
+      std::any_of(ranks_.begin(), ranks_.end(), [](const RankState& r) { return r.reads_stdin; });
   const bool partials =
       (console_.stdout_tty || console_.stderr_tty) && ::isatty(console_.stderr_fd) == 1 && !prompt;
   if (!console_.live && !partials) return;

@@ -53,8 +53,8 @@ constexpr std::array k_torchrun_flags{
 // use for outside a torchrun command line (the "torchrun compatibility" keys,
 // less --max-restarts, which air-run's own docs use).
 constexpr std::array<std::string_view, 10> k_torchrun_only{
-    "nproc-per-node", "standalone", "rdzv-backend", "rdzv-endpoint",      "rdzv-id",
-    "rdzv-conf",      "role",       "redirects",    "tee",                "local-ranks-filter",
+    "nproc-per-node", "standalone", "rdzv-backend", "rdzv-endpoint", "rdzv-id",
+    "rdzv-conf",      "role",       "redirects",    "tee",           "local-ranks-filter",
 };
 
 std::string dashes(std::string_view name) {

@@ -4,12 +4,13 @@ keeps everything it writes there.
     python3 rank_tty.py OUT [--cols N] [--when TEXT --touch FILE] -- CMD...
 
 OUT gets the raw bytes; the exit code is CMD's. With --when, FILE is created
-as soon as TEXT has appeared on the terminal (a fixture waiting for FILE then
+as soon as TEXT has appeared on the terminal (escape codes left out) (a fixture waiting for FILE then
 knows its unfinished line was seen)."""
 
 import fcntl
 import os
 import pty
+import re
 import struct
 import sys
 import termios
@@ -41,7 +42,8 @@ def main():
         if not data:
             break
         seen += data
-        if when is not None and touch and when in seen:
+        # Colour codes may sit inside TEXT (a coloured rank prefix): look without them.
+        if when is not None and touch and when in re.sub(rb"\x1b\[[0-9;?]*[A-Za-z]", b"", seen):
             open(touch, "w").close()
             when = None
     with open(out_path, "wb") as f:

@@ -84,6 +84,10 @@ test_b_air_run_command_in_the_venv() {
   expect_contains "$out" "rank 1 of 2"
   in_venv env PATH="$VENV/bin:/usr/bin:/bin" sh -c 'command -v air-run'
   expect_eq "$out" "$VENV/bin/air-run"
+  # Ranks run the venv's Python, not the first python3 on PATH.
+  in_venv "$VENV/bin/air-run" --dry-run train.py
+  expect_contains "$out" "environment.python = $VENV/bin/python"
+  expect_contains "$out" "(default, the Python environment air-run is installed in ($VENV))"
 }
 
 test_c_import_air_finds_the_wheels_binary() {

@@ -28,14 +28,14 @@ test_ranks_see_a_terminal_when_air_run_is_on_one() {
   on_tty screen --cpu-ranks 2 --no-python sh -c "$tty_probe"
   expect_rc 0
   local text
-  text=$(tr -d '\r' <screen)
+  text=$(screen_text screen)
   for r in 0 1; do
     expect_contains "$text" "[rank$r]: out-tty"
     expect_contains "$text" "[rank$r]: err-tty"
   done
   # The rank's terminal is as wide as what the prefix leaves of air-run's.
   on_tty screen --cpu-ranks 2 --no-python python3 -c 'import os; print(os.get_terminal_size().columns)'
-  expect_contains "$(tr -d '\r' <screen)" "[rank1]: 91"
+  expect_contains "$(screen_text screen)" "[rank1]: 91"
 }
 
 test_piped_or_in_ci_ranks_keep_their_pipes() {
@@ -45,12 +45,12 @@ test_piped_or_in_ci_ranks_keep_their_pipes() {
   expect_contains "$err" "[rank1]: err-pipe"
   CI=true on_tty screen --cpu-ranks 2 --no-python sh -c "$tty_probe"
   expect_rc 0
-  expect_contains "$(tr -d '\r' <screen)" "[rank1]: out-pipe"
+  expect_contains "$(screen_text screen)" "[rank1]: out-pipe"
   # Output that goes to files only (-r 1: stdout) is no terminal's either.
   TMPDIR=$PWD on_tty screen --cpu-ranks 2 --log-dir logs -r 1 --no-python sh -c "$tty_probe"
   expect_rc 0
-  expect_contains "$(tr -d '\r' <screen)" "[rank1]: err-tty"
-  expect_eq "$(cat logs/*_*/attempt_0/1/stdout.log)" "out-pipe"
+  expect_contains "$(screen_text screen)" "[rank1]: err-tty"
+  expect_eq "$(cat logs/*/*_*/attempt_0/1/stdout.log)" "out-pipe"
 }
 
 test_an_unfinished_progress_line_shows_before_its_newline() {

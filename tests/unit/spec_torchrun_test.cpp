@@ -284,7 +284,8 @@ TEST_CASE("a torchrun-only option marks the command line as torchrun's", "[torch
   // Underscores are argparse's, that is torchrun's, spelling.
   CHECK(normalize({"--node_rank", "0", "train.py"}).torchrun_style == "--node_rank");
   // Options both launchers have, and air-run's own, do not.
-  CHECK(normalize({"--nnodes", "2", "--node-rank", "1", "--master-addr", "h", "train.py"}).torchrun_style.empty());
+  CHECK(normalize({"--nnodes", "2", "--node-rank", "1", "--master-addr", "h", "train.py"})
+            .torchrun_style.empty());
   CHECK(normalize({"-n", "2", "-m", "--no-python", "--log-dir", "d", "train"}).torchrun_style.empty());
   // Nor the target's own options, nor PET_* variables.
   CHECK(normalize({"train.py", "--standalone", "--nproc_per_node=2"}).torchrun_style.empty());
