@@ -26,6 +26,7 @@ RELEASE_WHEEL=${AIR_WHEEL:+yes}
 if [[ -z ${AIR_WHEEL:-} ]]; then
   AIR_WHEEL=$(PYTHON=$PY "$AIR_SOURCE_DIR/scripts/build-wheel.sh" "$AIR_RUN" "$WORK/dist") || exit 1
 fi
+AIR_WHEEL=$(realpath "$AIR_WHEEL") # the tests run in folders of their own
 VENV=$WORK/venv
 "$PY" -m venv --system-site-packages "$VENV" || exit 1
 "$VENV/bin/python" -m pip install -q --no-index --no-deps --no-cache-dir --disable-pip-version-check \
