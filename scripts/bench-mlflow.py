@@ -46,7 +46,7 @@ def main():
                                    "--delay-ms", str(args.delay_ms)],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            deadline = time.time() + 15
+            deadline = time.time() + 60
             while not os.path.exists(port_file) and time.time() < deadline:
                 time.sleep(0.02)
             uri = "http://127.0.0.1:" + open(port_file).read()

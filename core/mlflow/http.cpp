@@ -124,6 +124,7 @@ Expected<HttpResponse> HttpClient::send(const HttpRequest& request) {
   if (!auth_.bearer_token.empty()) headers.add("Authorization: Bearer " + auth_.bearer_token);
 
   curl_easy_setopt(curl, CURLOPT_URL, request.url.c_str());
+  if (request.fresh_connection) curl_easy_setopt(curl, CURLOPT_FRESH_CONNECT, 1L);
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error_text);
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers.list);

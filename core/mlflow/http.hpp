@@ -15,6 +15,10 @@ struct HttpRequest {
   std::string body;   ///< sent for POST and PUT
   std::string content_type = "application/json";
   std::chrono::milliseconds timeout{10'000}; ///< the whole exchange, connecting included
+  /// On a connection of its own. libcurl sends a request again by itself when
+  /// a reused connection closes without an answer; a request that must not
+  /// be repeated blindly (runs/create) is safe from that only on a new one.
+  bool fresh_connection = false;
 };
 
 /// An HTTP answer of any status.

@@ -344,7 +344,8 @@ private:
             // Not made (or a server that cannot search: creating again is then the only way on).
             maybe_created = false;
           }
-          auto sent = client.send(HttpRequest{"POST", create_url, create_body, "application/json", timeout});
+          auto sent =
+              client.send(HttpRequest{"POST", create_url, create_body, "application/json", timeout, true});
           if (!sent || judge_attempt(sent->status) == Verdict::retry) maybe_created = true;
           return sent;
         });

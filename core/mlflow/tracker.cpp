@@ -110,7 +110,9 @@ void Tracker::adopt(const std::string& experiment_id, const std::string& run_id)
     info_.errors.push_back("node 0 created no MLflow run");
     return;
   }
-  run_ = RunRef{experiment_id, run_id, ""};
+  run_ = RunRef{};
+  run_.experiment_id = experiment_id;
+  run_.run_id = run_id;
   info_.experiment_id = experiment_id;
   info_.run_id = run_id;
   info_.link = run_link(config_, experiment_id, run_id);

@@ -17,7 +17,7 @@ start_server() {
   python3 "$SERVER" --port-file port --log requests.jsonl --lifetime 240 "$@" 2>server.err &
   SERVER_PID=$!
   trap 'kill $SERVER_PID 2>/dev/null; wait $SERVER_PID 2>/dev/null' EXIT
-  wait_for '[[ -s port ]]' 15 || { fail "server did not start: $(cat server.err)"; return 1; }
+  wait_for '[[ -s port ]]' 60 || { fail "server did not start: $(cat server.err)"; return 1; }
   PORT=$(cat port)
   URI=http://127.0.0.1:$PORT
 }
