@@ -90,8 +90,11 @@ test_no_spin_when_descriptors_run_out() {
   touch stop
   kill "$node0" 2>/dev/null
   wait "$flooder" "$node0" 2>/dev/null
-  # A loop that spins burns about all of the 3 s it is given; one that waits, almost none.
-  (((after - before) < hz)) || fail "node 0's agent used $(((after - before) * 100 / hz))% of a CPU for 3s while it waited"
+  # A loop that spins burns a good share of the 3 s even on a loaded machine
+  # (about 27% of a CPU seen on a busy 2-core host, all of one when idle); one
+  # that waits, almost none. Under a tenth of a CPU passes.
+  [[ -n $before && -n $after ]] || { fail "node 0's agent is not running: $(cat node0.err)"; return; }
+  (((after - before) * 10 < 3 * hz)) || fail "node 0's agent used $(((after - before) * 100 / hz))% of a CPU for 3s while it waited"
 }
 
 run_tests
