@@ -44,8 +44,24 @@ struct Event {
   ~Event() { yaml_event_delete(&event); }
 };
 
-Error syntax_error(const yaml_parser_t& parser, const std::string& file) {
-  std::string message = file + ":" + line_col(parser.problem_mark) +
+/// Where the reader (bytes to characters) stopped: it gives an offset, not a mark.
+yaml_mark_t mark_at(std::string_view text, std::size_t offset) {
+  yaml_mark_t mark{};
+  for (std::size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++mark.line;
+      mark.column = 0;
+    } else {
+      ++mark.column;
+    }
+  }
+  return mark;
+}
+
+Error syntax_error(const yaml_parser_t& parser, std::string_view text, const std::string& file) {
+  const yaml_mark_t at =
+      parser.error == YAML_READER_ERROR ? mark_at(text, parser.problem_offset) : parser.problem_mark;
+  std::string message = file + ":" + line_col(at) +
                         ": invalid YAML: " + (parser.problem != nullptr ? parser.problem : "unreadable text");
   if (parser.context != nullptr) {
     message += std::string(" (") + parser.context + " that starts at " + line_col(parser.context_mark) + ")";
@@ -61,7 +77,7 @@ Status check_yaml_syntax(std::string_view text, const std::string& file) {
   std::set<std::string> anchors;
   for (;;) {
     Event e;
-    if (yaml_parser_parse(&parser.get(), &e.event) == 0) return syntax_error(parser.get(), file);
+    if (yaml_parser_parse(&parser.get(), &e.event) == 0) return syntax_error(parser.get(), text, file);
     const auto anchor = [&]() -> const unsigned char* {
       switch (e.event.type) {
       case YAML_SCALAR_EVENT:

@@ -67,6 +67,7 @@ test_bad_timeout_flag() {
 
 test_dry_run_shows_origins_and_plan() {
   printf 'timeout: 90m\ncpu_ranks: 3\ncommand: [train.py, --lr, "0.1"]\n' >job.yaml
+  touch train.py # a dry run checks the target as a launch does
   AIR_RUN_GRACE_PERIOD=5s run_air -f job.yaml --dry-run --master-port 29999 --python /usr/bin/python3
   expect_rc 0
   expect_contains "$out" "timeout = 90m"

@@ -71,7 +71,8 @@ test_dry_run_refuses_what_a_launch_refuses() {
   expect_contains "$err" "JUnit file afile/j.xml: afile is not a directory"
   run_air --dry-run --log-dir afile --no-python /bin/true
   expect_rc 2
-  expect_contains "$err" "log directory afile: not a directory"
+  expect_contains "$err" "log directory afile/"
+  expect_contains "$err" ": afile is not a directory"
   run_air --dry-run --summary new/dir/s.json --no-python /bin/true
   expect_rc 0
   [[ ! -e new ]] || fail "the dry run made a directory"

@@ -21,6 +21,9 @@ try:
 except yaml.MarkedYAMLError as e:
     mark = e.problem_mark or e.context_mark
     print(f"refused {mark.line + 1}:{mark.column + 1}")
+except yaml.reader.ReaderError as e:  # a character the reader refuses: an offset, not a mark
+    data = open(sys.argv[1], "rb").read()[: e.position]
+    print(f"refused {data.count(10) + 1}:{e.position - (data.rfind(10) + 1) + 1}")
 except yaml.YAMLError as e:
     print(f"refused ?: {e}")
 else:
@@ -41,8 +44,14 @@ test_malformed_specs_are_refused_by_both_at_the_same_place() {
     [[ $err == *"air-run: error: $name:"* ]] || fail "$name: no file:line:col in: $err"
     [[ $err == *"invalid YAML"* || $err == *"expected one YAML document"* ]] || fail "$name: not a YAML error: $err"
     [[ -z $out ]] || fail "$name: a refused spec printed a plan: $out"
-    # The same place as the reference parser's problem mark.
-    expect_contains "$err" "$name:${verdict#refused }:"
+    # The same place as the reference parser's: the same line, and the same
+    # column or the next (PyYAML points past an unknown escape's backslash, libyaml at it).
+    local place line col got
+    place=${verdict#refused }
+    line=${place%%:*} col=${place#*:}
+    got=$(sed -n "s/^air-run: error: $name:\([0-9]*:[0-9]*\): .*/\1/p" <<<"$err")
+    [[ ${got%%:*} == "$line" ]] && ((${got#*:} == col || ${got#*:} + 1 == col)) ||
+      fail "$name: air-run refuses at ${got:-?}, PyYAML at $place"
     n=$((n + 1))
   done
   ((n >= 30)) || fail "only $n malformed specs"

@@ -121,10 +121,10 @@ TEST_CASE("an AIR_RUN_* variable air-run does not read gets a did-you-mean warni
   auto resolved = air::resolve_spec(in);
   REQUIRE(resolved.ok());
   REQUIRE(resolved->warnings.size() == 2);
-  CHECK(resolved->warnings[0] ==
+  CHECK(resolved->warnings[1] ==
         "air-run: warning: environment variable AIR_RUN_TIMOUT is not one air-run reads (did you mean "
         "AIR_RUN_TIMEOUT?); it is ignored");
-  CHECK(resolved->warnings[1] ==
+  CHECK(resolved->warnings[0] ==
         "air-run: warning: environment variable AIR_RUN_QWERTYUIOP is not one air-run reads; "
         "it is ignored");
 }

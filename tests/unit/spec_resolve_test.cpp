@@ -465,13 +465,24 @@ TEST_CASE("bad files give exact file:line:col: key: messages", "[spec]") {
       {"accelerator_type: GPU_8x\n",
        "job.yaml:1:19: accelerator_type: expected CPU or GPU_<n>x<MODEL> (like GPU_8xH100), got 'GPU_8x'"},
       // YAML syntax errors keep yaml-cpp's mark, made 1-based.
-      {"timeout: 3h: x\n", "job.yaml:1:12: invalid YAML: illegal map value"},
-      {"command: [a, b\n", "job.yaml:2:1: invalid YAML: end of sequence flow not found"},
+      // The syntax errors read as libyaml says them; yaml-cpp's words without it.
+      {"timeout: 3h: x\n", air::yaml_syntax_is_strict()
+                               ? "job.yaml:1:12: invalid YAML: mapping values are not allowed in this context"
+                               : "job.yaml:1:12: invalid YAML: illegal map value"},
+      {"command: [a, b\n",
+       air::yaml_syntax_is_strict()
+           ? "job.yaml:2:1: invalid YAML: did not find expected ',' or ']' (while parsing a flow "
+             "sequence that starts at 1:10)"
+           : "job.yaml:2:1: invalid YAML: end of sequence flow not found"},
       {"- a\n- b\n", "job.yaml:1:1: expected a mapping of keys at the top level, got a list"},
       {"just text\n", "job.yaml:1:1: expected a mapping of keys at the top level, got 'just text'"},
       {"timeout: 1h\n---\ntimeout: 2h\n",
        "job.yaml:2:1: expected one YAML document, found another (a '---' line or a stray token)"},
-      {",", "job.yaml:1:1: expected one YAML document, found another (a '---' line or a stray token)"},
+      {",", air::yaml_syntax_is_strict()
+                ? "job.yaml:1:1: invalid YAML: did not find expected node content (while parsing a block "
+                  "node that "
+                  "starts at 1:1)"
+                : "job.yaml:1:1: expected one YAML document, found another (a '---' line or a stray token)"},
   };
   for (const auto& c : cases) {
     INFO(c.yaml);
