@@ -40,7 +40,7 @@ bool other_environment_active(const fs::path& root, const Environment& env) {
 /// The interpreter in `bin` when `bin` is an environment's bin folder.
 std::optional<InstalledPython> python_in(const fs::path& bin, const std::string& preferred = "") {
   if (bin.empty() || bin.filename() != "bin" || !is_environment_root(bin.parent_path())) return std::nullopt;
-  for (const std::string name : {preferred, std::string("python3"), std::string("python")}) {
+  for (const std::string& name : {preferred, std::string("python3"), std::string("python")}) {
     if (name.empty() || !is_executable_file(bin / name)) continue;
     return InstalledPython{(bin / name).string(), "the Python environment air-run is installed in (" +
                                                       bin.parent_path().string() + ")"};
