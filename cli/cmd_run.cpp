@@ -59,9 +59,15 @@ struct Notices {
 
 /// Fails before launch when the target cannot start, so a typo costs no ranks:
 /// the interpreter or executable must resolve, a script must be readable.
-Status check_target(const LaunchSpec& spec, const Environment& env) {
+/// `check_python` is false for a dry run whose environment a launch would
+/// build first: its interpreter does not exist yet, and that is no error.
+Status check_target(const LaunchSpec& spec, const Environment& env, bool check_python = true) {
   const auto& command = spec.command.value;
   const bool python_target = !spec.no_python.value && (spec.module.value || command.front().ends_with(".py"));
+  if (python_target && !check_python) {
+    if (!spec.module.value) return check_readable_file(command.front(), "script");
+    return ok_status();
+  }
   if (python_target) {
     auto python = check_executable(spec.python.value, env);
     if (!python) {
@@ -308,7 +314,8 @@ Expected<int> launch_run(const CliOptions& options, const Environment& env, Laun
     if (!plan) return plan.error();
     print_lines(ignored_settings_warnings(spec, plan->world_size, plan->ranks_per_node), stderr);
     // What a launch checks before its first rank, so a dry run fails the same way.
-    if (auto target = check_target(spec, env); !target) return target.error();
+    const bool env_to_build = python_env->active && ::access(python_env->python.c_str(), X_OK) != 0;
+    if (auto target = check_target(spec, env, !env_to_build); !target) return target.error();
     if (auto ok = check_writable_outputs(spec, false, facts); !ok) return ok.error();
     std::fputs("Resolved spec:\n", stdout);
     for (const auto& line : spec_lines) std::fputs(("  " + line + "\n").c_str(), stdout);

@@ -63,7 +63,7 @@ std::string manual_hint() {
   std::error_code ec;
   if (!page.empty() && std::filesystem::exists(page, ec)) {
     const std::string path = std::filesystem::weakly_canonical(page, ec).string();
-    return fmt::format("Manual: man {} (this build's; `man air-run` once installed)", path);
+    return fmt::format("Manual: man {}\n  (this build's; `man air-run` once installed)", path);
   }
   return "Manual: man air-run";
 }

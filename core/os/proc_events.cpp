@@ -12,6 +12,14 @@
 
 namespace air {
 
+namespace {
+// The event codes are kernel ABI; older headers nest their enum inside
+// struct proc_event and newer ones (Linux 6.6) move it out, so neither
+// spelling builds everywhere: name the two values here.
+constexpr unsigned k_proc_event_fork = 0x00000001U;
+constexpr unsigned k_proc_event_exit = 0x80000000U;
+} // namespace
+
 UniqueFd open_proc_events() {
   UniqueFd fd(::socket(AF_NETLINK, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, NETLINK_CONNECTOR));
   if (!fd) return {};
@@ -67,11 +75,11 @@ bool read_proc_events(int fd, const ProcEventHandlers& handlers) {
       if (msg->id.idx != CN_IDX_PROC || msg->id.val != CN_VAL_PROC) continue;
       proc_event event;
       std::memcpy(&event, msg->data, sizeof(event));
-      if (event.what == proc_event::PROC_EVENT_FORK) {
+      if (static_cast<unsigned>(event.what) == k_proc_event_fork) {
         const auto& f = event.event_data.fork;
         if (f.child_pid == f.child_tgid && handlers.process_forked) // a thread is no new process
           handlers.process_forked(f.parent_tgid, f.child_tgid);
-      } else if (event.what == proc_event::PROC_EVENT_EXIT) {
+      } else if (static_cast<unsigned>(event.what) == k_proc_event_exit) {
         const auto& e = event.event_data.exit;
         if (e.process_pid == e.process_tgid && handlers.process_exited)
           handlers.process_exited(e.process_tgid);

@@ -773,7 +773,13 @@ bool Supervisor::reap_one(RankState& r, std::vector<RankState*>& ended) {
   // else ECHILD: someone else reaped our child; the status stays unknown.
   // Judged by how it ended, not by whether the signal had gone out: a rank
   // may exit with its own code an instant before or after the teardown began.
-  o.stopped_by_air_run = ended_by_teardown_signal(o.status, r.teardown_signal);
+  // An interruption is the exception: the user's signal, passed on, is what
+  // ended every rank still running, whatever it exits with (Python turns
+  // SIGINT into KeyboardInterrupt and exits 1; a peer then loses its
+  // connection and fails too).
+  o.stopped_by_air_run = out_.status == RunOutcome::Status::interrupted
+                             ? r.teardown_signal != 0
+                             : ended_by_teardown_signal(o.status, r.teardown_signal);
   if (o.killed && !(o.status.kind == ExitStatus::Kind::signaled && o.status.signal == SIGKILL))
     o.killed = false;
   ended.push_back(&r);

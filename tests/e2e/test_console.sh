@@ -139,7 +139,7 @@ test_report_path_checked_before_launch() {
   echo x >afile # a file where the summary's folder should be: even root cannot write there
   run_air --cpu-ranks 1 --summary afile/s.json --no-python sh -c 'touch started'
   expect_rc 2
-  expect_contains "$err" "summary file afile/s.json: cannot create directory afile"
+  expect_contains "$err" "summary file afile/s.json: afile is not a directory"
   [[ ! -e started ]] || fail "the rank ran"
 }
 

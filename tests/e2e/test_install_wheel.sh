@@ -86,6 +86,7 @@ test_b_air_run_command_in_the_venv() {
   in_venv env PATH="$VENV/bin:/usr/bin:/bin" sh -c 'command -v air-run'
   expect_eq "$out" "$VENV/bin/air-run"
   # Ranks run the venv's Python, not the first python3 on PATH.
+  touch train.py # a dry run checks the script as a launch does
   in_venv "$VENV/bin/air-run" --dry-run train.py
   expect_contains "$out" "environment.python = $VENV/bin/python"
   expect_contains "$out" "(default, the Python environment air-run is installed in ($VENV))"

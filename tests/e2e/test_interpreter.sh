@@ -13,6 +13,7 @@ make_venv() {
 }
 
 test_the_wheels_venv_gives_its_python() {
+  touch train.py # a dry run checks the script as a launch does
   # pip puts the binary at <venv>/lib/pythonX.Y/site-packages/air/bin/air-run.
   make_venv "$PWD/v"
   local air=$PWD/v/lib/python3.11/site-packages/air/bin/air-run
@@ -30,6 +31,7 @@ test_the_wheels_venv_gives_its_python() {
 }
 
 test_a_torchrun_link_in_a_venv_gives_that_venvs_python() {
+  touch train.py
   make_venv "$PWD/v2"
   ln -s "$AIR_RUN" "$PWD/v2/bin/torchrun"
   PATH=$PWD/v2/bin:$PATH torchrun --dry-run train.py >stdout 2>stderr

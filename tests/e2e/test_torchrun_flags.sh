@@ -22,6 +22,7 @@ test_torchrun_entry_point_runs_a_torchrun_line() {
 
 test_a_torchrun_line_has_no_timeout_and_air_runs_says_its_limit_first() {
   # torchrun stops a run only when it ends: its command line gets no 3 h limit.
+  touch train.py # a dry run checks the script as a launch does
   run_air --dry-run --standalone --nproc_per_node=2 train.py
   expect_rc 0
   expect_contains "$out" "timeout = none  (default, torchrun command line (--standalone))"
