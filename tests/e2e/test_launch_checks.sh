@@ -84,7 +84,8 @@ test_summary_naming_a_directory_is_refused_before_any_rank() {
   mkdir d
   run_air --summary d --no-python sh -c 'touch ran'
   expect_rc 2
-  expect_eq "$err" "air-run: error: summary file d: is a directory"
+  expect_contains "$err" "air-run: error: summary file d: is a directory"
+  expect_eq "$(grep -c 'air-run: error' "$TESTDIR/stderr")" "1"
   [[ ! -e ran ]] || fail "a rank ran before the summary path was checked"
 }
 
