@@ -168,3 +168,13 @@ PY
 # json_get FILE EXPRESSION: prints EXPRESSION evaluated with the JSON document
 # of FILE as `d` (several comma-separated values print space-separated).
 json_get() { python3 -c "import json, os, sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
+
+# One of two local agents on loopback (static rendezvous at $PORT).
+start_node() { # start_node RANK ARGS...: one agent in the background, node$RANK.{out,err,rc}
+  local rank=$1
+  shift
+  ("$AIR_RUN" --nnodes 2 --node-rank "$rank" --master-addr 127.0.0.1 --master-port "$PORT" "$@" \
+    >"node$rank.out" 2>"node$rank.err"
+  echo $? >"node$rank.rc") 2>/dev/null &
+  eval "node${rank}_pid=$!"
+}

@@ -4,15 +4,6 @@
 # does not make node 0's agent spin. Two agents on loopback, one per "node".
 source "$(dirname "$0")/lib.sh"
 
-start_node() { # start_node RANK ARGS...: one agent in the background, node$RANK.{out,err,rc}
-  local rank=$1
-  shift
-  ("$AIR_RUN" --nnodes 2 --node-rank "$rank" --master-addr 127.0.0.1 --master-port "$PORT" "$@" \
-    >"node$rank.out" 2>"node$rank.err"
-  echo $? >"node$rank.rc") 2>/dev/null &
-  eval "node${rank}_pid=$!"
-}
-
 # flood.py PORT STOPFILE SOURCES HOLD [once]: connects to 127.0.0.1:PORT from
 # the loopback addresses SOURCES (127.0.0.2,...) again and again, holding the
 # last HOLD connections open, until STOPFILE exists; with `once`, makes HOLD

@@ -147,14 +147,6 @@ SH
 }
 
 # Two local agents: static rendezvous with --max-restarts.
-start_node() {
-  local rank=$1
-  shift
-  ("$AIR_RUN" --nnodes 2 --node-rank "$rank" --master-addr 127.0.0.1 --master-port "$PORT" "$@" \
-    >"node$rank.out" 2>"node$rank.err"
-  echo $? >"node$rank.rc") 2>/dev/null &
-  eval "node${rank}_pid=$!"
-}
 
 test_two_nodes_restart_together() {
   PORT=$(free_port_pair)
