@@ -81,7 +81,9 @@ std::string final_status(RunOutcome::Status status) {
     return "FINISHED";
   case RunOutcome::Status::timed_out:
   case RunOutcome::Status::interrupted:
+  case RunOutcome::Status::preempted:
     return "KILLED";
+  case RunOutcome::Status::hung:
   case RunOutcome::Status::failed:
   case RunOutcome::Status::launch_failed:
     return "FAILED";

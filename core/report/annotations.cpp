@@ -52,7 +52,16 @@ std::string escape_workflow_property(std::string_view text) {
 std::vector<std::string> github_annotations(const RunReport& report, const std::string& workspace) {
   const RunOutcome& o = report.outcome;
   std::vector<std::string> lines;
+  // A hang or a straggler is news even when the run went on to succeed.
+  if (o.hang && o.status != RunOutcome::Status::hung)
+    lines.push_back("::warning title=" + escape_workflow_property("air-run: no progress for a while") +
+                    "::" + escape_workflow_data(o.hang->diagnosis.line));
+  for (const Straggler& s : o.stragglers)
+    lines.push_back("::warning title=" +
+                    escape_workflow_property("air-run straggler: rank " + std::to_string(s.rank)) +
+                    "::" + escape_workflow_data(straggler_line(s)));
   if (o.status == RunOutcome::Status::succeeded) return lines;
+  const std::size_t before_errors = lines.size();
   for (std::size_t i = 0; i < o.ranks.size(); ++i) {
     const RankOutcome& r = o.ranks[i];
     if (!rank_failed(r)) continue;
@@ -80,8 +89,8 @@ std::vector<std::string> github_annotations(const RunReport& report, const std::
                     "title=" + escape_workflow_property("air-run rank " + std::to_string(r.rank)) +
                     "::" + escape_workflow_data(message));
   }
-  if (lines.empty()) {
-    const std::string message = o.reason.empty() ? "run " + std::string(to_string(o.status)) : o.reason;
+  if (lines.size() == before_errors) {
+    std::string message = o.reason.empty() ? "run " + std::string(to_string(o.status)) : o.reason;
     std::string where; // a spec error names its place: "job.yaml:2:1: unknown key ..."
     if (report.refusal != nullptr) {
       if (const auto place = message_place(report.refusal->message)) {
@@ -89,6 +98,7 @@ std::vector<std::string> github_annotations(const RunReport& report, const std::
                 ",line=" + std::to_string(place->line) + ",";
       }
     }
+    if (o.status == RunOutcome::Status::hung && o.hang) message += ": " + o.hang->diagnosis.line;
     lines.push_back(
         "::error " + where + "title=" +
         escape_workflow_property(report.refusal != nullptr ? "air-run: launch refused" : "air-run") +

@@ -153,6 +153,17 @@ std::string xml_escape(std::string_view text, bool attribute) {
   return out;
 }
 
+namespace {
+
+/// "1,3": the straggling ranks, for a JUnit property.
+std::string straggler_ranks(const std::vector<Straggler>& stragglers) {
+  std::string out;
+  for (const Straggler& s : stragglers) out += (out.empty() ? "" : ",") + std::to_string(s.rank);
+  return out;
+}
+
+} // namespace
+
 std::string junit_xml(const RunReport& report) {
   const RunOutcome& o = report.outcome;
   int failures = 0;
@@ -162,8 +173,9 @@ std::string junit_xml(const RunReport& report) {
   // Named after the job, not the run id: CI keys test history on these names.
   const std::string suite = job_name(report.spec);
   const std::string classname = "air-run." + suite;
-  const bool run_stopped =
-      o.status == RunOutcome::Status::timed_out || o.status == RunOutcome::Status::interrupted;
+  const bool run_stopped = o.status == RunOutcome::Status::timed_out ||
+                           o.status == RunOutcome::Status::interrupted || o.status == RunOutcome::Status::hung ||
+                           o.status == RunOutcome::Status::preempted;
 
   for (std::size_t i = 0; i < o.ranks.size(); ++i) {
     const RankOutcome& r = o.ranks[i];
@@ -229,6 +241,8 @@ std::string junit_xml(const RunReport& report) {
       {"exit_code", std::to_string(report.exit_code)},
       {"reason", o.reason},
       {"accelerator_type", report.selection.accelerator_type},
+      {"hang", o.hang ? o.hang->diagnosis.line : std::string()},
+      {"stragglers", straggler_ranks(o.stragglers)},
   };
   for (const auto& [name, value] : props) {
     out += "    <property" + attr("name", name) + attr("value", value) + "/>\n";

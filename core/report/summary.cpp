@@ -116,6 +116,55 @@ Json rank_json(const RunReport& report, std::size_t i) {
   out["last_line"] = r.tail.empty() ? Json(nullptr) : Json(r.tail.back());
   out["last_output_age_s"] = r.last_output_age_s >= 0 ? Json(seconds(r.last_output_age_s)) : Json(nullptr);
   out["stack"] = string_or_null(r.stack);
+  out["steps"] = r.steps ? Json(*r.steps) : Json(nullptr);
+  return out;
+}
+
+Json hang_json(const std::optional<HangReport>& hang) {
+  if (!hang) return nullptr;
+  Json out;
+  out["quiet_s"] = seconds(hang->quiet_s);
+  out["at"] = format_utc(hang->at);
+  out["laggards"] = hang->diagnosis.laggards;
+  out["diagnosis"] = hang->diagnosis.line;
+  out["ranks"] = Json::array();
+  for (const HangRank& r : hang->ranks) {
+    Json item;
+    item["rank"] = r.rank;
+    item["running"] = r.running;
+    item["steps"] = r.counted ? Json(r.steps) : Json(nullptr);
+    item["place"] = string_or_null(r.place);
+    item["collective"] = r.in_collective ? Json(r.collective) : Json(nullptr);
+    item["collective_seq"] = r.counted ? Json(r.collective_seq) : Json(nullptr);
+    item["waiting_s"] = r.in_collective ? Json(seconds(r.waiting_s)) : Json(nullptr);
+    out["ranks"].push_back(std::move(item));
+  }
+  out["flight_recorder_files"] = hang->flight_recorder_files;
+  return out;
+}
+
+Json stragglers_json(const std::vector<Straggler>& stragglers) {
+  Json out = Json::array();
+  for (const Straggler& s : stragglers) {
+    Json item;
+    item["rank"] = s.rank;
+    item["ms_per_step"] = seconds(s.busy_ms);
+    item["others_ms_per_step"] = seconds(s.others_ms);
+    item["slower_ms_per_step"] = seconds(s.slower_ms);
+    item["gpu"] = string_or_null(s.gpu);
+    out.push_back(std::move(item));
+  }
+  return out;
+}
+
+Json preemption_json(const std::optional<PreemptionReport>& p) {
+  if (!p) return nullptr;
+  Json out;
+  out["signal"] = signal_name(p->signal);
+  out["stop_step"] = p->stop_step > 0 ? Json(p->stop_step) : Json(nullptr);
+  out["asked_ranks"] = p->polling_ranks;
+  out["signalled_ranks"] = p->signalled_ranks;
+  out["deadline_s"] = seconds(p->deadline_s);
   return out;
 }
 
@@ -157,6 +206,9 @@ Json spec_settings_json(const LaunchSpec& s) {
   out["cpu_ranks"] = setting(s.cpu_ranks, s.cpu_ranks.value);
   out["timeout"] = setting(s.timeout, s.timeout.value ? Json(seconds(*s.timeout.value)) : Json(nullptr));
   out["grace_period"] = setting(s.grace_period, seconds(s.grace_period.value));
+  out["hang_timeout"] =
+      setting(s.hang_timeout, s.hang_timeout.value ? Json(seconds(*s.hang_timeout.value)) : Json(nullptr));
+  out["on_hang"] = setting(s.on_hang, s.on_hang.value);
   out["environment.python"] = setting(s.python, s.python.value);
   out["environment.dependencies"] = setting(s.dependencies, s.dependencies.value);
   out["environment.requirements_file"] = setting(s.requirements_file, s.requirements_file.value);
@@ -273,7 +325,10 @@ Json summary_json(const RunReport& report) {
     item["duration_s"] = seconds(a.duration_s);
     outcome["attempts"].push_back(std::move(item));
   }
+  outcome["hang"] = hang_json(o.hang);
+  outcome["preemption"] = preemption_json(o.preemption);
   doc["outcome"] = std::move(outcome);
+  doc["stragglers"] = stragglers_json(o.stragglers);
 
   doc["ranks"] = Json::array();
   for (std::size_t i = 0; i < o.ranks.size(); ++i) doc["ranks"].push_back(rank_json(report, i));

@@ -128,6 +128,11 @@ std::string format_warnings(const RunOutcome& o) {
     out += "air-run: warning: " + std::to_string(n) + (n == 1 ? " line" : " lines") +
            " of rank output not shown on the console (it stopped taking output)\n";
   }
+  if (o.hang && o.status != RunOutcome::Status::hung) {
+    out += "air-run: warning: no progress for " + format_seconds(o.hang->quiet_s) + " during the run: " +
+           o.hang->diagnosis.line + "\n";
+  }
+  for (const Straggler& s : o.stragglers) out += "air-run: warning: " + straggler_line(s) + "\n";
   if (o.leftover_processes > 0) {
     const auto n = o.leftover_processes;
     out += "air-run: ended " + std::to_string(n) + (n == 1 ? " process" : " processes") +
@@ -151,6 +156,17 @@ std::string format_report(const RunReport& report, bool color) {
                     restarts + " (exit code " + std::to_string(report.exit_code) + ")";
   if (!o.reason.empty()) out += ": " + o.reason;
   out += "\n" + format_attempts(o, report.plan.max_restarts);
+  if (o.status == RunOutcome::Status::hung && o.hang) out += "  hang: " + o.hang->diagnosis.line + "\n";
+  if (o.preemption) {
+    const PreemptionReport& p = *o.preemption;
+    if (!p.polling_ranks.empty())
+      out += "  asked to stop" + (p.stop_step > 0 ? " at step " + std::to_string(p.stop_step) : std::string()) +
+             " (air.should_stop()): " + (p.polling_ranks.size() == 1 ? "rank " : "ranks ") +
+             join_ranks(p.polling_ranks) + "\n";
+    if (!p.signalled_ranks.empty())
+      out += "  sent " + signal_name(p.signal) + " at once (never asked air.should_stop()): " +
+             (p.signalled_ranks.size() == 1 ? "rank " : "ranks ") + join_ranks(p.signalled_ranks) + "\n";
+  }
 
   const RankOutcome* root = find_root_cause(o);
   if (root != nullptr) {

@@ -1,5 +1,7 @@
 #include "core/run/live_status.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -59,6 +61,10 @@ std::vector<std::string> render_live_status(const LiveSnapshot& snap, int width,
   std::string head = "air-run: " + std::to_string(snap.running) + " running, " + std::to_string(snap.exited) +
                      " exited, " + std::to_string(snap.failed) + " failed | " + clock_text(snap.elapsed_s) +
                      " elapsed";
+  if (snap.steps) {
+    head += " | step " + std::to_string(*snap.steps);
+    if (snap.steps_per_s) head += fmt::format(" ({:.2f}/s)", *snap.steps_per_s);
+  }
   if (snap.stopping_s)
     head += " | stopping, SIGKILL in " + clock_text(std::ceil(*snap.stopping_s));
   else if (snap.left_s)

@@ -30,6 +30,10 @@ struct LiveSnapshot {
   double elapsed_s = 0;
   std::optional<double> left_s;     ///< time before the timeout; nullopt without one
   std::optional<double> stopping_s; ///< while stopping: time before SIGKILL
+  /// Training steps: the ranks' median count and its rate per second
+  /// (core/run/progress_watch.hpp); nullopt before any rank counted one.
+  std::optional<std::uint64_t> steps;
+  std::optional<double> steps_per_s;
   std::vector<LiveGpu> gpus;
 };
 

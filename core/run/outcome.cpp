@@ -18,6 +18,8 @@ constexpr StatusSpelling k_status_spellings[] = {
     {RunOutcome::Status::timed_out, "timed_out", "timed out"},
     {RunOutcome::Status::interrupted, "interrupted", "was interrupted"},
     {RunOutcome::Status::launch_failed, "launch_failed", "could not be launched"},
+    {RunOutcome::Status::hung, "hung", "hung"},
+    {RunOutcome::Status::preempted, "preempted", "was preempted"},
 };
 
 const StatusSpelling& spelling_of(RunOutcome::Status status) {
@@ -42,8 +44,10 @@ int RunOutcome::exit_code() const {
       if (r.rank == root_cause_rank) return r.status.shell_code();
     return 1;
   case Status::timed_out:
+  case Status::hung:
     return 124;
   case Status::interrupted:
+  case Status::preempted:
     return 128 + interrupt_signal;
   case Status::launch_failed:
     return 125;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "core/base/exit_status.hpp"
+#include "core/run/diagnosis.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -46,6 +47,28 @@ struct RankOutcome {
   /// Every thread's Python stack, as faulthandler printed it on a timeout
   /// (core/run/stacks.hpp); "" when none was taken.
   std::string stack;
+  /// Training steps its shim counted (core/run/progress.hpp); nullopt when
+  /// it counted nothing (not a Python rank, or the shim did not attach).
+  std::optional<std::uint64_t> steps;
+};
+
+/// What a hang's diagnosis found (--hang-timeout), while the run was alive.
+struct HangReport {
+  double quiet_s = 0; ///< how long no rank had made progress (a step or a line)
+  std::chrono::system_clock::time_point at{}; ///< when the diagnosis was made
+  HangDiagnosis diagnosis;
+  std::vector<HangRank> ranks; ///< each rank's place, in rank order
+  /// Flight Recorder dumps the ranks wrote (NCCL process groups only).
+  std::vector<std::string> flight_recorder_files;
+};
+
+/// How a preemption stop went (SIGTERM or a handled signal, air.should_stop()).
+struct PreemptionReport {
+  int signal = 0;
+  std::uint64_t stop_step = 0; ///< the step every polling rank was asked to stop at; 0: at once
+  std::vector<int> polling_ranks; ///< ranks that called air.should_stop() and were asked to stop
+  std::vector<int> signalled_ranks; ///< ranks that never asked, sent the signal at once
+  double deadline_s = 0; ///< the grace period they had
 };
 
 /// Whether a rank that air-run signalled (`sent_signal`: SIGTERM, SIGINT or
@@ -86,10 +109,10 @@ struct AttemptRecord {
 
 /// How the whole run ended.
 struct RunOutcome {
-  enum class Status { succeeded, failed, timed_out, interrupted, launch_failed };
+  enum class Status { succeeded, failed, timed_out, interrupted, launch_failed, hung, preempted };
 
   Status status = Status::succeeded;
-  int interrupt_signal = 0; ///< for interrupted
+  int interrupt_signal = 0; ///< for interrupted and preempted
   /// First rank that failed by air-run's clock (a rank that only lost its peer
   /// yields, see lost_peer.hpp), -1 if none.
   int root_cause_rank = -1;
@@ -115,6 +138,12 @@ struct RunOutcome {
   /// The teardown's SIGKILL came from a second interrupt, not from the end
   /// of the grace period.
   bool kill_requested = false;
+  /// The last hang diagnosis (--hang-timeout), also when --on-hang report let the run go on.
+  std::optional<HangReport> hang;
+  /// Ranks slower than the others, as last judged (empty: none, or too few steps).
+  std::vector<Straggler> stragglers;
+  /// Set when a signal asked the ranks to stop at one step (status preempted).
+  std::optional<PreemptionReport> preemption;
 
   /// air-run's exit code per the exit-code table in docs/supervision.md: 0, rank's code / 128+N, 124,
   /// 126/127, 128+N; after a remote failure, the failing node's code.

@@ -1,5 +1,6 @@
 #include "core/run/plan.hpp"
 
+#include "core/run/progress.hpp"
 #include "core/run/stacks.hpp"
 #include "core/spec/path_template.hpp"
 
@@ -61,6 +62,8 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
   plan.timeout = spec.timeout.value;
   plan.max_restarts = spec.max_restarts.value;
   plan.grace_period = spec.grace_period.value;
+  plan.hang_timeout = spec.hang_timeout.value;
+  plan.stop_on_hang = spec.on_hang.value == "stop";
   plan.tail_lines = spec.tail_lines.value;
 
   // Variables common to every rank. The parent's environment comes first, the
@@ -110,6 +113,13 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
         plan.stack_shim_dir +
         (existing == common.end() || existing->second.empty() ? std::string() : ":" + existing->second);
     common[std::string(k_stack_signal_var)] = std::to_string(ctx.stack_signal);
+    // PyTorch's Flight Recorder keeps each rank's last collectives (NCCL)
+    // for a hang's diagnosis; torch 2.11 reads the TORCH_FR_* names, older
+    // releases the TORCH_NCCL_* ones. A user's own setting wins.
+    for (const char* name : {"TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"})
+      set_unless_present(common, name, "2000");
+    for (const char* name : {"TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"})
+      set_unless_present(common, name, plan.run_dir + "/flight_recorder_rank");
   }
   const auto& console = spec.console_ranks.value;
   const auto& local_filter = spec.local_ranks_filter.value;
@@ -154,6 +164,8 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
     if (plan.stack_signal > 0) {
       rank.stack_file = fmt::format("{}/rank{}.stacks.txt", plan.run_dir, rank.rank);
       env[std::string(k_stack_file_var)] = rank.stack_file;
+      rank.progress_file = fmt::format("{}/rank{}.progress", plan.run_dir, rank.rank);
+      env[std::string(k_progress_file_var)] = rank.progress_file;
     }
     if (!selection.cpu) {
       rank.gpu_uuid = selection.gpus[static_cast<size_t>(local) % selection.gpus.size()].uuid;

@@ -29,6 +29,9 @@ struct RankPlan {
   bool stream_console[2] = {true, true};
   std::string gpu_uuid;   ///< the GPU it binds to ("" on CPU)
   std::string stack_file; ///< where its Python stacks are dumped ("" when not armed, core/run/stacks.hpp)
+  /// The page where its shim counts steps and collectives ("" when not a
+  /// Python rank, core/run/progress.hpp); the supervisor creates it.
+  std::string progress_file;
 };
 
 /// The whole run: ranks plus the policy the supervisor enforces.
@@ -47,6 +50,10 @@ struct LaunchPlan {
   int max_restarts = 0;          ///< TORCHELASTIC_MAX_RESTARTS
   int attempt = 0;               ///< TORCHELASTIC_RESTART_COUNT (core/run/attempts.hpp)
   Millis grace_period{30'000};
+  /// --hang-timeout: diagnose the run after this long without a step or a
+  /// line of output from any rank (nullopt: never); --on-hang stop ends it.
+  std::optional<Millis> hang_timeout;
+  bool stop_on_hang = false;
   int tail_lines = 50;
   std::vector<RankPlan> ranks;
   std::vector<std::string> notices; ///< printed once before launch (e.g. OMP_NUM_THREADS)

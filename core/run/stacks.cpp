@@ -4,8 +4,10 @@ namespace air {
 
 std::string_view stack_shim_source() {
   return R"PY(# Written by air-run for one run. Arms faulthandler so that air-run can ask
-# this rank for every thread's Python stack (on a timeout, or on Ctrl-\),
-# then runs the sitecustomize this file shadows, if there is one.
+# this rank for every thread's Python stack (on a timeout, a hang, or on
+# Ctrl-\), counts the rank's training steps and collectives in a page shared
+# with air-run (see _air_run_progress below), then runs the sitecustomize this
+# file shadows, if there is one.
 import os
 import sys
 
@@ -48,7 +50,300 @@ def _air_run_chain():
             sys.modules["sitecustomize"] = me
 
 
+
+# Slots of the progress page: little-endian 64-bit integers, 8 bytes apart,
+# the same numbers as core/run/progress.hpp.
+_AIR_SLOT_STEPS = 1
+_AIR_SLOT_COLL_SEQ = 5
+_AIR_SLOT_COLL_ENTERED = 6
+_AIR_SLOT_STOP_STEP = 8
+_AIR_SLOT_STOP_REQUESTED = 9
+_AIR_SLOT_STOP_DEADLINE = 10
+_AIR_SLOT_POLLS_STOP = 11
+_AIR_SLOT_FR_REQUEST = 12
+_AIR_SLOT_FR_DONE = 13
+_AIR_SLOT_PID = 14
+_AIR_SLOT_FR_ARMED = 15
+# The collectives timed, in the order of core/run/progress.cpp's table.
+_AIR_COLLECTIVES = (
+    "all_reduce", "broadcast", "barrier", "all_gather", "all_gather_into_tensor",
+    "reduce_scatter", "reduce_scatter_tensor", "reduce", "all_to_all", "all_to_all_single",
+    "gather", "scatter", "all_gather_object", "broadcast_object_list", "send",
+    "recv", "monitored_barrier")
+
+
+class _AirRunProgress:
+    """Counts steps and collectives into the page air-run reads (no system
+    call per count), and answers air-run's stop and dump requests."""
+
+    def __init__(self, mm, path):
+        import struct
+        import time
+
+        self._mm = mm
+        self._path = path
+        self._q = struct.Struct("<Q")
+        self._step_slots = struct.Struct("<QQQQ")  # steps, last_step_ns, busy_ns, busy_steps
+        self._coll_slots = struct.Struct("<QQQ")  # coll_seq, coll_entered_ns, coll_op
+        self._now = time.monotonic_ns
+        self._wall = time.time_ns
+        self.steps = 0
+        self._by_source = {}
+        self._last_step = 0
+        self._busy = 0
+        self._busy_steps = 0
+        self._coll_ns = 0
+        self._coll_ns_at_step = 0
+        self._coll_seq = 0
+        self._inside = 0
+        self._polled = False
+        self._q.pack_into(mm, 8 * _AIR_SLOT_PID, os.getpid())
+
+    # Steps ------------------------------------------------------------------
+    def count(self, source, n):
+        """Source `source` (an optimizer, or air.step) has made `n` steps; the
+        rank's count is the largest of its sources' (two optimizers stepping
+        once each is one training step)."""
+        self._by_source[source] = n
+        if n <= self.steps:
+            return
+        now = self._now()
+        if self._last_step:
+            self._busy += (now - self._last_step) - (self._coll_ns - self._coll_ns_at_step)
+            self._busy_steps += 1
+        self.steps = n
+        self._last_step = now
+        self._coll_ns_at_step = self._coll_ns
+        self._step_slots.pack_into(self._mm, 8 * _AIR_SLOT_STEPS, n, now, max(self._busy, 0),
+                                   self._busy_steps)
+
+    def step(self):
+        """air.step(): one more step of a loop without an optimizer."""
+        self.count("air.step", self._by_source.get("air.step", 0) + 1)
+
+    # Collectives ------------------------------------------------------------
+    def timed(self, fn, op):
+        import functools
+
+        progress = self
+
+        @functools.wraps(fn)
+        def collective(*args, **kwargs):
+            if progress._inside:  # a collective built on another one counts once
+                return fn(*args, **kwargs)
+            progress._inside = 1
+            progress._coll_seq += 1
+            began = progress._now()
+            progress._coll_slots.pack_into(progress._mm, 8 * _AIR_SLOT_COLL_SEQ, progress._coll_seq,
+                                           began, op)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                progress._coll_ns += progress._now() - began
+                progress._q.pack_into(progress._mm, 8 * _AIR_SLOT_COLL_ENTERED, 0)
+                progress._inside = 0
+
+        collective._air_run_timed = True
+        return collective
+
+    # Stop requests ----------------------------------------------------------
+    def should_stop(self):
+        mm = self._mm
+        if not self._polled:
+            self._polled = True
+            self._q.pack_into(mm, 8 * _AIR_SLOT_POLLS_STOP, 1)
+        if not self._q.unpack_from(mm, 8 * _AIR_SLOT_STOP_REQUESTED)[0]:
+            return False
+        return self.steps >= self._q.unpack_from(mm, 8 * _AIR_SLOT_STOP_STEP)[0]
+
+    def stop_deadline(self):
+        mm = self._mm
+        if not self._q.unpack_from(mm, 8 * _AIR_SLOT_STOP_REQUESTED)[0]:
+            return None
+        deadline = self._q.unpack_from(mm, 8 * _AIR_SLOT_STOP_DEADLINE)[0]
+        return max(0.0, (deadline - self._wall()) / 1e9) if deadline else None
+
+    def stop_step(self):
+        if not self._q.unpack_from(self._mm, 8 * _AIR_SLOT_STOP_REQUESTED)[0]:
+            return None
+        return self._q.unpack_from(self._mm, 8 * _AIR_SLOT_STOP_STEP)[0]
+
+    # Flight Recorder --------------------------------------------------------
+    def watch_flight_recorder(self, dump):
+        """Starts a daemon thread that answers air-run's dump requests with
+        `dump()` (bytes). A thread, because a hung rank's main thread is stuck
+        in a collective and never runs a Python signal handler."""
+        import threading
+        import time
+
+        def loop():
+            answered = self._q.unpack_from(self._mm, 8 * _AIR_SLOT_FR_REQUEST)[0]
+            while True:
+                time.sleep(0.5)
+                asked = self._q.unpack_from(self._mm, 8 * _AIR_SLOT_FR_REQUEST)[0]
+                if asked == answered:
+                    continue
+                answered = asked
+                try:
+                    data = dump()
+                    tmp = self._path + ".fr.json.tmp"
+                    with open(tmp, "wb") as f:
+                        f.write(data if isinstance(data, bytes) else data.encode())
+                    os.replace(tmp, self._path + ".fr.json")
+                except Exception as e:  # keep the rank alive whatever torch says
+                    try:
+                        with open(self._path + ".fr.json", "w") as f:
+                            f.write('{"error": %r}' % str(e)[:200].replace("'", ""))
+                    except OSError:
+                        pass
+                self._q.pack_into(self._mm, 8 * _AIR_SLOT_FR_DONE, asked)
+
+        threading.Thread(target=loop, name="air-run-flight-recorder", daemon=True).start()
+        self._q.pack_into(self._mm, 8 * _AIR_SLOT_FR_ARMED, 1)
+
+
+def _air_run_patch_optimizers(module, progress):
+    """Counts optimizer steps: torch 2's global post-step hook where there is
+    one, else a wrapper around each optimizer class's step (torch 1.x)."""
+    optimizer = getattr(module, "Optimizer", None)
+    if optimizer is None:
+        return
+
+    def counted(opt):
+        n = opt.__dict__.get("_air_run_steps", 0) + 1
+        opt.__dict__["_air_run_steps"] = n
+        progress.count(id(opt), n)
+
+    register = getattr(module, "register_optimizer_step_post_hook", None)
+    if register is not None:
+        register(lambda opt, args, kwargs: counted(opt))
+        return
+
+    import functools
+
+    def wrap_class(cls):
+        step = cls.__dict__.get("step")
+        if step is None or getattr(step, "_air_run_counted", False):
+            return
+
+        @functools.wraps(step)
+        def step_counted(self, *args, **kwargs):
+            if self.__dict__.get("_air_run_in_step"):  # super().step() of a subclass
+                return step(self, *args, **kwargs)
+            self.__dict__["_air_run_in_step"] = True
+            try:
+                out = step(self, *args, **kwargs)
+            finally:
+                self.__dict__["_air_run_in_step"] = False
+            counted(self)
+            return out
+
+        step_counted._air_run_counted = True
+        setattr(cls, "step", step_counted)
+
+    init = optimizer.__init__
+
+    @functools.wraps(init)
+    def init_counted(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        for cls in type(self).__mro__:
+            if cls is optimizer or not issubclass(cls, optimizer):
+                continue
+            wrap_class(cls)
+
+    optimizer.__init__ = init_counted
+
+
+def _air_run_patch_collectives(module, progress):
+    """Times the collectives of torch.distributed.distributed_c10d, before
+    torch.distributed re-exports them, and arms the Flight Recorder dump
+    once a process group exists."""
+    for op, name in enumerate(_AIR_COLLECTIVES, start=1):
+        fn = getattr(module, name, None)
+        if callable(fn) and not getattr(fn, "_air_run_timed", False):
+            setattr(module, name, progress.timed(fn, op))
+    init = getattr(module, "init_process_group", None)
+    if init is None:
+        return
+    import functools
+
+    @functools.wraps(init)
+    def init_watched(*args, **kwargs):
+        out = init(*args, **kwargs)
+        try:
+            import torch
+
+            c10d = torch._C._distributed_c10d
+            dump = getattr(c10d, "_dump_nccl_trace_json", None) or getattr(c10d, "_dump_fr_trace_json", None)
+            if dump is not None and not getattr(progress, "_fr_watched", False):
+                progress._fr_watched = True
+                progress.watch_flight_recorder(lambda: dump(includeCollectives=True, onlyActive=False))
+        except Exception:
+            pass
+        return out
+
+    module.init_process_group = init_watched
+
+
+class _AirRunImportHook:
+    """Patches torch's optimizer and c10d modules right after they load, so
+    that counting costs nothing for programs that never import torch."""
+
+    def __init__(self, progress):
+        self._progress = progress
+        self._patches = {
+            "torch.optim.optimizer": _air_run_patch_optimizers,
+            "torch.distributed.distributed_c10d": _air_run_patch_collectives,
+        }
+
+    def find_spec(self, name, path=None, target=None):
+        patch = self._patches.get(name)
+        if patch is None:
+            return None
+        import importlib.machinery
+
+        del self._patches[name]
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        loader = spec.loader
+        exec_module = loader.exec_module
+        progress = self._progress
+
+        def exec_and_patch(module):
+            exec_module(module)
+            try:
+                patch(module, progress)
+            except Exception:
+                pass
+
+        loader.exec_module = exec_and_patch
+        return spec
+
+
+def _air_run_progress():
+    path = os.environ.get("AIR_RUN_PROGRESS_FILE")
+    if not path:
+        return
+    try:
+        if os.getpid() != os.getpgid(0):
+            return
+        import mmap
+
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            mm = mmap.mmap(fd, 4096)
+        finally:
+            os.close(fd)
+        progress = _AirRunProgress(mm, path)
+        sys._air_run_progress = progress
+        sys.meta_path.insert(0, _AirRunImportHook(progress))
+    except Exception:
+        pass
+
+
 _air_run_arm()
+_air_run_progress()
 _air_run_chain()
 )PY";
 }

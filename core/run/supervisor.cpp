@@ -11,6 +11,7 @@
 #include "core/os/signals.hpp"
 #include "core/run/console_style.hpp"
 #include "core/run/lost_peer.hpp"
+#include "core/run/progress_watch.hpp"
 #include "core/run/terminal_line.hpp"
 
 #include <dirent.h>
@@ -27,6 +28,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -45,6 +47,11 @@ constexpr auto k_drain_timeout = std::chrono::seconds(2);
 /// descendants are not our children, so no event says when they are gone.
 constexpr auto k_group_check_interval = std::chrono::milliseconds(50);
 constexpr int k_max_poll_wait_ms = 1000;
+/// Before any rank has shown a sign of progress (a step or a line), a hang is
+/// diagnosed after at least this long: starting an interpreter and importing
+/// torch alone takes seconds to tens of seconds on a loaded machine, and a
+/// short --hang-timeout is meant for the training loop, not the start-up.
+constexpr auto k_hang_startup_allowance = std::chrono::seconds(60);
 /// When the first rank to fail reports a lost peer (core/run/lost_peer.hpp), how
 /// long to wait for the rank that caused it before the teardown: the cause
 /// closes its connections when it starts to exit, and a Python rank with torch
@@ -218,7 +225,15 @@ private:
   void begin_teardown(int sig);
   void kill_all();
   void announce_teardown(int sig);
-  bool request_stacks(bool for_timeout);
+  /// Why stacks are being taken: shown on demand (Ctrl-\\), before a
+  /// timeout's teardown, or for a hang's diagnosis.
+  enum class StackPurpose { show, timeout, hang };
+  bool request_stacks(StackPurpose purpose);
+  void watch_progress(Clock::time_point now);
+  Clock::duration hang_quiet_limit() const;
+  void begin_hang_diagnosis(Clock::time_point now);
+  void finish_hang_diagnosis();
+  bool begin_preemption(int sig);
   bool stacks_ready();
   void collect_stacks();
   bool finished() const;
@@ -264,7 +279,17 @@ private:
   /// While the armed ranks write their stacks: when to stop waiting, and
   /// whether a timeout's teardown follows (else they are printed, on demand).
   std::optional<Clock::time_point> stacks_deadline_;
-  bool stacks_for_timeout_ = false;
+  StackPurpose stacks_purpose_ = StackPurpose::show;
+  /// Step counting and the diagnosis of hangs and stragglers
+  /// (core/run/progress_watch.hpp); last_progress_ is the last step or line
+  /// of any rank, and a hang is diagnosed once per quiet spell.
+  ProgressWatch progress_{0};
+  Clock::time_point last_progress_{};
+  bool progress_seen_ = false; ///< any rank made a step or printed a line
+  bool hang_diagnosed_ = false;
+  std::optional<Clock::time_point> hang_started_;
+  Clock::time_point next_straggler_check_{};
+  std::vector<int> rank_ids_; ///< global rank by index, for the diagnosis
   std::optional<LiveView> live_; ///< the live status area, when on
   /// Forwarding air-run's stdin to the --stdin rank: the pipe's write end
   /// (nonblocking), what it has not taken yet, and whether stdin has ended.
@@ -290,7 +315,10 @@ RunOutcome Supervisor::run() {
     }
     out_.ranks[i].rank = r.plan->rank;
     out_.ranks[i].local_rank = r.plan->local_rank;
+    rank_ids_.push_back(r.plan->rank);
   }
+  progress_ = ProgressWatch(ranks_.size());
+  last_progress_ = start_;
 
   auto guard = SignalGuard::install();
   if (!guard) {
@@ -359,6 +387,9 @@ void Supervisor::spawn_all() {
   std::vector<std::pair<RankState*, StartedProcess>> started;
   started.reserve(ranks_.size());
   for (auto& r : ranks_) {
+    // Before the rank starts: its shim maps the page at start-up. Without
+    // one (a full disk) it runs uncounted, like a non-Python rank.
+    if (!r.plan->progress_file.empty()) progress_.create(r.index, r.plan->progress_file);
     r.started = Clock::now();
     auto s = start_process(r.plan->argv, r.plan->env, containment_->cgroup_target(), spawn_options(r));
     if (!s) {
@@ -437,6 +468,7 @@ std::optional<Clock::time_point> Supervisor::next_deadline(Clock::time_point now
     if (!next || t < *next) next = t;
   };
   if (!tearing_down_ && timeout_deadline_) consider(*timeout_deadline_);
+  if (!tearing_down_ && plan_.hang_timeout && !hang_diagnosed_) consider(last_progress_ + hang_quiet_limit());
   if (settle_deadline_) consider(*settle_deadline_);
   if (stacks_deadline_) consider(std::min(*stacks_deadline_, now + k_stack_check_interval));
   if (tearing_down_ && !kill_sent_) consider(grace_deadline_);
@@ -526,6 +558,7 @@ void Supervisor::iterate() {
     }
   }
   reap(); // cheap, and catches exits whose SIGCHLD merged with another
+  watch_progress(Clock::now());
   check_deadlines();
   tell_hooks();
   containment_->record_descendants();
@@ -562,14 +595,16 @@ void Supervisor::handle_signals() {
     case SIGQUIT:
       // Ctrl-\ (the ranks are in their own groups, so only air-run gets it):
       // print every armed Python rank's stacks and carry on.
-      if (!tearing_down_ && !stacks_deadline_ && !request_stacks(false)) {
+      if (!tearing_down_ && !stacks_deadline_ && !request_stacks(StackPurpose::show)) {
         const std::string line = "air-run: no Python rank can show its stack (SIGQUIT ignored)\n";
         console_write(stderr_sink_, console_.stderr_fd, line, 1);
       }
       break;
     case SIGUSR1:
     case SIGUSR2:
-      // Schedulers (Slurm --signal) send these as warnings; pass them on.
+      // Schedulers (Slurm --signal) send these as warnings: ranks that call
+      // air.should_stop() are asked to stop at one step; else pass them on.
+      if (!tearing_down_ && out_.status == RunOutcome::Status::succeeded && begin_preemption(sig)) break;
       for (auto& r : ranks_)
         if (r.spawned && !r.reaped) signal_group(r.pid, sig);
       break;
@@ -582,6 +617,8 @@ void Supervisor::handle_signals() {
         }
       } else if (settle_deadline_) {
         begin_teardown(sig); // a rank already failed: that stays the outcome
+      } else if (sig == SIGTERM && begin_preemption(sig)) {
+        // the ranks that ask stop at one step; the others got SIGTERM
       } else {
         out_.status = RunOutcome::Status::interrupted;
         out_.interrupt_signal = sig;
@@ -705,6 +742,9 @@ void Supervisor::deliver(RankState& r, Stream& s, std::string_view data, bool eo
     return;
   }
   o.last_output_at = Clock::now();
+  last_progress_ = *o.last_output_at;
+  progress_seen_ = true;
+  hang_diagnosed_ = false;
   if (echo) {
     if (s.is_stderr)
       console_write(stderr_sink_, console_.stderr_fd, console_batch_, lines);
@@ -838,12 +878,17 @@ void Supervisor::check_deadlines() {
     out_.status = RunOutcome::Status::timed_out;
     out_.reason = "timed out after " + format_duration(*plan_.timeout);
     // Where was each rank stuck? Ask before stopping them.
-    if (!request_stacks(true)) begin_teardown(SIGTERM);
+    if (!request_stacks(StackPurpose::timeout)) begin_teardown(SIGTERM);
   }
+  if (!tearing_down_ && out_.status == RunOutcome::Status::succeeded && plan_.hang_timeout && !hang_diagnosed_ &&
+      !stacks_deadline_ && now - last_progress_ >= hang_quiet_limit())
+    begin_hang_diagnosis(now);
   if (stacks_deadline_ && (now >= *stacks_deadline_ || stacks_ready())) {
     stacks_deadline_.reset();
+    const StackPurpose purpose = stacks_purpose_;
     collect_stacks();
-    if (stacks_for_timeout_) begin_teardown(SIGTERM);
+    if (purpose == StackPurpose::timeout) begin_teardown(SIGTERM);
+    if (purpose == StackPurpose::hang) finish_hang_diagnosis();
   }
   if (tearing_down_ && !kill_sent_ && now >= grace_deadline_) kill_all();
 }
@@ -911,7 +956,7 @@ void Supervisor::announce_teardown(int sig) {
 
 /// Sends the stack signal to every running rank that armed it. Returns
 /// whether any was asked; the loop then waits (stacks_deadline_) for the dumps.
-bool Supervisor::request_stacks(bool for_timeout) {
+bool Supervisor::request_stacks(StackPurpose purpose) {
   if (plan_.stack_signal <= 0) return false;
   bool asked = false;
   for (auto& r : ranks_) {
@@ -925,7 +970,7 @@ bool Supervisor::request_stacks(bool for_timeout) {
     asked = true;
   }
   if (!asked) return false;
-  stacks_for_timeout_ = for_timeout;
+  stacks_purpose_ = purpose;
   stacks_deadline_ = Clock::now() + k_stack_wait;
   return true;
 }
@@ -955,9 +1000,10 @@ void Supervisor::collect_stacks() {
         strip_control_characters(read_from(r.plan->stack_file, r.stack_offset), LineBreaks::keep);
     r.stack_offset = -1;
     RankOutcome& o = out_.ranks[r.index];
-    if (stacks_for_timeout_) {
+    if (stacks_purpose_ != StackPurpose::show) {
       o.stack = std::move(stack);
-      if (o.last_output_at) o.last_output_age_s = seconds_between(*o.last_output_at, now);
+      if (stacks_purpose_ == StackPurpose::timeout && o.last_output_at)
+        o.last_output_age_s = seconds_between(*o.last_output_at, now);
       continue;
     }
     if (stack.empty()) stack = "(no stack written)\n";
@@ -974,6 +1020,173 @@ void Supervisor::collect_stacks() {
   if (lines > 0) console_write(stderr_sink_, console_.stderr_fd, batch, lines);
 }
 
+/// Reads the ranks' progress pages: a step is progress (no hang), and every
+/// few seconds the step times say whether a rank is a straggler.
+void Supervisor::watch_progress(Clock::time_point now) {
+  if (progress_.poll(now)) {
+    last_progress_ = now;
+    progress_seen_ = true;
+    hang_diagnosed_ = false;
+  }
+  if (now < next_straggler_check_ || tearing_down_) return;
+  next_straggler_check_ = now + std::chrono::seconds(2);
+  std::string batch;
+  std::size_t lines = 0;
+  for (const std::string& line : progress_.name_new_stragglers(rank_ids_)) {
+    batch += "air-run: " + line + "\n";
+    ++lines;
+  }
+  if (lines > 0 && !console_.quiet) console_write(stderr_sink_, console_.stderr_fd, batch, lines);
+}
+
+/// How long the ranks may be quiet before a hang is diagnosed: --hang-timeout,
+/// with the start-up allowance until the first sign of progress.
+Clock::duration Supervisor::hang_quiet_limit() const {
+  const Clock::duration limit = *plan_.hang_timeout;
+  return progress_seen_ ? limit : std::max<Clock::duration>(limit, k_hang_startup_allowance);
+}
+
+/// No rank made progress for --hang-timeout: ask the ranks for their stacks
+/// and Flight Recorder traces; finish_hang_diagnosis reads them.
+void Supervisor::begin_hang_diagnosis(Clock::time_point now) {
+  hang_diagnosed_ = true;
+  hang_started_ = last_progress_;
+  (void)now;
+  progress_.request_flight_recorder();
+  if (!request_stacks(StackPurpose::hang)) finish_hang_diagnosis();
+}
+
+namespace {
+
+/// "12:01:03": a wall-clock time for the diagnosis line.
+std::string clock_time(std::chrono::system_clock::time_point t) {
+  const std::time_t secs = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  localtime_r(&secs, &tm);
+  char text[16];
+  std::strftime(text, sizeof text, "%H:%M:%S", &tm);
+  return text;
+}
+
+} // namespace
+
+/// Names the laggards from each rank's place in its collectives and its
+/// stack, prints the diagnosis and records it; with --on-hang stop, ends the run.
+void Supervisor::finish_hang_diagnosis() {
+  const auto now = Clock::now();
+  const auto wall_now = std::chrono::system_clock::now();
+  const std::int64_t mono_now_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
+  HangReport report;
+  report.quiet_s = seconds_between(hang_started_.value_or(last_progress_), now);
+  report.at = wall_now;
+  for (auto& r : ranks_) {
+    const ProgressReading& p = progress_.reading(r.index);
+    RankOutcome& o = out_.ranks[r.index];
+    HangRank h;
+    h.rank = r.plan->rank;
+    h.running = r.spawned && !r.reaped;
+    h.counted = p.attached;
+    h.steps = p.steps;
+    h.collective_seq = p.coll_seq;
+    h.in_collective = p.attached && p.coll_entered_ns != 0;
+    if (h.in_collective) {
+      h.collective = std::string(collective_name(p.coll_op));
+      h.waiting_s = std::max(0.0, static_cast<double>(mono_now_ns - p.coll_entered_ns) / 1e9);
+      h.since = clock_time(wall_now - std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                                          std::chrono::duration<double>(h.waiting_s)));
+    }
+    h.place = user_place(o.stack);
+    report.ranks.push_back(std::move(h));
+    if (p.fr_armed) {
+      const std::string fr = r.plan->progress_file + ".fr.json";
+      if (::access(fr.c_str(), R_OK) == 0) report.flight_recorder_files.push_back(fr);
+    }
+  }
+  report.diagnosis = diagnose_hang(report.ranks);
+  const bool stop = plan_.stop_on_hang;
+  std::string batch = "air-run: no progress for " + format_duration(std::chrono::duration_cast<Millis>(
+                                                        std::chrono::duration<double>(report.quiet_s))) +
+                      " (no step, no output): " + report.diagnosis.line + "\n";
+  std::size_t lines = 1;
+  if (!report.diagnosis.laggards.empty()) {
+    batch += "air-run: the others wait for rank" + std::string(report.diagnosis.laggards.size() > 1 ? "s " : " ") +
+             rank_words(report.diagnosis.laggards) +
+             (stop ? "; stopping the run (--on-hang stop)\n" : "; the run goes on (--on-hang report)\n");
+    ++lines;
+  } else {
+    batch += stop ? "air-run: stopping the run (--on-hang stop)\n"
+                  : "air-run: the run goes on (--on-hang report); Ctrl-\\ shows every stack\n";
+    ++lines;
+  }
+  console_write(stderr_sink_, console_.stderr_fd, batch, lines);
+  out_.hang = std::move(report);
+  if (stop && !tearing_down_ && out_.status == RunOutcome::Status::succeeded) {
+    out_.status = RunOutcome::Status::hung;
+    out_.reason = "hung: no progress for " + format_duration(*plan_.hang_timeout);
+    if (!out_.hang->diagnosis.laggards.empty())
+      out_.reason += "; the others wait for rank" +
+                     std::string(out_.hang->diagnosis.laggards.size() > 1 ? "s " : " ") +
+                     rank_words(out_.hang->diagnosis.laggards);
+    begin_teardown(SIGTERM);
+  }
+}
+
+/// A preemption signal (SIGTERM from a scheduler or a spot notice) while
+/// some ranks call air.should_stop(): instead of stopping them mid-step,
+/// air-run picks one step that no rank has passed and asks each of them to
+/// stop there, saving what it must before the grace period ends; ranks that
+/// never ask get the signal at once. Returns false when no running rank
+/// asks (the usual teardown follows).
+bool Supervisor::begin_preemption(int sig) {
+  progress_.poll(Clock::now());
+  std::uint64_t max_steps = 0;
+  std::vector<RankState*> polling;
+  for (auto& r : ranks_) {
+    if (!r.spawned || r.reaped || !progress_.reading(r.index).polls_stop) continue;
+    polling.push_back(&r);
+    max_steps = std::max(max_steps, progress_.reading(r.index).steps);
+  }
+  if (polling.empty()) return false;
+  PreemptionReport report;
+  report.signal = sig;
+  // Every polling rank is at most max_steps: max_steps + 1 is a step none has
+  // passed. A rank that never counted a step stops at its next question.
+  report.stop_step = max_steps == 0 ? 0 : max_steps + 1;
+  report.deadline_s = std::chrono::duration<double>(plan_.grace_period).count();
+  const auto deadline = std::chrono::system_clock::now() + plan_.grace_period;
+  const std::int64_t deadline_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
+  tearing_down_ = true;
+  settle_deadline_.reset();
+  grace_deadline_ = Clock::now() + plan_.grace_period;
+  for (RankState* r : polling) {
+    progress_.request_stop(r->index, report.stop_step, deadline_ns);
+    r->teardown_signal = sig;
+    report.polling_ranks.push_back(r->plan->rank);
+  }
+  for (auto& r : ranks_) {
+    if (!r.spawned || r.reaped || r.teardown_signal != 0) continue;
+    r.teardown_signal = sig;
+    signal_group(r.pid, sig);
+    report.signalled_ranks.push_back(r.plan->rank);
+  }
+  out_.status = RunOutcome::Status::preempted;
+  out_.interrupt_signal = sig;
+  out_.reason = "preempted by " + signal_name(sig) +
+                (report.stop_step > 0 ? "; ranks stop at step " + std::to_string(report.stop_step)
+                                      : std::string("; ranks stop at their next should_stop()"));
+  if (!console_.quiet) {
+    std::string line = "air-run: " + signal_name(sig) + ": asking rank" + (polling.size() > 1 ? "s " : " ") +
+                       rank_words(report.polling_ranks) + " to stop" +
+                       (report.stop_step > 0 ? " at step " + std::to_string(report.stop_step) : std::string()) +
+                       ", up to " + format_duration(plan_.grace_period) + "; Ctrl-C again to kill now\n";
+    console_write(stderr_sink_, console_.stderr_fd, line, 1);
+  }
+  out_.preemption = std::move(report);
+  return true;
+}
+
 void Supervisor::finalize() {
   out_.ended_at = std::chrono::system_clock::now();
   out_.duration_s = seconds_between(start_, Clock::now());
@@ -984,6 +1197,11 @@ void Supervisor::finalize() {
     if (o.last_output_at && o.last_output_age_s < 0)
       o.last_output_age_s = seconds_between(*o.last_output_at, r.reaped ? r.reaped_at : now);
   }
+  progress_.poll(now);
+  for (auto& r : ranks_)
+    if (progress_.reading(r.index).attached) out_.ranks[r.index].steps = progress_.reading(r.index).steps;
+  progress_.name_new_stragglers(rank_ids_);
+  out_.stragglers = progress_.stragglers();
   // Bounded: a console nobody reads must not keep air-run from reporting.
   stdout_sink_.finish(k_console_stall_ms);
   stderr_sink_.finish(k_console_stall_ms);
@@ -1154,6 +1372,8 @@ LiveSnapshot Supervisor::live_snapshot(Clock::time_point now) const {
     }
   }
   s.elapsed_s = seconds_between(start_, now);
+  s.steps = progress_.median_steps();
+  if (s.steps) s.steps_per_s = progress_.step_rate();
   if (tearing_down_ && !kill_sent_)
     s.stopping_s = std::max(0.0, seconds_between(now, grace_deadline_));
   else if (timeout_deadline_ && !tearing_down_)

@@ -650,6 +650,8 @@ void apply(LaunchSpec& s, const Assignment& a, bool append) {
   if (k == "cpu_ranks") return put(s.cpu_ranks, integer(), o);
   if (k == "timeout") return put(s.timeout, std::get<std::optional<Millis>>(v), o);
   if (k == "grace_period") return put(s.grace_period, std::get<Millis>(v), o);
+  if (k == "hang_timeout") return put(s.hang_timeout, std::get<std::optional<Millis>>(v), o);
+  if (k == "on_hang") return put(s.on_hang, std::get<std::string>(v), o);
   if (k == "environment.python") return put(s.python, std::get<std::string>(v), o);
   if (k == "environment.dependencies") {
     if (const auto* path = std::get_if<RequirementsPath>(&v)) {
@@ -779,6 +781,10 @@ std::pair<std::string, Origin> show(const LaunchSpec& s, std::string_view k) {
     return {s.timeout.value ? format_duration(*s.timeout.value) : "none", s.timeout.origin};
   }
   if (k == "grace_period") return {format_duration(s.grace_period.value), s.grace_period.origin};
+  if (k == "hang_timeout") {
+    return {s.hang_timeout.value ? format_duration(*s.hang_timeout.value) : "none", s.hang_timeout.origin};
+  }
+  if (k == "on_hang") return {s.on_hang.value, s.on_hang.origin};
   if (k == "environment.python") return {show_string(s.python.value), s.python.origin};
   if (k == "environment.dependencies") {
     if (!s.requirements_file.value.empty())
@@ -906,6 +912,10 @@ Status check_torchrun_values(const LaunchSpec& spec) {
   }
   AIR_TRY(parse_std_streams(spec.redirects.value, place_of(spec.redirects.origin, "redirects")));
   AIR_TRY(parse_std_streams(spec.tee.value, place_of(spec.tee.origin, "tee")));
+  if (spec.on_hang.value != "report" && spec.on_hang.value != "stop") {
+    return usage_error(place_of(spec.on_hang.origin, "on_hang") + ": " + single_quoted(spec.on_hang.value) +
+                       " is not one of report, stop");
+  }
   return ok_status();
 }
 

@@ -106,6 +106,8 @@ struct LaunchSpec {
   Setting<int> cpu_ranks{1, {}};                ///< ranks on CPU when num_accelerators is not given
   Setting<std::optional<Millis>> timeout{Millis(3L * 3600 * 1000), {}}; ///< nullopt = none
   Setting<Millis> grace_period{Millis(30'000), {}};
+  Setting<std::optional<Millis>> hang_timeout{Millis(300'000), {}}; ///< nullopt = no hang detection
+  Setting<std::string> on_hang{"report", {}};                       ///< "report" or "stop"
   Setting<std::string> python{"python3", {}};      ///< environment.python
   Setting<std::vector<std::string>> dependencies;  ///< environment.dependencies (requirement strings)
   Setting<std::string> requirements_file;          ///< when environment.dependencies is a path

@@ -23,6 +23,7 @@ __version__ = "0.1.0"
 
 from air._errors import DistributedError, DistributedTimeout, SerializationError
 from air._report import report
+from air._progress import should_stop, step, steps, stop_deadline, stop_step
 from air._types import AcceleratorType, GPUType
 from air._decorator import DistributedFunction, distributed
 from air._ray import RayNotSupportedError, ray_init
@@ -41,4 +42,9 @@ __all__ = [
     "RayNotSupportedError",
     "ray_init",
     "report",
+    "should_stop",
+    "step",
+    "steps",
+    "stop_deadline",
+    "stop_step",
 ]

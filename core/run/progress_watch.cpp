@@ -1,0 +1,72 @@
+#include "core/run/progress_watch.hpp"
+
+#include <algorithm>
+
+namespace air {
+namespace {
+
+/// The rate is measured over at least this long, so that one slow step does
+/// not make it jump.
+constexpr auto k_rate_window = std::chrono::seconds(3);
+
+} // namespace
+
+ProgressWatch::ProgressWatch(std::size_t ranks) : files_(ranks), readings_(ranks), named_(ranks, false) {}
+
+std::string ProgressWatch::create(std::size_t index, const std::string& path) {
+  readings_[index] = ProgressReading{};
+  return files_[index].create(path);
+}
+
+bool ProgressWatch::poll(Clock::time_point now) {
+  bool moved = false;
+  std::vector<double> counts;
+  for (std::size_t i = 0; i < files_.size(); ++i) {
+    if (!files_[i].mapped()) continue;
+    const ProgressReading r = files_[i].read();
+    if (r.steps != readings_[i].steps) moved = true;
+    readings_[i] = r;
+    if (r.attached) counts.push_back(static_cast<double>(r.steps));
+  }
+  if (counts.empty()) return moved;
+  std::nth_element(counts.begin(), counts.begin() + static_cast<long>(counts.size() / 2), counts.end());
+  const double median = counts[counts.size() / 2];
+  if (median > 0) median_ = static_cast<std::uint64_t>(median);
+  if (!rate_base_ || median < rate_base_->second) {
+    rate_base_ = {now, median};
+  } else if (now - rate_base_->first >= k_rate_window) {
+    rate_ = (median - rate_base_->second) / std::chrono::duration<double>(now - rate_base_->first).count();
+    rate_base_ = {now, median};
+  }
+  return moved;
+}
+
+void ProgressWatch::request_stop(std::size_t index, std::uint64_t stop_step, std::int64_t deadline_realtime_ns) {
+  files_[index].request_stop(stop_step, deadline_realtime_ns);
+}
+
+void ProgressWatch::request_flight_recorder() {
+  for (auto& f : files_) f.request_flight_recorder();
+}
+
+std::vector<std::string> ProgressWatch::name_new_stragglers(const std::vector<int>& rank_of) {
+  std::vector<StepStats> stats;
+  for (std::size_t i = 0; i < files_.size(); ++i) {
+    const ProgressReading& r = readings_[i];
+    if (!r.attached || r.busy_steps == 0) continue;
+    stats.push_back(StepStats{rank_of[i], r.busy_steps, r.busy_ns});
+  }
+  stragglers_ = find_stragglers(stats);
+  std::vector<std::string> lines;
+  for (const Straggler& s : stragglers_) {
+    const auto at = std::find(rank_of.begin(), rank_of.end(), s.rank);
+    if (at == rank_of.end()) continue;
+    const auto index = static_cast<std::size_t>(at - rank_of.begin());
+    if (named_[index]) continue;
+    named_[index] = true;
+    lines.push_back(straggler_line(s));
+  }
+  return lines;
+}
+
+} // namespace air

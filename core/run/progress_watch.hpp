@@ -1,0 +1,68 @@
+#pragma once
+
+#include "core/run/diagnosis.hpp"
+#include "core/run/progress.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace air {
+
+/// The supervisor's view of its ranks' progress pages (core/run/progress.hpp):
+/// when any rank last made a step, each rank's latest counters, the step rate
+/// for the live view, and which ranks are stragglers. Reading is a few loads
+/// from shared memory per rank, done once per loop iteration; all calls
+/// happen on the supervisor's thread.
+class ProgressWatch {
+public:
+  using Clock = std::chrono::steady_clock;
+
+  /// One slot per rank, by the supervisor's rank index.
+  explicit ProgressWatch(std::size_t ranks);
+
+  /// Creates rank `index`'s page at `path` before it is spawned; "" on
+  /// success, else the error (the rank then runs without step counting).
+  std::string create(std::size_t index, const std::string& path);
+
+  /// Reads every mapped page. Returns whether any rank's step count moved.
+  bool poll(Clock::time_point now);
+
+  /// The counters read last for rank `index` (all zero when it has no page).
+  const ProgressReading& reading(std::size_t index) const { return readings_[index]; }
+  /// Whether rank `index` has a page.
+  bool mapped(std::size_t index) const { return files_[index].mapped(); }
+
+  /// The median of the ranks' step counts, and its rate per second over the
+  /// last few seconds (the live view's); nullopt before any rank counted a
+  /// step, and before two readings a few seconds apart.
+  std::optional<std::uint64_t> median_steps() const { return median_; }
+  std::optional<double> step_rate() const { return rate_; }
+
+  /// Asks rank `index` (one that calls air.should_stop()) to stop once it
+  /// has made `stop_step` steps, before `deadline_realtime_ns`.
+  void request_stop(std::size_t index, std::uint64_t stop_step, std::int64_t deadline_realtime_ns);
+
+  /// Asks every mapped rank for a Flight Recorder dump.
+  void request_flight_recorder();
+
+  /// Judges stragglers from the ranks' counters (`rank_of[i]` is index i's
+  /// global rank); returns the lines for ranks named for the first time.
+  std::vector<std::string> name_new_stragglers(const std::vector<int>& rank_of);
+  /// The last judgement, over every rank that counted steps.
+  const std::vector<Straggler>& stragglers() const { return stragglers_; }
+
+private:
+  std::vector<ProgressFile> files_;
+  std::vector<ProgressReading> readings_;
+  std::vector<bool> named_;
+  std::vector<Straggler> stragglers_;
+  /// For the rate: the median step count and when it was read, a few seconds back.
+  std::optional<std::pair<Clock::time_point, double>> rate_base_;
+  std::optional<double> rate_;
+  std::optional<std::uint64_t> median_;
+};
+
+} // namespace air

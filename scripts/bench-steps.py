@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Cost of air-run's step and collective counting, per step, and what it does
+to a training loop's speed.
+
+  scripts/bench-steps.py [--air-run build/cli/air-run] [--python /usr/bin/python3]
+                         [--steps 20000] [--rounds 3] [--device cpu|cuda] [--json out.json]
+
+One rank runs the same script twice per round, alternating: once under
+air-run (its shim counts every optimizer step and times every collective)
+and once with plain Python (nothing counted). The script times, in one
+process:
+
+- `optimizer.step()` of a small SGD optimizer (grads set once), STEPS times;
+- `dist.all_reduce` of one element on a one-rank gloo group, STEPS times;
+- a small training loop (forward, backward, all_reduce of the gradients,
+  optimizer step): the speed a user feels, with the hooks in place.
+
+Reported: microseconds per call with and without counting, the difference
+(the cost of counting), and the training loop's ratio (counted / plain; 1.00
+is no cost). Medians over the rounds. Nothing asserts: it is a benchmark.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+SCRIPT = r"""
+import os, sys, time, torch, torch.distributed as dist
+steps = int(sys.argv[1])
+device = sys.argv[2]
+os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
+os.environ.setdefault("RANK", "0")
+os.environ.setdefault("WORLD_SIZE", "1")
+dist.init_process_group("gloo")
+model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)).to(device)
+opt = torch.optim.SGD(model.parameters(), lr=1e-6)
+for p in model.parameters():
+    p.grad = torch.zeros_like(p)
+for _ in range(200):
+    opt.step()
+t0 = time.perf_counter()
+for _ in range(steps):
+    opt.step()
+step_us = (time.perf_counter() - t0) / steps * 1e6
+t = torch.ones(1)
+for _ in range(200):
+    dist.all_reduce(t)
+t0 = time.perf_counter()
+for _ in range(steps):
+    dist.all_reduce(t)
+coll_us = (time.perf_counter() - t0) / steps * 1e6
+x = torch.randn(256, 64, device=device)
+y = torch.randn(256, 1, device=device)
+loop_steps = max(steps // 10, 100)
+def train(n):
+    for _ in range(n):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        for p in model.parameters():
+            dist.all_reduce(p.grad)
+        opt.step()
+    if device == "cuda":
+        torch.cuda.synchronize()
+train(50)
+t0 = time.perf_counter()
+train(loop_steps)
+loop_us = (time.perf_counter() - t0) / loop_steps * 1e6
+counted = getattr(sys, "_air_run_progress", None)
+print("RESULT %.3f %.3f %.3f %d" % (step_us, coll_us, loop_us, counted.steps if counted else -1))
+"""
+
+
+def run(cmd, env):
+    out = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    for line in out.stdout.splitlines():
+        if "RESULT" in line:
+            parts = line.split("RESULT", 1)[1].split()
+            return [float(p) for p in parts[:3]] + [int(parts[3])]
+    raise SystemExit("no result from %s:\n%s" % (" ".join(cmd), out.stdout[-2000:]))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--air-run", default="build/cli/air-run")
+    ap.add_argument("--python", default="/usr/bin/python3")
+    ap.add_argument("--steps", type=int, default=20000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        script = os.path.join(tmp, "steps.py")
+        with open(script, "w") as f:
+            f.write(SCRIPT)
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        plain, counted = [], []
+        for _ in range(args.rounds):
+            counted.append(run([args.air_run, "--cpu-ranks", "1", "--python", args.python, "-q", "--timeout", "10m",
+                                script, str(args.steps), args.device], env))
+            plain.append(run([args.python, script, str(args.steps), args.device], env))
+    med = lambda rows, i: statistics.median(r[i] for r in rows)
+    names = ["optimizer.step()", "dist.all_reduce (1 rank, gloo)", "training step (fwd, bwd, all_reduce, step)"]
+    result = {"steps": args.steps, "rounds": args.rounds, "device": args.device,
+              "counted_steps_seen": counted[-1][3], "rows": []}
+    print("%-44s %10s %10s %10s %7s" % ("per call", "plain us", "counted us", "cost us", "ratio"))
+    for i, name in enumerate(names):
+        p, c = med(plain, i), med(counted, i)
+        result["rows"].append({"what": name, "plain_us": p, "counted_us": c, "cost_us": c - p, "ratio": c / p})
+        print("%-44s %10.2f %10.2f %10.2f %7.3f" % (name, p, c, c - p, c / p))
+    print("steps counted in the last air-run round: %d" % counted[-1][3])
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

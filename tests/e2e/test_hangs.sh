@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# Hangs, stragglers, step counting and preemption with real PyTorch ranks
+# (gloo on CPU), through the built air-run. Uses Debian's /usr/bin/python3,
+# the interpreter that has torch on this machine ($TORCH_PYTHON).
+source "$(dirname "$0")/lib.sh"
+
+if ! "$TORCH_PYTHON" -c 'import torch.distributed' 2>/dev/null; then
+  echo "skip: $TORCH_PYTHON has no torch"
+  exit 0
+fi
+
+# Three ranks; rank 1 stops in stuck_here() before the all_reduce the others enter.
+write_stuck() {
+  cat >stuck.py <<'PY'
+import os, time, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+
+
+def stuck_here():
+    time.sleep(3600)
+
+
+t = torch.ones(1)
+for step in range(3):
+    dist.all_reduce(t)
+print("rank %d entered the loop" % rank, flush=True)
+if rank == 1:
+    stuck_here()
+dist.all_reduce(t)
+print("rank %d done" % rank, flush=True)
+PY
+}
+
+test_hang_stop_names_the_laggard_and_exits_124() {
+  write_stuck
+  local start=$SECONDS
+  run_air --cpu-ranks 3 --python "$TORCH_PYTHON" --hang-timeout 4s --on-hang stop --grace-period 5s \
+    --summary summary.json stuck.py
+  expect_rc 124
+  ((SECONDS - start < 60)) || fail "took $((SECONDS - start))s"
+  expect_contains "$err" "rank 1 is in stuck_here at stuck.py:7"
+  expect_contains "$err" "ranks 0 and 2 wait in all_reduce #4 at <module> at stuck.py:16"
+  expect_eq "$(json_get summary.json 'd["outcome"]["status"], d["outcome"]["hang"]["laggards"]')" "hung [1]"
+  expect_eq "$(json_get summary.json 'd["outcome"]["hang"]["ranks"][1]["place"]')" "stuck_here at stuck.py:7"
+  expect_eq "$(json_get summary.json 'd["outcome"]["hang"]["ranks"][0]["collective"]')" "all_reduce"
+}
+
+test_hang_report_goes_on_and_reports_in_junit() {
+  write_stuck
+  env --default-signal=INT "$AIR_RUN" --cpu-ranks 3 --python "$TORCH_PYTHON" --hang-timeout 3s \
+    --summary summary.json --junit junit.xml stuck.py >stdout 2>stderr &
+  air=$!
+  wait_for "grep -q 'the run goes on' stderr" 90 || fail "no diagnosis while running: $(tail -5 stderr)"
+  pid_alive "$air" || fail "air-run ended after a diagnosis in report mode"
+  expect_contains "$(cat stderr)" "the others wait for rank 1"
+  kill -INT "$air"
+  finish_air 60
+  expect_rc 130
+  expect_eq "$(json_get summary.json 'd["outcome"]["hang"]["laggards"]')" "[1]"
+  expect_contains "$(cat junit.xml)" 'name="hang" value="rank 1 is in stuck_here'
+}
+
+test_steady_steps_are_no_hang() {
+  cat >steady.py <<'PY'
+import time, torch
+model = torch.nn.Linear(2, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(5):
+    opt.zero_grad()
+    model(torch.ones(2)).sum().backward()
+    opt.step()
+    time.sleep(1.5)
+PY
+  run_air --cpu-ranks 2 --python "$TORCH_PYTHON" --hang-timeout 3s --on-hang stop --summary summary.json steady.py
+  expect_rc 0
+  expect_not_contains "$err" "no progress"
+  expect_eq "$(json_get summary.json 'd["outcome"]["hang"], [r["steps"] for r in d["ranks"]]')" "None [5, 5]"
+}
+
+test_optimizer_steps_are_counted_once_each() {
+  # 25 steps of an optimizer subclass that calls super().step(), plus a
+  # second optimizer stepping alongside: still 25 steps per rank.
+  cat >count.py <<'PY'
+import torch
+import air
+
+
+class MySGD(torch.optim.SGD):
+    def step(self, closure=None):
+        return super().step(closure)
+
+
+a, b = torch.nn.Linear(2, 1), torch.nn.Linear(2, 1)
+opt_a = MySGD(a.parameters(), lr=0.1)
+opt_b = torch.optim.Adam(b.parameters())
+for _ in range(25):
+    (a(torch.ones(2)).sum() + b(torch.ones(2)).sum()).backward()
+    opt_a.step()
+    opt_b.step()
+print("counted", air.steps())
+PY
+  PYTHONPATH=$AIR_SOURCE_DIR/python run_air --cpu-ranks 3 --python "$TORCH_PYTHON" --summary summary.json count.py
+  expect_rc 0
+  expect_contains "$out" "[rank2]: counted 25"
+  expect_eq "$(json_get summary.json '[r["steps"] for r in d["ranks"]]')" "[25, 25, 25]"
+}
+
+# Ranks sleep BASE ms a step, rank 1 EXTRA ms more, then all_reduce: 40 steps.
+write_paced() {
+  cat >paced.py <<'PY'
+import sys, time, torch, torch.distributed as dist
+import air
+dist.init_process_group("gloo")
+extra = float(sys.argv[1]) if dist.get_rank() == 1 else 0.0
+t = torch.ones(1)
+for step in range(40):
+    time.sleep((20 + extra) / 1000)
+    dist.all_reduce(t)
+    air.step()
+PY
+}
+
+test_a_slow_rank_is_the_only_straggler() {
+  write_paced
+  PYTHONPATH=$AIR_SOURCE_DIR/python run_air --cpu-ranks 3 --python "$TORCH_PYTHON" --summary summary.json \
+    paced.py 80
+  expect_rc 0
+  expect_eq "$(json_get summary.json '[s["rank"] for s in d["stragglers"]]')" "[1]"
+  expect_eq "$(json_get summary.json '60 < d["stragglers"][0]["slower_ms_per_step"] < 200')" "True"
+  expect_contains "$err" "rank 1 is a straggler"
+}
+
+test_even_ranks_have_no_straggler() {
+  write_paced
+  PYTHONPATH=$AIR_SOURCE_DIR/python run_air --cpu-ranks 3 --python "$TORCH_PYTHON" --summary summary.json \
+    paced.py 0
+  expect_rc 0
+  expect_eq "$(json_get summary.json 'd["stragglers"], [r["steps"] for r in d["ranks"]]')" "[] [40, 40, 40]"
+  expect_not_contains "$err" "straggler"
+}
+
+# Three ranks at different speeds, each asking air.should_stop() every step;
+# each writes the step it stopped at.
+write_preemptible() {
+  cat >preempt.py <<'PY'
+import os, sys, time
+import air
+rank = int(os.environ["RANK"])
+step = 0
+print("rank %d started" % rank, flush=True)
+while True:
+    time.sleep(0.02 * (rank + 1))
+    step += 1
+    air.step()
+    if air.should_stop():
+        left = air.stop_deadline()
+        with open("stopped%d" % rank, "w") as f:
+            f.write("%d %d" % (step, left is not None and 0 < left <= 30))
+        sys.exit(0)
+PY
+}
+
+test_sigterm_stops_every_rank_at_one_step() {
+  write_preemptible
+  PYTHONPATH=$AIR_SOURCE_DIR/python "$AIR_RUN" --cpu-ranks 3 --python "$TORCH_PYTHON" --summary summary.json \
+    preempt.py >stdout 2>stderr &
+  air=$!
+  wait_for "[[ \$(grep -c started stdout) -ge 3 ]]" 60 || fail "ranks did not start"
+  sleep 1.5
+  kill -TERM "$air"
+  finish_air 60
+  expect_rc 143
+  local s0 s1 s2
+  s0=$(cat stopped0) s1=$(cat stopped1) s2=$(cat stopped2)
+  [[ $s0 == "$s1" && $s1 == "$s2" ]] || fail "ranks stopped at different steps: $s0 / $s1 / $s2"
+  expect_eq "${s0#* }" "1" # a deadline within the grace period
+  expect_eq "$(json_get summary.json 'd["outcome"]["status"], d["outcome"]["preemption"]["stop_step"] == int(open("stopped0").read().split()[0])')" "preempted True"
+  expect_eq "$(json_get summary.json 'd["outcome"]["preemption"]["asked_ranks"]')" "[0, 1, 2]"
+}
+
+test_ranks_that_never_ask_get_sigterm_at_once() {
+  cat >plain.py <<'PY'
+import signal, sys, time
+def bye(*_):
+    print("got SIGTERM", flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, bye)
+print("started", flush=True)
+time.sleep(600)
+PY
+  "$AIR_RUN" --cpu-ranks 2 --python "$TORCH_PYTHON" --summary summary.json plain.py >stdout 2>stderr &
+  air=$!
+  wait_for "[[ \$(grep -c started stdout) -ge 2 ]]" 60 || fail "ranks did not start"
+  kill -TERM "$air"
+  finish_air 20
+  expect_rc 143
+  expect_eq "$(grep -c 'got SIGTERM' stdout)" "2"
+  expect_eq "$(json_get summary.json 'd["outcome"]["status"]')" "interrupted"
+}
+
+run_tests

@@ -1,0 +1,159 @@
+#include "core/run/diagnosis.hpp"
+#include "core/run/progress.hpp"
+#include "core/run/stacks.hpp"
+#include "tests/unit/catch.hpp"
+
+#include <fmt/format.h>
+
+#include <string>
+
+using air::HangRank;
+
+namespace {
+
+// As faulthandler writes it: the newest thread first, the main thread last.
+constexpr const char* k_stuck_dump = R"(Thread 0x00007f9a6f2356c0 (most recent call first):
+  File "/tmp/run/pyshim/sitecustomize.py", line 140 in loop
+  File "/usr/lib/python3.11/threading.py", line 975 in run
+
+Current thread 0x00007f9a6f677040 (most recent call first):
+  File "/usr/lib/python3.11/selectors.py", line 415 in select
+  File "/home/u/proj/train.py", line 12 in stuck_here
+  File "/home/u/proj/train.py", line 30 in <module>
+)";
+
+constexpr const char* k_waiting_dump = R"(Current thread 0x00007f00 (most recent call first):
+  File "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py", line 1320 in all_reduce
+  File "/tmp/run/pyshim/sitecustomize.py", line 99 in collective
+  File "/home/u/proj/train.py", line 20 in train_step
+  File "/home/u/proj/train.py", line 31 in <module>
+)";
+
+HangRank waiting(int rank, std::uint64_t seq, std::string place = "train_step at train.py:20") {
+  HangRank r;
+  r.rank = rank;
+  r.counted = true;
+  r.in_collective = true;
+  r.collective = "all_reduce";
+  r.collective_seq = seq;
+  r.since = "12:01:03";
+  r.place = std::move(place);
+  return r;
+}
+
+HangRank outside(int rank, std::string place = "stuck_here at train.py:12") {
+  HangRank r;
+  r.rank = rank;
+  r.counted = true;
+  r.collective_seq = 3;
+  r.place = std::move(place);
+  return r;
+}
+
+} // namespace
+
+TEST_CASE("a rank's place is its innermost frame of user code in the main thread", "[diagnosis]") {
+  CHECK(air::user_place(k_stuck_dump) == "stuck_here at train.py:12");
+  CHECK(air::user_place(k_waiting_dump) == "train_step at train.py:20");
+  // Only library frames: the innermost one stands in.
+  CHECK(air::user_place("Current thread 0x1 (most recent call first):\n"
+                        "  File \"/usr/lib/python3.11/time.py\", line 3 in sleep\n") == "sleep at time.py:3");
+  CHECK(air::user_place("").empty());
+  CHECK(air::user_place("garbage\nno frames here\n").empty());
+}
+
+TEST_CASE("the rank outside the collective the others wait in is the laggard", "[diagnosis]") {
+  const auto d = air::diagnose_hang({waiting(0, 4), outside(1), waiting(2, 4)});
+  CHECK(d.laggards == std::vector<int>{1});
+  CHECK(d.line ==
+        "rank 1 is in stuck_here at train.py:12; ranks 0 and 2 wait in all_reduce #4 at train_step at "
+        "train.py:20 since 12:01:03");
+}
+
+TEST_CASE("ranks behind in the collective sequence are the laggards", "[diagnosis]") {
+  const auto d = air::diagnose_hang({waiting(0, 7), waiting(1, 6, "eval at train.py:40"), waiting(2, 7)});
+  CHECK(d.laggards == std::vector<int>{1});
+  CHECK(d.line.rfind("rank 1 waits in all_reduce #6 at eval at train.py:40", 0) == 0);
+}
+
+TEST_CASE("no laggard when every rank is in the same collective, or none is", "[diagnosis]") {
+  auto same = air::diagnose_hang({waiting(0, 5), waiting(1, 5)});
+  CHECK(same.laggards.empty());
+  CHECK(same.line.find("rank 0 waits in all_reduce #5") != std::string::npos);
+  auto none = air::diagnose_hang({outside(0), outside(1, "")});
+  CHECK(none.laggards.empty());
+  CHECK(none.line == "rank 0 is in stuck_here at train.py:12; rank 1 is in an unknown place (no Python stack)");
+}
+
+TEST_CASE("ranks that already exited take no part in the diagnosis", "[diagnosis]") {
+  HangRank gone = outside(1);
+  gone.running = false;
+  const auto d = air::diagnose_hang({waiting(0, 4), gone, waiting(2, 4)});
+  CHECK(d.laggards.empty());
+}
+
+TEST_CASE("a rank slower outside collectives than the others is the only straggler", "[diagnosis]") {
+  using air::StepStats;
+  const std::uint64_t ms = 1'000'000;
+  SECTION("80 ms more a step over 40 steps") {
+    const auto s = air::find_stragglers({{0, 40, 40 * 21 * ms}, {1, 40, 40 * 101 * ms}, {2, 40, 40 * 21 * ms}});
+    REQUIRE(s.size() == 1);
+    CHECK(s[0].rank == 1);
+    CHECK(s[0].slower_ms == Approx(80.0));
+    CHECK(air::straggler_line(s[0]) ==
+          "rank 1 is a straggler: 101 ms a step outside collectives, the others 21 ms");
+  }
+  SECTION("noise of a few ms is no straggler") {
+    CHECK(air::find_stragglers({{0, 40, 40 * 20 * ms}, {1, 40, 40 * 26 * ms}, {2, 40, 40 * 21 * ms}}).empty());
+  }
+  SECTION("a large relative gap on tiny steps is not enough: 10 ms at least") {
+    CHECK(air::find_stragglers({{0, 40, 40 * 1 * ms}, {1, 40, 40 * 5 * ms}}).empty());
+  }
+  SECTION("10 ms on 1 s steps is noise: 20% at least") {
+    CHECK(air::find_stragglers({{0, 40, 40 * 1000 * ms}, {1, 40, 40 * 1015 * ms}}).empty());
+  }
+  SECTION("too few steps to judge") {
+    CHECK(air::find_stragglers({{0, 5, 5 * 1 * ms}, {1, 5, 5 * 100 * ms}}).empty());
+  }
+  SECTION("two ranks: the slower one") {
+    const auto s = air::find_stragglers({{0, 40, 40 * 20 * ms}, {1, 40, 40 * 100 * ms}});
+    REQUIRE(s.size() == 1);
+    CHECK(s[0].rank == 1);
+  }
+}
+
+TEST_CASE("rank lists read as a sentence", "[diagnosis]") {
+  CHECK(air::rank_words({3}) == "3");
+  CHECK(air::rank_words({0, 2}) == "0 and 2");
+  CHECK(air::rank_words({0, 2, 3}) == "0, 2 and 3");
+}
+
+TEST_CASE("the shim's progress slots are the ones air-run reads", "[diagnosis]") {
+  // The page is read by C++ and written by the shim's Python: one number off
+  // and steps land in the wrong slot. Every slot the shim names must match.
+  const std::string shim(air::stack_shim_source());
+  namespace S = air::progress_slot;
+  const std::pair<const char*, int> slots[] = {
+      {"_AIR_SLOT_STEPS", S::steps},          {"_AIR_SLOT_COLL_SEQ", S::coll_seq},
+      {"_AIR_SLOT_COLL_ENTERED", S::coll_entered_ns}, {"_AIR_SLOT_STOP_STEP", S::stop_step},
+      {"_AIR_SLOT_STOP_REQUESTED", S::stop_requested}, {"_AIR_SLOT_STOP_DEADLINE", S::stop_deadline_ns},
+      {"_AIR_SLOT_POLLS_STOP", S::polls_stop}, {"_AIR_SLOT_FR_REQUEST", S::fr_request},
+      {"_AIR_SLOT_FR_DONE", S::fr_done},       {"_AIR_SLOT_PID", S::pid},
+      {"_AIR_SLOT_FR_ARMED", S::fr_armed},
+  };
+  for (const auto& [name, slot] : slots) {
+    INFO(name);
+    CHECK(shim.find(fmt::format("{} = {}\n", name, slot)) != std::string::npos);
+  }
+  // The step slots are written together, in this order, from steps on.
+  CHECK(S::last_step_ns == S::steps + 1);
+  CHECK(S::busy_ns == S::steps + 2);
+  CHECK(S::busy_steps == S::steps + 3);
+  CHECK(S::coll_entered_ns == S::coll_seq + 1);
+  CHECK(S::coll_op == S::coll_seq + 2);
+  // The collective names, in the shim's order.
+  CHECK(air::collective_name(1) == "all_reduce");
+  CHECK(air::collective_name(17) == "monitored_barrier");
+  CHECK(shim.find("\"recv\", \"monitored_barrier\")") != std::string::npos);
+  CHECK(air::collective_name(0) == "a collective");
+}
