@@ -241,12 +241,14 @@ std::string junit_xml(const RunReport& report) {
       {"exit_code", std::to_string(report.exit_code)},
       {"reason", o.reason},
       {"accelerator_type", report.selection.accelerator_type},
-      {"hang", o.hang ? o.hang->diagnosis.line : std::string()},
-      {"stragglers", straggler_ranks(o.stragglers)},
   };
   for (const auto& [name, value] : props) {
     out += "    <property" + attr("name", name) + attr("value", value) + "/>\n";
   }
+  // Only when there is news: a hang's diagnosis, the straggling ranks.
+  if (o.hang) out += "    <property" + attr("name", "hang") + attr("value", o.hang->diagnosis.line) + "/>\n";
+  if (!o.stragglers.empty())
+    out += "    <property" + attr("name", "stragglers") + attr("value", straggler_ranks(o.stragglers)) + "/>\n";
   out += "  </properties>\n";
   out += cases;
   out += "</testsuite>\n";

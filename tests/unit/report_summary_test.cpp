@@ -33,8 +33,8 @@ TEST_CASE("summary document shape", "[summary]") {
 
   CHECK(ordered_keys(doc) == std::vector<std::string>{"schema_version", "air_run_version", "run_id", "host",
                                                       "started_at", "ended_at", "duration_s", "spec",
-                                                      "hardware", "selection", "launch", "outcome", "ranks",
-                                                      "mlflow", "python_env"});
+                                                      "hardware", "selection", "launch", "outcome", "stragglers",
+                                                      "ranks", "mlflow", "python_env"});
   CHECK(doc["schema_version"] == 1);
   CHECK(doc["air_run_version"] == AIR_VERSION);
   CHECK(doc["run_id"] == "r1");
@@ -53,6 +53,8 @@ TEST_CASE("summary document shape", "[summary]") {
                                                       "cpu_ranks",
                                                       "timeout",
                                                       "grace_period",
+                                                      "hang_timeout",
+                                                      "on_hang",
                                                       "environment.python",
                                                       "environment.dependencies",
                                                       "environment.requirements_file",
@@ -117,7 +119,8 @@ TEST_CASE("summary document shape", "[summary]") {
   SECTION("outcome") {
     CHECK(doc["outcome"] == Json::parse(R"j({"status": "failed", "exit_code": 3, "root_cause_rank": 1,
         "reason": "rank 1 exited with exit code 3", "refusal": null, "interrupt_signal": null, "interrupt_signal_name": null,
-        "console_lines_dropped": 0, "remote_failure": null, "restarts": 0, "attempts": []})j"));
+        "console_lines_dropped": 0, "remote_failure": null, "restarts": 0, "attempts": [], "hang": null,
+        "preemption": null})j"));
   }
 
   SECTION("ranks") {
@@ -134,7 +137,7 @@ TEST_CASE("summary document shape", "[summary]") {
                                                         "error",      "log",
                                                         "log_error",  "killed",
                                                         "last_line",  "last_output_age_s",
-                                                        "stack"});
+                                                        "stack",      "steps"});
     }
     CHECK(ranks[0] == Json::parse(R"j({"rank": 0, "local_rank": 0, "pid": 4242, "gpu": "GPU-aaaa",
         "exit": {"code": null, "signal": 15, "signal_name": "SIGTERM", "core_dumped": false,
@@ -143,7 +146,7 @@ TEST_CASE("summary document shape", "[summary]") {
         "duration_s": 12.3, "user_s": 10.1, "sys_s": 0.4, "max_rss_kb": 812344,
         "result": {"state": "ok", "value": {"loss": 0.5, "acc": 0.9}}, "error": null, "log": null,
         "log_error": null, "killed": false, "last_line": "epoch 1 loss 0.5", "last_output_age_s": null,
-        "stack": null})j"));
+        "stack": null, "steps": null})j"));
     CHECK(ranks[1]["exit"] == Json::parse(R"j({"code": 3, "signal": null, "signal_name": null,
         "core_dumped": false, "description": "exit code 3"})j"));
     CHECK(ranks[1]["result"] == Json::parse(R"j({"state": "missing"})j"));

@@ -58,6 +58,8 @@ TEST_CASE("key table has one row per LaunchSpec field, unique names", "[spec]") 
                                              "cpu_ranks",
                                              "timeout",
                                              "grace_period",
+                                             "hang_timeout",
+                                             "on_hang",
                                              "environment.python",
                                              "environment.dependencies",
                                              "environment.find_links",
@@ -226,6 +228,8 @@ live: false
 quiet: true
 stdin: 3
 timestamps: true
+hang_timeout: 90s
+on_hang: stop
 )");
   const auto& s = r.spec;
   CHECK(r.warnings.empty());
@@ -236,6 +240,8 @@ timestamps: true
   CHECK(s.timeout.value == std::optional<Millis>(Millis(5'400'000)));
   CHECK(where(s.timeout.origin) == "job.yaml:5:1");
   CHECK(s.grace_period.value == Millis(1500));
+  CHECK(s.hang_timeout.value == std::optional<Millis>(Millis(90'000)));
+  CHECK(s.on_hang.value == "stop");
   CHECK(s.python.value == "/usr/bin/python3");
   CHECK(where(s.python.origin) == "job.yaml:8:3");
   CHECK(s.dependencies.value == std::vector<std::string>{"torch>=2.0", "numpy"});
@@ -349,6 +355,8 @@ TEST_CASE("describe_spec prints key = value (origin) in table order", "[spec]") 
       "cpu_ranks = 1  (default)",
       "timeout = none  (job.yaml:1:1)",
       "grace_period = 5s  (env AIR_RUN_GRACE_PERIOD)",
+      "hang_timeout = 5m  (default)",
+      "on_hang = report  (default)",
       "environment.python = python3  (default)",
       "environment.dependencies = -r req.txt  (job.yaml:4:3)",
       "environment.find_links = []  (default)",
@@ -418,6 +426,7 @@ TEST_CASE("bad files give exact file:line:col: key: messages", "[spec]") {
       {"timeout: soon\n", "job.yaml:1:10: timeout: expected a duration like 90m, 3h or none, got 'soon'"},
       {"grace_period: none\n",
        "job.yaml:1:15: grace_period: expected a duration like 30s, 90m or 3h, got 'none'"},
+      {"command: a.py\non_hang: kill\n", "job.yaml:2:1: on_hang: 'kill' is not one of report, stop"},
       {"timeout: 0\n", "job.yaml:1:10: timeout: must be greater than zero (use none for no limit), got '0'"},
       {"timeout: -5m\n", "job.yaml:1:10: timeout: expected a duration like 90m, 3h or none, got '-5m'"},
       {"timeout:\n", "job.yaml:1:1: timeout: expected a duration like 90m, 3h or none, got nothing"},
