@@ -17,7 +17,10 @@ process:
 
 Reported: microseconds per call with and without counting, the difference
 (the cost of counting), and the training loop's ratio (counted / plain; 1.00
-is no cost). Medians over the rounds. Nothing asserts: it is a benchmark.
+is no cost); and, measured inside the counted rank without torch around it,
+the cost of counting one step and of timing one collective call (the
+figures that do not drown in the noise of a shared machine). Medians over
+the rounds. Nothing asserts: it is a benchmark.
 """
 
 import argparse
@@ -71,7 +74,28 @@ t0 = time.perf_counter()
 train(loop_steps)
 loop_us = (time.perf_counter() - t0) / loop_steps * 1e6
 counted = getattr(sys, "_air_run_progress", None)
-print("RESULT %.3f %.3f %.3f %d" % (step_us, coll_us, loop_us, counted.steps if counted else -1))
+count_us = wrap_us = 0.0
+if counted is not None:
+    # The counting itself, without torch around it: one step counted, and one
+    # collective call through the timing wrapper (minus the bare call).
+    n = 200000
+    base = counted.steps
+    t0 = time.perf_counter()
+    for i in range(1, n + 1):
+        counted.count("bench", base + i)
+    count_us = (time.perf_counter() - t0) / n * 1e6
+    noop = lambda: None
+    timed = counted.timed(noop, 1)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        timed()
+    wrapped = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for _ in range(n):
+        noop()
+    wrap_us = (wrapped - (time.perf_counter() - t0)) / n * 1e6
+print("RESULT %.3f %.3f %.3f %d %.3f %.3f" % (step_us, coll_us, loop_us, counted.steps if counted else -1,
+                                             count_us, wrap_us))
 """
 
 
@@ -80,7 +104,7 @@ def run(cmd, env):
     for line in out.stdout.splitlines():
         if "RESULT" in line:
             parts = line.split("RESULT", 1)[1].split()
-            return [float(p) for p in parts[:3]] + [int(parts[3])]
+            return [float(p) for p in parts[:3]] + [int(parts[3])] + [float(p) for p in parts[4:6]]
     raise SystemExit("no result from %s:\n%s" % (" ".join(cmd), out.stdout[-2000:]))
 
 
@@ -112,6 +136,10 @@ def main():
         p, c = med(plain, i), med(counted, i)
         result["rows"].append({"what": name, "plain_us": p, "counted_us": c, "cost_us": c - p, "ratio": c / p})
         print("%-44s %10.2f %10.2f %10.2f %7.3f" % (name, p, c, c - p, c / p))
+    result["count_step_us"] = med(counted, 4)
+    result["time_collective_us"] = med(counted, 5)
+    print("counting one step: %.3f us; timing one collective call: %.3f us (in-process, median of rounds)"
+          % (result["count_step_us"], result["time_collective_us"]))
     print("steps counted in the last air-run round: %d" % counted[-1][3])
     if args.json:
         with open(args.json, "w") as f:

@@ -8,7 +8,7 @@
 #
 #   scripts/gpu-suite.sh [OUTDIR]        (OUTDIR defaults to ./gpu-results)
 #
-# GPU_SUITE_STEPS (default "demo,tests,unit,preflight,bench") picks steps, so that a
+# GPU_SUITE_STEPS (default "demo,tests,unit,preflight,bench,hangs") picks steps, so that a
 # short device lease can run them in two calls; the build always runs and is
 # incremental. Each step prints PASS/FAIL; the summary is OUTDIR/gpu-suite.txt.
 set -uo pipefail
@@ -18,7 +18,7 @@ LOG="$OUT_DIR/gpu-suite.txt"
 BUILD=build-gpu
 AIR=$PWD/$BUILD/cli/air-run
 PY=${PYTHON:-$(command -v python3)}
-STEPS=${GPU_SUITE_STEPS:-demo,tests,unit,preflight,bench}
+STEPS=${GPU_SUITE_STEPS:-demo,tests,unit,preflight,bench,hangs}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 # never NVLink multicast on shared hosts
 failures=0
 
@@ -91,6 +91,63 @@ if want bench; then
   else
     say "SKIP bench: no torchrun on PATH"
   fi
+fi
+
+if want hangs; then
+  say "== hangs on the GPU: a Flight Recorder dump from a one-rank NCCL run, a hang named, step counting's cost"
+  HANG_DIR=$OUT_DIR/hangs
+  mkdir -p "$HANG_DIR"
+  cat >"$HANG_DIR/fr_rank.py" <<'PY'
+import os, time, torch, torch.distributed as dist
+dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+t = torch.ones(1 << 20, device="cuda")
+for _ in range(5):
+    dist.all_reduce(t)
+dist.broadcast(t, 0)
+torch.cuda.synchronize()
+print("collectives done; quiet now", flush=True)
+time.sleep(8)  # quiet: air-run diagnoses a hang and asks for the Flight Recorder
+dist.destroy_process_group()
+PY
+  timeout 120 "$AIR" -n 1 --python "$PY" --hang-timeout 3s --log-dir "$HANG_DIR/fr-logs" \
+    --summary "$HANG_DIR/fr-summary.json" "$HANG_DIR/fr_rank.py" >"$HANG_DIR/fr.log" 2>&1
+  rc=$?
+  grep -E "no progress|goes on|air-run: run" "$HANG_DIR/fr.log" | tee -a "$LOG"
+  fr=$(ls "$HANG_DIR"/fr-logs/*.fr.json 2>/dev/null | head -1)
+  [[ -n $fr ]] && cp "$fr" "$HANG_DIR/flight_recorder_rank0.json" && head -c 1500 "$fr" | tee -a "$LOG" && echo | tee -a "$LOG"
+  "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); h=d["outcome"]["hang"]; print("hang files:", h and h["flight_recorder_files"])' \
+    "$HANG_DIR/fr-summary.json" 2>&1 | sed "s|$OUT_DIR/||g" | tee -a "$LOG"
+  [[ $rc == 0 && -n $fr ]]
+  check flight-recorder "exit $rc, dump written: ${fr:+yes}" $?
+  cat >"$HANG_DIR/stuck_cuda.py" <<'PY'
+import time, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+
+
+def stuck_here():
+    time.sleep(3600)
+
+
+t = torch.ones(4, device="cuda")
+for step in range(3):
+    dist.all_reduce(t)
+print("rank %d entered the loop" % rank, flush=True)
+if rank == 1:
+    stuck_here()
+dist.all_reduce(t)
+PY
+  start=$SECONDS
+  timeout 120 "$AIR" --cpu-ranks 3 --python "$PY" --hang-timeout 4s --on-hang stop --grace-period 5s \
+    --summary "$HANG_DIR/stuck-summary.json" "$HANG_DIR/stuck_cuda.py" >"$HANG_DIR/stuck.log" 2>&1
+  rc=$?
+  grep -E "no progress|others wait" "$HANG_DIR/stuck.log" | tee -a "$LOG"
+  [[ $rc == 124 ]] && grep -q "rank 1 is in stuck_here" "$HANG_DIR/stuck.log"
+  check hang-named "exit $rc (124 expected) in $((SECONDS - start)) s, rank 1 named" $?
+  timeout 300 "$PY" scripts/bench-steps.py --air-run "$AIR" --python "$PY" --device cuda --steps 20000 \
+    --rounds 3 --json "$HANG_DIR/bench-steps.json" 2>&1 | tee -a "$LOG"
+  check bench-steps "exit ${PIPESTATUS[0]}" "${PIPESTATUS[0]}"
 fi
 
 say "== $failures failure(s)"

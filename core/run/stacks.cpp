@@ -277,7 +277,14 @@ def _air_run_patch_collectives(module, progress):
             dump = getattr(c10d, "_dump_nccl_trace_json", None) or getattr(c10d, "_dump_fr_trace_json", None)
             if dump is not None and not getattr(progress, "_fr_watched", False):
                 progress._fr_watched = True
-                progress.watch_flight_recorder(lambda: dump(includeCollectives=True, onlyActive=False))
+
+                def dump_all():
+                    try:
+                        return dump(includeCollectives=True, onlyActive=False)
+                    except TypeError:  # a release with other keyword names
+                        return dump()
+
+                progress.watch_flight_recorder(dump_all)
         except Exception:
             pass
         return out
