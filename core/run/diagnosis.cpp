@@ -116,13 +116,45 @@ HangDiagnosis diagnose_hang(const std::vector<HangRank>& ranks) {
     for (const HangRank* r : waiting) (r->collective_seq < max_seq ? behind : ahead).push_back(r);
     if (behind.empty()) ahead.clear();
   }
+  bool by_nccl = false;
+  if (behind.empty()) {
+    std::uint64_t max_enqueued = 0;
+    std::size_t recorded = 0;
+    for (const auto& r : ranks) {
+      if (!r.running || !r.nccl_enqueued) continue;
+      ++recorded;
+      max_enqueued = std::max(max_enqueued, *r.nccl_enqueued);
+    }
+    if (recorded > 1) {
+      for (const auto& r : ranks) {
+        if (!r.running || !r.nccl_enqueued) continue;
+        (*r.nccl_enqueued < max_enqueued ? behind : ahead).push_back(&r);
+      }
+      by_nccl = !behind.empty();
+      if (!by_nccl) ahead.clear();
+    }
+  }
   for (const HangRank* r : behind) d.laggards.push_back(r->rank);
 
   const auto place_of = [](const HangRank& r) {
     return r.place.empty() ? std::string("an unknown place (no Python stack)") : r.place;
   };
   std::vector<std::string> parts;
-  if (!behind.empty()) {
+  if (by_nccl) {
+    // The ranks' own Python places, with NCCL's sequence saying who is behind.
+    for (const HangRank* r : behind)
+      parts.push_back(fmt::format("rank {} is in {}, its last NCCL collective #{} ({}, {})", r->rank, place_of(*r),
+                                  *r->nccl_enqueued, r->nccl_op, r->nccl_state));
+    std::map<std::uint64_t, std::vector<const HangRank*>> groups;
+    for (const HangRank* r : ahead) groups[*r->nccl_enqueued].push_back(r);
+    for (const auto& [seq, members] : groups) {
+      std::vector<int> ids;
+      for (const HangRank* r : members) ids.push_back(r->rank);
+      const HangRank* first = members.front();
+      parts.push_back(fmt::format("{} {} enqueued NCCL collective #{} ({}, {}) at {}", plural(ids.size(), "rank", "ranks"),
+                                  rank_words(ids), seq, first->nccl_op, first->nccl_state, place_of(*first)));
+    }
+  } else if (!behind.empty()) {
     for (const HangRank* r : behind) {
       if (r->in_collective)
         parts.push_back(fmt::format("rank {} waits in {} #{} at {} since {}", r->rank, r->collective,

@@ -32,6 +32,11 @@ struct HangRank {
   std::string since;          ///< wall-clock "12:01:03" when it entered it
   std::string place;          ///< user_place of its stack ("" when unknown)
   std::uint64_t steps = 0;
+  /// From its Flight Recorder dump (NCCL, core/run/flight_recorder.hpp): the
+  /// last collective it enqueued in the default group, its name and state.
+  std::optional<std::uint64_t> nccl_enqueued;
+  std::string nccl_op;
+  std::string nccl_state;
 };
 
 /// The diagnosis of a hang: who is behind, and the one line that says it.
@@ -42,8 +47,10 @@ struct HangDiagnosis {
 
 /// Names the laggards: ranks outside any collective while others wait in
 /// one, or ranks behind in the collective sequence while the others wait in
-/// a later one. With every rank in the same collective, or none in any, no
-/// rank is singled out and the line gives every rank's place. Pure.
+/// a later one; failing both (NCCL collectives return at once, so Python sees
+/// none), ranks whose Flight Recorder shows fewer collectives enqueued than
+/// the others'. Otherwise no rank is singled out and the line gives every
+/// rank's place. Pure.
 HangDiagnosis diagnose_hang(const std::vector<HangRank>& ranks);
 
 /// One rank's step statistics for straggler detection: time outside

@@ -114,12 +114,12 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
         (existing == common.end() || existing->second.empty() ? std::string() : ":" + existing->second);
     common[std::string(k_stack_signal_var)] = std::to_string(ctx.stack_signal);
     // PyTorch's Flight Recorder keeps each rank's last collectives (NCCL)
-    // for a hang's diagnosis; torch 2.11 reads the TORCH_FR_* names, older
-    // releases the TORCH_NCCL_* ones. A user's own setting wins.
-    for (const char* name : {"TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"})
-      set_unless_present(common, name, "2000");
-    for (const char* name : {"TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"})
-      set_unless_present(common, name, plan.run_dir + "/flight_recorder_rank");
+    // for a hang's diagnosis. The TORCH_FR_* names are torch 2.11's (it
+    // warns on every rank about the older TORCH_NCCL_* ones, so those are
+    // left to users of older releases). A user's own setting wins.
+    if (common.count("TORCH_NCCL_TRACE_BUFFER_SIZE") == 0) set_unless_present(common, "TORCH_FR_BUFFER_SIZE", "2000");
+    if (common.count("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") == 0)
+      set_unless_present(common, "TORCH_FR_DUMP_TEMP_FILE", plan.run_dir + "/flight_recorder_rank");
   }
   const auto& console = spec.console_ranks.value;
   const auto& local_filter = spec.local_ranks_filter.value;

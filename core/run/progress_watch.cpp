@@ -11,7 +11,8 @@ constexpr auto k_rate_window = std::chrono::seconds(3);
 
 } // namespace
 
-ProgressWatch::ProgressWatch(std::size_t ranks) : files_(ranks), readings_(ranks), named_(ranks, false) {}
+ProgressWatch::ProgressWatch(std::size_t ranks)
+    : files_(ranks), fr_asked_(ranks, 0), readings_(ranks), named_(ranks, false) {}
 
 std::string ProgressWatch::create(std::size_t index, const std::string& path) {
   readings_[index] = ProgressReading{};
@@ -46,7 +47,16 @@ void ProgressWatch::request_stop(std::size_t index, std::uint64_t stop_step, std
 }
 
 void ProgressWatch::request_flight_recorder() {
-  for (auto& f : files_) f.request_flight_recorder();
+  for (std::size_t i = 0; i < files_.size(); ++i) fr_asked_[i] = files_[i].request_flight_recorder();
+}
+
+bool ProgressWatch::flight_recorder_answered() const {
+  for (std::size_t i = 0; i < files_.size(); ++i) {
+    if (!files_[i].mapped()) continue;
+    const ProgressReading r = files_[i].read();
+    if (r.fr_armed && r.fr_done < fr_asked_[i]) return false;
+  }
+  return true;
 }
 
 std::vector<std::string> ProgressWatch::name_new_stragglers(const std::vector<int>& rank_of) {

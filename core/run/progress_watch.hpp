@@ -47,6 +47,9 @@ public:
 
   /// Asks every mapped rank for a Flight Recorder dump.
   void request_flight_recorder();
+  /// Whether every rank that runs a Flight Recorder dumper has answered the
+  /// last request (ranks without one count as answered).
+  bool flight_recorder_answered() const;
 
   /// Judges stragglers from the ranks' counters (`rank_of[i]` is index i's
   /// global rank); returns the lines for ranks named for the first time.
@@ -56,6 +59,7 @@ public:
 
 private:
   std::vector<ProgressFile> files_;
+  std::vector<std::uint64_t> fr_asked_; ///< the last Flight Recorder request number, per rank
   std::vector<ProgressReading> readings_;
   std::vector<bool> named_;
   std::vector<Straggler> stragglers_;

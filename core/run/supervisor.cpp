@@ -5,11 +5,13 @@
 #include "core/base/log_chunker.hpp"
 #include "core/base/text.hpp"
 #include "core/os/containment.hpp"
+#include "core/os/file_read.hpp"
 #include "core/os/log_sink.hpp"
 #include "core/os/oom.hpp"
 #include "core/os/process.hpp"
 #include "core/os/signals.hpp"
 #include "core/run/console_style.hpp"
+#include "core/run/flight_recorder.hpp"
 #include "core/run/lost_peer.hpp"
 #include "core/run/progress_watch.hpp"
 #include "core/run/terminal_line.hpp"
@@ -70,6 +72,12 @@ constexpr std::size_t k_tail_line_max = 4096;
 /// (core/run/stacks.hpp) before a timeout's teardown goes on without them,
 /// and how often to look at the files meanwhile.
 constexpr auto k_stack_wait = std::chrono::seconds(2);
+/// At most this much of a rank's Flight Recorder dump is read (2000 entries
+/// of about 500 bytes each).
+constexpr std::size_t k_flight_recorder_max = 4 * 1024 * 1024;
+/// For a hang's diagnosis, also the ranks' Flight Recorder dumps: a thread
+/// of the rank answers within half a second, then torch serialises the trace.
+constexpr auto k_hang_dump_wait = std::chrono::seconds(5);
 constexpr auto k_stack_check_interval = std::chrono::milliseconds(50);
 /// The width of --timestamps' "12:03:04.567 " before a rank line.
 constexpr std::size_t k_clock_stamp_width = 13;
@@ -971,7 +979,7 @@ bool Supervisor::request_stacks(StackPurpose purpose) {
   }
   if (!asked) return false;
   stacks_purpose_ = purpose;
-  stacks_deadline_ = Clock::now() + k_stack_wait;
+  stacks_deadline_ = Clock::now() + (purpose == StackPurpose::hang ? k_hang_dump_wait : k_stack_wait);
   return true;
 }
 
@@ -985,6 +993,7 @@ bool Supervisor::stacks_ready() {
     if (size <= r.stack_offset || size != r.stack_seen) ready = false;
     r.stack_seen = size;
   }
+  if (stacks_purpose_ == StackPurpose::hang && !progress_.flight_recorder_answered()) ready = false;
   return ready;
 }
 
@@ -1097,11 +1106,19 @@ void Supervisor::finish_hang_diagnosis() {
                                           std::chrono::duration<double>(h.waiting_s)));
     }
     h.place = user_place(o.stack);
-    report.ranks.push_back(std::move(h));
     if (p.fr_armed) {
       const std::string fr = r.plan->progress_file + ".fr.json";
-      if (::access(fr.c_str(), R_OK) == 0) report.flight_recorder_files.push_back(fr);
+      const FileRead dump = read_small_file(fr, k_flight_recorder_max, FileWriter::us);
+      if (dump.state == FileRead::State::ok) {
+        report.flight_recorder_files.push_back(fr);
+        if (const auto state = parse_flight_recorder(dump.text)) {
+          h.nccl_enqueued = state->last_enqueued;
+          h.nccl_op = state->last_op;
+          h.nccl_state = state->last_state;
+        }
+      }
     }
+    report.ranks.push_back(std::move(h));
   }
   report.diagnosis = diagnose_hang(report.ranks);
   const bool stop = plan_.stop_on_hang;

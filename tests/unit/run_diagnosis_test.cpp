@@ -1,10 +1,13 @@
 #include "core/run/diagnosis.hpp"
+#include "core/run/flight_recorder.hpp"
 #include "core/run/progress.hpp"
 #include "core/run/stacks.hpp"
 #include "tests/unit/catch.hpp"
 
 #include <fmt/format.h>
 
+#include <fstream>
+#include <iterator>
 #include <string>
 
 using air::HangRank;
@@ -156,4 +159,39 @@ TEST_CASE("the shim's progress slots are the ones air-run reads", "[diagnosis]")
   CHECK(air::collective_name(17) == "monitored_barrier");
   CHECK(shim.find("\"recv\", \"monitored_barrier\")") != std::string::npos);
   CHECK(air::collective_name(0) == "a collective");
+}
+
+TEST_CASE("a Flight Recorder dump recorded on the GPU machine reads back", "[diagnosis]") {
+  // tests/data/flight_recorder_rank0.json: one rank, NCCL 2.28, torch 2.11;
+  // five all_reduce then a broadcast, all completed.
+  std::ifstream in(std::string(AIR_TEST_DATA_DIR) + "/data/flight_recorder_rank0.json");
+  REQUIRE(in);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto state = air::parse_flight_recorder(text);
+  REQUIRE(state);
+  CHECK(state->last_enqueued == 6);
+  CHECK(state->last_completed == 6);
+  CHECK(state->last_op == "nccl:broadcast");
+  CHECK(state->last_state == "completed");
+  CHECK_FALSE(air::parse_flight_recorder("{\"error\": \"no NCCL\"}"));
+  CHECK_FALSE(air::parse_flight_recorder("not json"));
+  CHECK_FALSE(air::parse_flight_recorder(R"({"entries": [{"pg_id": "zero"}]})"));
+}
+
+TEST_CASE("NCCL's sequence names the laggard when Python sees no collective", "[diagnosis]") {
+  HangRank a = outside(0, "train_step at train.py:20"), b = outside(1, "load_batch at data.py:7"),
+           c = outside(2, "train_step at train.py:20");
+  a.nccl_enqueued = 12, b.nccl_enqueued = 11, c.nccl_enqueued = 12;
+  a.nccl_op = b.nccl_op = c.nccl_op = "nccl:all_reduce";
+  a.nccl_state = c.nccl_state = "started";
+  b.nccl_state = "completed";
+  const auto d = air::diagnose_hang({a, b, c});
+  CHECK(d.laggards == std::vector<int>{1});
+  CHECK(d.line == "rank 1 is in load_batch at data.py:7, its last NCCL collective #11 (nccl:all_reduce, "
+                  "completed); ranks 0 and 2 enqueued NCCL collective #12 (nccl:all_reduce, started) at "
+                  "train_step at train.py:20");
+  c.nccl_enqueued = 11;
+  CHECK(air::diagnose_hang({a, b, c}).laggards == std::vector<int>{1, 2});
+  b.nccl_enqueued = c.nccl_enqueued = 12;
+  CHECK(air::diagnose_hang({a, b, c}).laggards.empty());
 }
