@@ -2,6 +2,7 @@
 #include "core/run/attempts.hpp"
 
 #include "core/os/signals.hpp"
+#include "core/run/resume.hpp"
 
 #include <fmt/format.h>
 
@@ -79,6 +80,7 @@ AttemptRecord attempt_record(const LaunchPlan& plan, const RunOutcome& outcome) 
   r.reason = outcome.reason;
   r.remote_failure = outcome.remote_failure;
   r.master_port = plan.master_port;
+  r.resumed_from = plan.resume_from;
   r.started_at = outcome.started_at;
   r.ended_at = outcome.ended_at;
   r.duration_s = outcome.duration_s;
@@ -93,6 +95,11 @@ RunOutcome run_attempts(LaunchPlan& plan, const ConsoleOptions& console, Supervi
   std::vector<AttemptRecord> earlier; // every attempt that ended before this one
   RunOutcome outcome;
   for (int attempt = 0;; ++attempt) {
+    // Every attempt, the first included (a requeued job is a new launch),
+    // starts from the newest complete checkpoint there is now.
+    choose_resume_point(plan);
+    if (!plan.resume_from.empty())
+      say(console, fmt::format("attempt {} resumes from {} (AIR_RESUME_FROM)", attempt, plan.resume_from));
     outcome = supervise(plan, console, supervisor_hooks);
     if (attempt > 0 && outcome.status == RunOutcome::Status::timed_out && first.timeout) {
       outcome.reason = fmt::format("timed out after {} (the whole run, {} attempts)",

@@ -46,6 +46,8 @@ struct LaunchPlan {
   std::optional<Millis> timeout; ///< nullopt = none; with restarts, for the whole run
   int max_restarts = 0;          ///< TORCHELASTIC_MAX_RESTARTS
   int attempt = 0;               ///< TORCHELASTIC_RESTART_COUNT (core/run/attempts.hpp)
+  std::string checkpoint_dir;    ///< absolute AIR_CHECKPOINT_DIR, "" = none (core/run/resume.hpp)
+  std::string resume_from;       ///< this attempt's AIR_RESUME_FROM, "" = none
   Millis grace_period{30'000};
   int tail_lines = 50;
   std::vector<RankPlan> ranks;
