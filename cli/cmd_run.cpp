@@ -491,6 +491,15 @@ Expected<int> launch_run(const CliOptions& options, const Environment& env, Laun
   std::fflush(stdout);
   std::fflush(stderr);
   CliAttemptHooks attempt_hooks(channel, plan->master_addr);
+  // A node lost under --nnodes MIN:MAX: the survivors plan their groups again.
+  attempt_hooks.set_replanner([&](int node_rank, int num_nodes) -> Expected<LaunchPlan> {
+    PlanContext regrouped = ctx;
+    regrouped.node_rank = node_rank;
+    regrouped.num_nodes = num_nodes;
+    auto next = make_plan(spec, *selection, env, regrouped);
+    if (next && tracker_ptr != nullptr) tracker_ptr->add_rank_environment(*next);
+    return next;
+  });
   RunOutcome outcome =
       run_attempts(*plan, console, channel, attempt_hooks); // once, or more with --max-restarts
   if (channel != nullptr) channel->finish(outcome); // every node agrees on the end (and its exit code)

@@ -270,6 +270,7 @@ Json summary_json(const RunReport& report) {
     item["remote_failure"] = remote_json(a.remote_failure);
     item["master_port"] = a.master_port;
     item["resumed_from"] = string_or_null(a.resumed_from);
+    item["nodes"] = a.nodes;
     item["started_at"] = format_utc(a.started_at);
     item["ended_at"] = format_utc(a.ended_at);
     item["duration_s"] = seconds(a.duration_s);
