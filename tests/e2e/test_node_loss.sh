@@ -41,7 +41,11 @@ summary_nodes() { # summary_nodes FILE: the node count of each attempt, "3 2"
   /usr/bin/python3 -c 'import json,sys; print(" ".join(str(len(a["nodes"])) for a in json.load(open(sys.argv[1]))["outcome"]["attempts"]))' "$1"
 }
 
-test_a_lost_node_restarts_the_others_at_the_smaller_world_size() {
+# lose_node VICTIM SURVIVOR...: three agents a, b, c (nodes 0, 1, 2), VICTIM
+# killed with its process group during attempt 0; the survivors, in node
+# order, must run attempt 1 as nodes 0 and 1 of 2.
+lose_node() {
+  local victim=$1 first=$2 second=$3
   PORT=$(free_port)
   write_worker
   local args=(--nnodes 2:3 --max-restarts 2 --cpu-ranks 1 --grace-period 2s --timeout 2m --no-python ./work.sh)
@@ -52,23 +56,25 @@ test_a_lost_node_restarts_the_others_at_the_smaller_world_size() {
   start_agent c "${args[@]}"
   wait_for "[ -s seen.a ] && [ -s seen.b ] && [ -s seen.c ]" 30 || fail "attempt 0 did not start on 3 nodes: $(cat a.err)"
   expect_eq "$(cat seen.c)" "0 2 2 3 3"
-  kill -KILL -- "-$(cat c.pid)"
-  wait_for "[ -f a.rc ] && [ -f b.rc ]" 60 || fail "the other agents did not finish: $(tail -5 a.err)"
-  expect_eq "$(cat a.rc)" 0
-  expect_eq "$(cat b.rc)" 0
-  # attempt 1: two nodes, ranks renumbered, world size 2
-  expect_eq "$(tail -1 seen.a)" "1 0 0 2 2"
-  expect_eq "$(tail -1 seen.b)" "1 1 1 2 2"
-  expect_eq "$(wc -l <seen.c)" 1
-  expect_contains "$(cat a.err)" "node 2"
-  expect_contains "$(cat b.err)" "this is node 1 of 2 now, world size 2"
-  expect_eq "$(summary_nodes a.json)" "3 2"
-  expect_eq "$(summary_nodes b.json)" "3 2"
+  kill -KILL -- "-$(cat "$victim.pid")"
+  wait_for "[ -f $first.rc ] && [ -f $second.rc ]" 60 || fail "the other agents did not finish: $(tail -5 a.err)"
+  expect_eq "$(cat "$first.rc")" 0
+  expect_eq "$(cat "$second.rc")" 0
+  # attempt 1: two nodes, renumbered in their old order, world size 2
+  expect_eq "$(tail -1 "seen.$first")" "1 0 0 2 2"
+  expect_eq "$(tail -1 "seen.$second")" "1 1 1 2 2"
+  expect_eq "$(wc -l <"seen.$victim")" 1
+  expect_contains "$(cat "$second.err")" "this is node 1 of 2 now, world size 2"
+  expect_eq "$(summary_nodes "$first.json")" "3 2"
+  expect_eq "$(summary_nodes "$second.json")" "3 2"
   local reason
   reason=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["outcome"]["attempts"][0]["reason"])' a.json)
   expect_contains "$reason" "its agent closed the control connection"
   wait
 }
+
+test_a_lost_node_restarts_the_others_at_the_smaller_world_size() { lose_node c a b; }
+test_a_lost_middle_node_moves_the_last_one_up() { lose_node b a c; }
 
 test_with_a_fixed_node_count_a_lost_node_still_ends_the_run() {
   PORT=$(free_port)
