@@ -35,7 +35,8 @@ std::optional<int> CliAttemptHooks::next_attempt(RunOutcome& outcome, int next, 
 
 std::optional<LaunchPlan> CliAttemptHooks::regroup(const LaunchPlan& first) {
   if (channel_ == nullptr || !replanner_) return std::nullopt;
-  if (channel_->node_rank() == first.node_rank && channel_->num_nodes() == first.num_nodes) return std::nullopt;
+  if (channel_->node_rank() == first.node_rank && channel_->num_nodes() == first.num_nodes)
+    return std::nullopt;
   auto plan = replanner_(channel_->node_rank(), channel_->num_nodes());
   if (!plan) {
     // Planning succeeded at the start with the same spec: only a bug lands here.

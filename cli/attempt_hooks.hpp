@@ -1,11 +1,10 @@
 #pragma once
 
-#include <functional>
-#include <map>
-
 #include "core/cluster/control.hpp"
 #include "core/run/attempts.hpp"
 
+#include <functional>
+#include <map>
 #include <string>
 
 namespace air::cli {

@@ -247,7 +247,7 @@ Expected<int> launch_run(const CliOptions& options, const Environment& env, Laun
   }
   for (const auto& warning : resolved->warnings) std::fputs((warning + "\n").c_str(), stderr);
   LaunchSpec& spec = resolved->spec;
-  anchor_spec_paths(spec);                     // relative paths of the spec file: relative to it
+  anchor_spec_paths(spec); // relative paths of the spec file: relative to it
   if (auto dir = prepare_checkpoint_dir(spec.checkpoint_dir, !options.dry_run); !dir) {
     facts.spec = spec;
     return dir.error();

@@ -1058,9 +1058,8 @@ std::optional<int> ControlChannel::agree_restart(RunOutcome& outcome, bool resta
           lost = true;
       }
     }
-    if (server && std::all_of(peers_.begin(), peers_.end(), [&said](const auto& p) {
-          return p->closed || said.count(p->node_rank) != 0;
-        }))
+    if (server && std::all_of(peers_.begin(), peers_.end(),
+                              [&said](const auto& p) { return p->closed || said.count(p->node_rank) != 0; }))
       break;
     if (decided || lost) break;
     std::vector<pollfd> fds{{options_.interrupt_fd, POLLIN, 0}};
@@ -1091,10 +1090,11 @@ std::optional<int> ControlChannel::agree_restart(RunOutcome& outcome, bool resta
                                       left == 1 ? "" : "s", min_nodes);
       }
     }
-    const bool all = !lost && restartable && std::all_of(peers_.begin(), peers_.end(), [&said](const auto& p) {
-                       const auto it = said.find(p->node_rank);
-                       return it != said.end() && it->second;
-                     });
+    const bool all =
+        !lost && restartable && std::all_of(peers_.begin(), peers_.end(), [&said](const auto& p) {
+          const auto it = said.find(p->node_rank);
+          return it != said.end() && it->second;
+        });
     ControlMessage m;
     m.kind = all ? ControlMessage::Kind::restart : ControlMessage::Kind::stop;
     m.attempt = attempt;

@@ -36,7 +36,7 @@ namespace air {
 struct ControlMessage {
   enum class Kind { hello, start, refuse, heartbeat, fail, abort, done, finish, over, restart, stop, nodes };
   Kind kind = Kind::heartbeat;
-  int node_rank = -1; ///< restart: -1 = unchanged
+  int node_rank = -1;       ///< restart: -1 = unchanged
   int num_nodes = 0;        ///< hello
   int ranks_per_node = 0;   ///< hello
   int rank = -1;            ///< fail, abort
@@ -45,7 +45,7 @@ struct ControlMessage {
   int attempt = 0;          ///< restart
   bool restartable = false; ///< over
   std::string name;         ///< hello, fail, abort: the node's name
-  std::string text; ///< start: run id; refuse, fail, abort: one line of explanation; nodes: the names
+  std::string text;         ///< start: run id; refuse, fail, abort: one line of explanation; nodes: the names
   /// start: the MLflow run node 0 created (`start ... RUN_ID EXPERIMENT_ID MLFLOW_RUN_ID`); "" when none.
   std::string mlflow_experiment_id, mlflow_run_id;
 };

@@ -185,8 +185,9 @@ std::vector<std::string> describe_plan(const LaunchPlan& plan) {
                               plan.timeout ? format_duration(*plan.timeout) : "none",
                               format_duration(plan.grace_period)));
   if (!plan.checkpoint_dir.empty()) {
-    lines.push_back(fmt::format("checkpoints in {}; resume from {}", plan.checkpoint_dir,
-                                plan.resume_from.empty() ? "none (no complete checkpoint)" : plan.resume_from));
+    lines.push_back(
+        fmt::format("checkpoints in {}; resume from {}", plan.checkpoint_dir,
+                    plan.resume_from.empty() ? "none (no complete checkpoint)" : plan.resume_from));
   }
   static constexpr std::string_view k_shown[] = {"RANK",
                                                  "LOCAL_RANK",

@@ -52,8 +52,8 @@ Status prepare_checkpoint_dir(Setting<std::string>& dir, bool create) {
   std::error_code ec;
   auto path = std::filesystem::absolute(dir.value, ec).lexically_normal();
   if (ec) {
-    return usage_error(
-        fmt::format("checkpoint_dir ({}): {} has no absolute path: {}", dir.origin.describe(), dir.value, ec.message()));
+    return usage_error(fmt::format("checkpoint_dir ({}): {} has no absolute path: {}", dir.origin.describe(),
+                                   dir.value, ec.message()));
   }
   if (!path.has_filename() && path != path.root_path())
     path = path.parent_path(); // "/ckpt/" -> "/ckpt", as Python's abspath gives it
@@ -62,8 +62,8 @@ Status prepare_checkpoint_dir(Setting<std::string>& dir, bool create) {
   std::filesystem::create_directories(path, ec);
   if (!ec && !std::filesystem::is_directory(path, ec)) ec = std::make_error_code(std::errc::not_a_directory);
   if (ec) {
-    return usage_error(fmt::format("checkpoint_dir ({}): cannot create directory {}: {}", dir.origin.describe(),
-                                   dir.value, ec.message()));
+    return usage_error(fmt::format("checkpoint_dir ({}): cannot create directory {}: {}",
+                                   dir.origin.describe(), dir.value, ec.message()));
   }
   return ok_status();
 }
