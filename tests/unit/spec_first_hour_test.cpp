@@ -31,9 +31,10 @@ air::LaunchSpec from_file(const std::string& yaml, const std::string& path,
 } // namespace
 
 TEST_CASE("paths written in a spec file are relative to it", "[spec]") {
-  auto spec = from_file("command: [train.py]\nlog_dir: logs\nsummary_file: out/s.json\njunit_file: ../j.xml\n"
-                        "env_cache_dir: envs\ncheckpoint_dir: ckpt\nenvironment:\n  python: .venv/bin/python\n",
-                        "configs/job.yaml");
+  auto spec =
+      from_file("command: [train.py]\nlog_dir: logs\nsummary_file: out/s.json\njunit_file: ../j.xml\n"
+                "env_cache_dir: envs\ncheckpoint_dir: ckpt\nenvironment:\n  python: .venv/bin/python\n",
+                "configs/job.yaml");
   air::anchor_spec_paths(spec);
   CHECK(spec.command.value.front() == "configs/train.py");
   CHECK(spec.log_dir.value == "configs/logs");
