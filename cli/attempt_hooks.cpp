@@ -3,6 +3,10 @@
 #include "core/os/host.hpp"
 #include "core/report/collect.hpp"
 
+#include <fmt/format.h>
+
+#include <cstdio>
+
 namespace air::cli {
 
 namespace {
@@ -21,6 +25,7 @@ std::optional<int> CliAttemptHooks::next_attempt(RunOutcome& outcome, int next, 
     if (!restartable) return std::nullopt;
     return fresh_port(master_addr_, 0);
   }
+  nodes_of_attempt_[next - 1] = channel_->node_names();
   channel_->settle(outcome); // every node's group has ended: done everywhere, or a failure somewhere
   if (outcome.status == RunOutcome::Status::succeeded) return std::nullopt;
   const bool may = restartable_outcome(outcome);
@@ -28,8 +33,32 @@ std::optional<int> CliAttemptHooks::next_attempt(RunOutcome& outcome, int next, 
   return channel_->agree_restart(outcome, may, next, port);
 }
 
+std::optional<LaunchPlan> CliAttemptHooks::regroup(const LaunchPlan& first) {
+  if (channel_ == nullptr || !replanner_) return std::nullopt;
+  if (channel_->node_rank() == first.node_rank && channel_->num_nodes() == first.num_nodes)
+    return std::nullopt;
+  auto plan = replanner_(channel_->node_rank(), channel_->num_nodes());
+  if (!plan) {
+    // Planning succeeded at the start with the same spec: only a bug lands here.
+    std::fputs(fmt::format("air-run: cannot plan node {} of {}: {}\n", channel_->node_rank(),
+                           channel_->num_nodes(), plan.error().message)
+                   .c_str(),
+               stderr);
+    return std::nullopt;
+  }
+  std::fputs(fmt::format("air-run: the nodes changed: this is node {} of {} now, world size {}\n",
+                         plan->node_rank, plan->num_nodes, plan->world_size)
+                 .c_str(),
+             stderr);
+  return std::move(*plan);
+}
+
 void CliAttemptHooks::record_attempt(const LaunchPlan& plan, const RunOutcome& outcome,
                                      AttemptRecord& record) {
+  if (channel_ != nullptr) {
+    const auto taken = nodes_of_attempt_.find(plan.attempt);
+    record.nodes = taken != nodes_of_attempt_.end() ? taken->second : channel_->node_names();
+  }
   for (const auto& rank : plan.ranks) {
     if (rank.rank != outcome.root_cause_rank) continue;
     if (const auto error = read_error_file(rank.error_file); error && !error->malformed) {

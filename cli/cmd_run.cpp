@@ -17,6 +17,7 @@
 #include "core/run/attempts.hpp"
 #include "core/run/console_style.hpp"
 #include "core/run/plan.hpp"
+#include "core/run/resume.hpp"
 #include "core/run/stacks.hpp"
 #include "core/run/supervisor.hpp"
 #include "core/spec/ignored_settings.hpp"
@@ -246,7 +247,11 @@ Expected<int> launch_run(const CliOptions& options, const Environment& env, Laun
   }
   for (const auto& warning : resolved->warnings) std::fputs((warning + "\n").c_str(), stderr);
   LaunchSpec& spec = resolved->spec;
-  anchor_spec_paths(spec);                     // relative paths of the spec file: relative to it
+  anchor_spec_paths(spec); // relative paths of the spec file: relative to it
+  if (auto dir = prepare_checkpoint_dir(spec.checkpoint_dir, !options.dry_run); !dir) {
+    facts.spec = spec;
+    return dir.error();
+  }
   mlflow::apply_standard_variables(spec, env); // MLFLOW_TRACKING_URI & co. as defaults
   facts.spec = spec;
   facts.spec_resolved = true;
@@ -312,6 +317,7 @@ Expected<int> launch_run(const CliOptions& options, const Environment& env, Laun
   if (options.dry_run) {
     auto plan = make_plan(spec, *selection, env, ctx);
     if (!plan) return plan.error();
+    choose_resume_point(*plan); // what the first attempt would resume from now
     print_lines(ignored_settings_warnings(spec, plan->world_size, plan->ranks_per_node), stderr);
     // What a launch checks before its first rank, so a dry run fails the same way.
     const bool env_to_build = python_env->active && ::access(python_env->python.c_str(), X_OK) != 0;
@@ -485,6 +491,15 @@ Expected<int> launch_run(const CliOptions& options, const Environment& env, Laun
   std::fflush(stdout);
   std::fflush(stderr);
   CliAttemptHooks attempt_hooks(channel, plan->master_addr);
+  // A node lost under --nnodes MIN:MAX: the survivors plan their groups again.
+  attempt_hooks.set_replanner([&](int node_rank, int num_nodes) -> Expected<LaunchPlan> {
+    PlanContext regrouped = ctx;
+    regrouped.node_rank = node_rank;
+    regrouped.num_nodes = num_nodes;
+    auto next = make_plan(spec, *selection, env, regrouped);
+    if (next && tracker_ptr != nullptr) tracker_ptr->add_rank_environment(*next);
+    return next;
+  });
   RunOutcome outcome =
       run_attempts(*plan, console, channel, attempt_hooks); // once, or more with --max-restarts
   if (channel != nullptr) channel->finish(outcome); // every node agrees on the end (and its exit code)

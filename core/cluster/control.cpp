@@ -153,6 +153,19 @@ bool send_all(int fd, const std::string& data) {
 
 bool send_message(ControlChannel::Peer& peer, const ControlMessage& m);
 
+/// The names of a `nodes` line.
+std::vector<std::string> split_names(const std::string& text) {
+  std::vector<std::string> names;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const std::size_t space = text.find(' ', at);
+    const std::size_t end = space == std::string::npos ? text.size() : space;
+    if (end > at) names.push_back(text.substr(at, end - at));
+    at = end + 1;
+  }
+  return names;
+}
+
 /// Reads whatever is ready; returns the complete lines. Marks the peer closed
 /// on EOF, on an error, and on a line too long to be ours.
 std::vector<std::string> read_lines(ControlChannel::Peer& peer) {
@@ -297,7 +310,8 @@ Error join_error(int code, std::string message) {
 
 ControlChannel::ControlChannel(ControlOptions options)
     : options_(std::move(options)), run_id_(options_.run_id),
-      mlflow_experiment_id_(options_.mlflow_experiment_id), mlflow_run_id_(options_.mlflow_run_id) {}
+      mlflow_experiment_id_(options_.mlflow_experiment_id), mlflow_run_id_(options_.mlflow_run_id),
+      max_nodes_(options_.num_nodes) {}
 
 ControlChannel::~ControlChannel() = default;
 
@@ -619,6 +633,7 @@ Status ControlChannel::serve_join(UniqueFd listener_fd) {
       return refuse_all(125, fmt::format("{} left before the start", name_of(rank, peer->name)), nullptr);
     peers_.push_back(std::move(peer));
   }
+  send_members();
   return ok_status(); // the listener closes here: a late agent finds no one
 }
 
@@ -858,6 +873,9 @@ std::optional<RemoteFailure> ControlChannel::on_line(Peer& peer, const std::stri
   case ControlMessage::Kind::finish:
     if (!server) finished_ = true;
     return std::nullopt;
+  case ControlMessage::Kind::nodes:
+    if (!server) members_ = split_names(m->text);
+    return std::nullopt;
   case ControlMessage::Kind::over:
     // A node whose attempt ended first says whether it may restart while this
     // one is still stopping its ranks: kept for agree_restart.
@@ -881,6 +899,14 @@ std::optional<RemoteFailure> ControlChannel::on_line(Peer& peer, const std::stri
 
 namespace {
 
+/// A node's name as one word of a `nodes` line.
+std::string one_name(const std::string& name) {
+  std::string out = name.empty() ? "?" : name;
+  for (char& c : out)
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') c = '_';
+  return out;
+}
+
 /// A failure as the line that carries it: `fail` towards node 0, `abort` from it.
 ControlMessage failure_message(ControlMessage::Kind kind, const RemoteFailure& failure) {
   ControlMessage m;
@@ -894,6 +920,16 @@ ControlMessage failure_message(ControlMessage::Kind kind, const RemoteFailure& f
 }
 
 } // namespace
+
+void ControlChannel::send_members() {
+  members_.assign(1, options_.node_name);
+  for (const auto& peer : peers_) members_.push_back(peer->name);
+  ControlMessage m;
+  m.kind = ControlMessage::Kind::nodes;
+  for (const auto& name : members_) m.text += (m.text.empty() ? "" : " ") + one_name(name);
+  for (auto& peer : peers_)
+    if (!peer->closed) send_message(*peer, m);
+}
 
 void ControlChannel::broadcast_abort(const RemoteFailure& failure, const Peer* except) {
   const ControlMessage m = failure_message(ControlMessage::Kind::abort, failure);
@@ -1004,6 +1040,10 @@ std::optional<int> ControlChannel::agree_restart(RunOutcome& outcome, bool resta
         if (!server && m->kind == ControlMessage::Kind::restart) {
           decided = true;
           decided_port = m->master_port;
+          if (m->node_rank > 0) { // node 0 regrouped the nodes after one was lost
+            options_.node_rank = m->node_rank;
+            options_.num_nodes = m->num_nodes;
+          }
         }
         if (!server && m->kind == ControlMessage::Kind::stop) decided = true;
         // Node 0 may already be in the next attempt: what follows its answer
@@ -1011,9 +1051,16 @@ std::optional<int> ControlChannel::agree_restart(RunOutcome& outcome, bool resta
         if (decided) peer->unread.assign(lines.begin() + static_cast<std::ptrdiff_t>(i) + 1, lines.end());
       }
       const bool silent = now - peer->last_heard > options_.heartbeat_timeout;
-      if ((peer->closed || silent) && !(server && said.count(peer->node_rank) != 0)) lost = true;
+      if ((peer->closed || silent) && !(server && said.count(peer->node_rank) != 0)) {
+        if (server && elastic())
+          peer->closed = true; // dropped below: the others go on without it
+        else
+          lost = true;
+      }
     }
-    if (server && static_cast<int>(said.size()) == static_cast<int>(peers_.size())) break;
+    if (server && std::all_of(peers_.begin(), peers_.end(),
+                              [&said](const auto& p) { return p->closed || said.count(p->node_rank) != 0; }))
+      break;
     if (decided || lost) break;
     std::vector<pollfd> fds{{options_.interrupt_fd, POLLIN, 0}};
     for (const int fd : poll_fds()) fds.push_back({fd, POLLIN, 0});
@@ -1029,15 +1076,44 @@ std::optional<int> ControlChannel::agree_restart(RunOutcome& outcome, bool resta
     }
   }
   if (server) {
-    const bool all = !lost && restartable &&
-                     std::all_of(said.begin(), said.end(), [](const auto& kv) { return kv.second; });
+    // Elastic: the nodes that are gone leave the group; the rest must be enough.
+    bool regroup = false;
+    int min_nodes = options_.min_nodes;
+    if (elastic() && !lost) {
+      const auto gone = std::remove_if(peers_.begin(), peers_.end(), [](const auto& p) { return p->closed; });
+      regroup = gone != peers_.end();
+      peers_.erase(gone, peers_.end());
+      const int left = static_cast<int>(peers_.size()) + 1;
+      if (regroup && left < min_nodes) {
+        lost = true;
+        outcome.reason += fmt::format("; {} node{} left, fewer than the {} --nnodes asks for", left,
+                                      left == 1 ? "" : "s", min_nodes);
+      }
+    }
+    const bool all =
+        !lost && restartable && std::all_of(peers_.begin(), peers_.end(), [&said](const auto& p) {
+          const auto it = said.find(p->node_rank);
+          return it != said.end() && it->second;
+        });
     ControlMessage m;
     m.kind = all ? ControlMessage::Kind::restart : ControlMessage::Kind::stop;
     m.attempt = attempt;
     m.master_port = master_port;
-    for (auto& peer : peers_)
-      if (!peer->closed) send_message(*peer, m);
-    if (all) decided_port = master_port;
+    if (all && regroup) options_.num_nodes = static_cast<int>(peers_.size()) + 1;
+    int next_rank = 1;
+    for (auto& peer : peers_) {
+      if (peer->closed) continue;
+      if (all && regroup) { // contiguous again, in the old order
+        peer->node_rank = next_rank++;
+        m.node_rank = peer->node_rank;
+        m.num_nodes = options_.num_nodes;
+      }
+      send_message(*peer, m);
+    }
+    if (all) {
+      decided_port = master_port;
+      send_members(); // the next attempt's nodes, after `restart` on each connection
+    }
   }
   if (!decided_port) return std::nullopt;
   // A fresh attempt: nothing failed yet, nobody is done.

@@ -82,6 +82,13 @@ public:
   int node_rank() const { return options_.node_rank; }
   int num_nodes() const { return options_.num_nodes; }
   int master_port() const { return master_port_; }
+  /// The nodes of the current attempt, by node rank (node 0 first): their
+  /// names as each agent gave it (node 0 tells the others with `nodes`).
+  const std::vector<std::string>& node_names() const { return members_; }
+  /// c10d with --nnodes MIN:MAX: a node lost between attempts is dropped
+  /// (the others are renumbered) instead of ending the run, while at least
+  /// MIN nodes are left.
+  bool elastic() const { return options_.c10d && options_.min_nodes > 0 && options_.min_nodes < max_nodes_; }
   /// The signal that ended `join` or `agree_restart` (0: none); the CLI exits 128+N.
   int interrupted_by() const { return interrupted_by_; }
 
@@ -96,7 +103,11 @@ public:
   /// with `restart ATTEMPT PORT` when every node may, else `stop`. Node 0's
   /// `master_port` is the next attempt's MASTER_PORT. Returns the port, or
   /// nullopt when the run ends (a node said no, a node is gone, or a signal
-  /// came: then `outcome` says interrupted).
+  /// came: then `outcome` says interrupted). When `elastic`, a node that is
+  /// gone is dropped instead: node 0 renumbers the others contiguously (in
+  /// their old order) and hands each its new rank and the node count with
+  /// `restart`; `node_rank()` and `num_nodes()` then say the new values.
+  /// Fewer than MIN nodes left ends the run.
   std::optional<int> agree_restart(RunOutcome& outcome, bool restartable, int attempt, int master_port);
 
   /// The MLflow run node 0 created ("" when none): every node's ranks log into it.
@@ -153,6 +164,9 @@ private:
   std::map<int, bool> early_over_; ///< node 0: `over` that came before agree_restart (node -> may restart)
   int master_port_ = 0;
   int interrupted_by_ = 0;
+  int max_nodes_ = 0;                ///< --nnodes MAX (num_nodes is what joined)
+  std::vector<std::string> members_; ///< node_names()
+  void send_members();               ///< node 0: `nodes` to every other node
 };
 
 } // namespace air

@@ -59,7 +59,11 @@ std::string format_control_message(const ControlMessage& m) {
   case ControlMessage::Kind::over:
     return fmt::format("over {} {}\n", m.node_rank, m.restartable ? 1 : 0);
   case ControlMessage::Kind::restart:
+    if (m.node_rank >= 0)
+      return fmt::format("restart {} {} {} {}\n", m.attempt, m.master_port, m.node_rank, m.num_nodes);
     return fmt::format("restart {} {}\n", m.attempt, m.master_port);
+  case ControlMessage::Kind::nodes:
+    return fmt::format("nodes {}\n", one_line(m.text));
   case ControlMessage::Kind::stop:
     return "stop\n";
   case ControlMessage::Kind::refuse:
@@ -140,9 +144,17 @@ Expected<ControlMessage> parse_control_message(std::string_view line) {
   }
   if (verb == "restart") {
     m.kind = ControlMessage::Kind::restart;
-    const auto w = split_words(rest, 1);
-    if (w.size() != 2 || !number(w[0], m.attempt) || !number(w[1], m.master_port))
-      return bad("expected 'restart ATTEMPT MASTER_PORT'");
+    const auto w = split_words(rest, 4);
+    const bool plain = w.size() == 3 && w[2].empty();
+    const bool regrouped = w.size() == 5 && w[4].empty();
+    if ((!plain && !regrouped) || !number(w[0], m.attempt) || !number(w[1], m.master_port) ||
+        (regrouped && (!number(w[2], m.node_rank) || !number(w[3], m.num_nodes))))
+      return bad("expected 'restart ATTEMPT MASTER_PORT [NODE_RANK NUM_NODES]'");
+    return m;
+  }
+  if (verb == "nodes") {
+    m.kind = ControlMessage::Kind::nodes;
+    m.text = std::string(rest);
     return m;
   }
   if (verb == "refuse") {

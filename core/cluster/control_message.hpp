@@ -24,15 +24,19 @@ namespace air {
 ///   finish                                            node 0 -> all: every node is done, exit 0
 ///   over NODE RESTARTABLE                             agent -> node 0: this node's group is down after
 ///                                                     a failure; 1 = it may restart (0: interrupted...)
-///   restart ATTEMPT MASTER_PORT                       node 0 -> all: start attempt ATTEMPT (0-based)
+///   restart ATTEMPT MASTER_PORT [NODE_RANK NUM_NODES] node 0 -> all: start attempt ATTEMPT (0-based);
+///                                                     with a node lost (c10d MIN:MAX), this node's new
+///                                                     rank and the new node count
+///   nodes NAME...                                     node 0 -> all, after start and restart: the
+///                                                     attempt's nodes in node-rank order
 ///   stop                                              node 0 -> all: no restart, the run ends
 ///
 /// RANK is the root cause's global rank (-1: none, e.g. an interrupt); CODE is
 /// the failing node's exit code, which every node then exits with.
 struct ControlMessage {
-  enum class Kind { hello, start, refuse, heartbeat, fail, abort, done, finish, over, restart, stop };
+  enum class Kind { hello, start, refuse, heartbeat, fail, abort, done, finish, over, restart, stop, nodes };
   Kind kind = Kind::heartbeat;
-  int node_rank = -1;
+  int node_rank = -1;       ///< restart: -1 = unchanged
   int num_nodes = 0;        ///< hello
   int ranks_per_node = 0;   ///< hello
   int rank = -1;            ///< fail, abort
@@ -41,7 +45,7 @@ struct ControlMessage {
   int attempt = 0;          ///< restart
   bool restartable = false; ///< over
   std::string name;         ///< hello, fail, abort: the node's name
-  std::string text;         ///< start: run id; refuse, fail, abort: one line of explanation
+  std::string text;         ///< start: run id; refuse, fail, abort: one line of explanation; nodes: the names
   /// start: the MLflow run node 0 created (`start ... RUN_ID EXPERIMENT_ID MLFLOW_RUN_ID`); "" when none.
   std::string mlflow_experiment_id, mlflow_run_id;
 };

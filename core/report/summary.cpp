@@ -219,6 +219,7 @@ Json spec_settings_json(const LaunchSpec& s) {
   out["master_addr"] = setting(s.master_addr, s.master_addr.value);
   out["master_port"] = setting(s.master_port, s.master_port.value);
   out["log_dir"] = setting(s.log_dir, s.log_dir.value);
+  out["checkpoint_dir"] = setting(s.checkpoint_dir, s.checkpoint_dir.value);
   out["console_ranks"] = setting(s.console_ranks, s.console_ranks.value);
   out["isolate_gpus"] = setting(s.isolate_gpus, s.isolate_gpus.value);
   out["run_id"] = setting(s.run_id, s.run_id.value);
@@ -320,6 +321,8 @@ Json summary_json(const RunReport& report) {
     item["error"] = string_or_null(a.error);
     item["remote_failure"] = remote_json(a.remote_failure);
     item["master_port"] = a.master_port;
+    item["resumed_from"] = string_or_null(a.resumed_from);
+    item["nodes"] = a.nodes;
     item["started_at"] = format_utc(a.started_at);
     item["ended_at"] = format_utc(a.ended_at);
     item["duration_s"] = seconds(a.duration_s);

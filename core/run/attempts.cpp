@@ -2,6 +2,7 @@
 #include "core/run/attempts.hpp"
 
 #include "core/os/signals.hpp"
+#include "core/run/resume.hpp"
 
 #include <fmt/format.h>
 
@@ -79,6 +80,8 @@ AttemptRecord attempt_record(const LaunchPlan& plan, const RunOutcome& outcome) 
   r.reason = outcome.reason;
   r.remote_failure = outcome.remote_failure;
   r.master_port = plan.master_port;
+  r.resumed_from = plan.resume_from;
+  if (plan.num_nodes == 1) r.nodes = {plan.node_name}; // several: the control connection knows them
   r.started_at = outcome.started_at;
   r.ended_at = outcome.ended_at;
   r.duration_s = outcome.duration_s;
@@ -88,11 +91,17 @@ AttemptRecord attempt_record(const LaunchPlan& plan, const RunOutcome& outcome) 
 RunOutcome run_attempts(LaunchPlan& plan, const ConsoleOptions& console, SupervisorHooks* supervisor_hooks,
                         AttemptHooks& attempt_hooks) {
   const LaunchPlan first = plan;
+  LaunchPlan base = plan; // what each attempt is planned from: `first`, or its regrouped form
   const auto started = Clock::now();
   const auto started_wall = std::chrono::system_clock::now();
   std::vector<AttemptRecord> earlier; // every attempt that ended before this one
   RunOutcome outcome;
   for (int attempt = 0;; ++attempt) {
+    // Every attempt, the first included (a requeued job is a new launch),
+    // starts from the newest complete checkpoint there is now.
+    choose_resume_point(plan);
+    if (!plan.resume_from.empty())
+      say(console, fmt::format("attempt {} resumes from {} (AIR_RESUME_FROM)", attempt, plan.resume_from));
     outcome = supervise(plan, console, supervisor_hooks);
     if (attempt > 0 && outcome.status == RunOutcome::Status::timed_out && first.timeout) {
       outcome.reason = fmt::format("timed out after {} (the whole run, {} attempts)",
@@ -131,7 +140,8 @@ RunOutcome run_attempts(LaunchPlan& plan, const ConsoleOptions& console, Supervi
         fmt::format("restarting the worker group: attempt {} (restart {} of {}, "
                     "TORCHELASTIC_RESTART_COUNT={}, MASTER_PORT={}) after {}",
                     attempt + 1, attempt + 1, first.max_restarts, attempt + 1, *port, outcome.reason));
-    plan = plan_for_attempt(first, attempt + 1, *port, left);
+    if (auto regrouped = attempt_hooks.regroup(base)) base = std::move(*regrouped);
+    plan = plan_for_attempt(base, attempt + 1, *port, left);
   }
   AttemptRecord last = attempt_record(plan, outcome);
   attempt_hooks.record_attempt(plan, outcome, last);

@@ -22,6 +22,13 @@ public:
   /// Fills what the loop cannot know from `outcome` (the root cause's error
   /// file headline) before the attempt's files are cleared.
   virtual void record_attempt(const LaunchPlan& plan, const RunOutcome& outcome, AttemptRecord& record) = 0;
+  /// After next_attempt agreed on a restart: the first attempt's plan as the
+  /// next attempt must start from when the nodes changed (a node lost: a new
+  /// node rank, node count and world size), or nullopt when they did not.
+  virtual std::optional<LaunchPlan> regroup(const LaunchPlan& first) {
+    (void)first;
+    return std::nullopt;
+  }
 };
 
 /// Whether a group that ended this way may be restarted: only after a rank

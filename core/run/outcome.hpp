@@ -102,6 +102,8 @@ struct AttemptRecord {
   std::string error;        ///< the root cause's error file headline ("ValueError: bad batch"), "" if none
   std::optional<RemoteFailure> remote_failure;
   int master_port = 0;
+  std::string resumed_from;       ///< the checkpoint its ranks got in AIR_RESUME_FROM, "" = none
+  std::vector<std::string> nodes; ///< the attempt's nodes by node rank (their names)
   std::chrono::system_clock::time_point started_at{};
   std::chrono::system_clock::time_point ended_at{};
   double duration_s = 0;

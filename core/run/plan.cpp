@@ -97,6 +97,13 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
   common["AIR_RUN_ID"] = plan.run_id;
   common["AIR_ACCELERATOR_TYPE"] = selection.accelerator_type;
   common["AIR_NUM_ACCELERATORS"] = std::to_string(selection.ranks);
+  if (!spec.checkpoint_dir.value.empty()) {
+    // AIR_RESUME_FROM is decided before each attempt (core/run/resume.hpp); a
+    // value from the parent must not reach a rank as if air-run had chosen it.
+    plan.checkpoint_dir = spec.checkpoint_dir.value;
+    common["AIR_CHECKPOINT_DIR"] = plan.checkpoint_dir;
+    common.erase("AIR_RESUME_FROM");
+  }
   // CUDA_VISIBLE_DEVICES stays as the parent set it, as under torchrun: a
   // rank binds to device LOCAL_RANK inside it, and scripts that parse it as
   // a list of indices keep working. --isolate-gpus narrows it per rank below.
@@ -189,6 +196,11 @@ std::vector<std::string> describe_plan(const LaunchPlan& plan) {
   lines.push_back(fmt::format("timeout {}, grace period {}",
                               plan.timeout ? format_duration(*plan.timeout) : "none",
                               format_duration(plan.grace_period)));
+  if (!plan.checkpoint_dir.empty()) {
+    lines.push_back(
+        fmt::format("checkpoints in {}; resume from {}", plan.checkpoint_dir,
+                    plan.resume_from.empty() ? "none (no complete checkpoint)" : plan.resume_from));
+  }
   static constexpr std::string_view k_shown[] = {"RANK",
                                                  "LOCAL_RANK",
                                                  "WORLD_SIZE",
@@ -198,6 +210,8 @@ std::vector<std::string> describe_plan(const LaunchPlan& plan) {
                                                  "CUDA_VISIBLE_DEVICES",
                                                  "OMP_NUM_THREADS",
                                                  "AIR_RESULT_FILE",
+                                                 "AIR_CHECKPOINT_DIR",
+                                                 "AIR_RESUME_FROM",
                                                  "TORCHELASTIC_ERROR_FILE"};
   for (const auto& rank : plan.ranks) {
     std::string argv;

@@ -49,6 +49,8 @@ struct LaunchPlan {
   std::optional<Millis> timeout; ///< nullopt = none; with restarts, for the whole run
   int max_restarts = 0;          ///< TORCHELASTIC_MAX_RESTARTS
   int attempt = 0;               ///< TORCHELASTIC_RESTART_COUNT (core/run/attempts.hpp)
+  std::string checkpoint_dir;    ///< absolute AIR_CHECKPOINT_DIR, "" = none (core/run/resume.hpp)
+  std::string resume_from;       ///< this attempt's AIR_RESUME_FROM, "" = none
   Millis grace_period{30'000};
   /// --hang-timeout: diagnose the run after this long without a step or a
   /// line of output from any rank (nullopt: never); --on-hang stop ends it.

@@ -83,6 +83,11 @@ constexpr std::array k_spec_keys{
     SpecKey{"max_restarts", "max-restarts", "", "AIR_RUN_MAX_RESTARTS", VT::integer, "0",
             "restart the whole worker group (every node) up to this many times after a rank fails",
             G::torchrun, "N", 0, 1'000'000},
+    SpecKey{
+        "checkpoint_dir", "checkpoint-dir", "", "AIR_RUN_CHECKPOINT_DIR", VT::string, "none",
+        "checkpoint directory: ranks get AIR_CHECKPOINT_DIR, and AIR_RESUME_FROM when it holds a complete "
+        "checkpoint (created when missing)",
+        G::launch, "DIR"},
     SpecKey{"rdzv_backend", "rdzv-backend", "", "AIR_RUN_RDZV_BACKEND", VT::string, "static",
             "how nodes meet: static (node ranks given) or c10d (node ranks in order of arrival)", G::torchrun,
             "BACKEND"},

@@ -685,6 +685,7 @@ void apply(LaunchSpec& s, const Assignment& a, bool append) {
     return put(s.nnodes, range.back(), o);
   }
   if (k == "max_restarts") return put(s.max_restarts, integer(), o);
+  if (k == "checkpoint_dir") return put(s.checkpoint_dir, std::get<std::string>(v), o);
   if (k == "rdzv_backend") return put(s.rdzv_backend, std::get<std::string>(v), o);
   if (k == "rdzv_endpoint") return put(s.rdzv_endpoint, std::get<std::string>(v), o);
   if (k == "rdzv_id") return put(s.rdzv_id, std::get<std::string>(v), o);
@@ -822,6 +823,7 @@ std::pair<std::string, Origin> show(const LaunchSpec& s, std::string_view k) {
             s.nnodes.origin};
   }
   if (k == "max_restarts") return {std::to_string(s.max_restarts.value), s.max_restarts.origin};
+  if (k == "checkpoint_dir") return {show_string(s.checkpoint_dir.value), s.checkpoint_dir.origin};
   if (k == "rdzv_backend") return {s.rdzv_backend.value, s.rdzv_backend.origin};
   if (k == "rdzv_endpoint") return {show_string(s.rdzv_endpoint.value), s.rdzv_endpoint.origin};
   if (k == "rdzv_id") return {show_string(s.rdzv_id.value), s.rdzv_id.origin};

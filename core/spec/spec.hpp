@@ -129,6 +129,7 @@ struct LaunchSpec {
   Setting<Millis> join_timeout{Millis(300'000), {}}; ///< multi-node: wait for every agent this long
   Setting<int> control_port;                         ///< 0 = master_port + 1
   Setting<int> max_restarts;                         ///< worker-group restarts after a failure
+  Setting<std::string> checkpoint_dir;               ///< "" = none (core/run/resume.hpp)
   Setting<std::string> rdzv_backend{"static", {}};   ///< "static" or "c10d"
   Setting<std::string> rdzv_endpoint;                ///< HOST[:PORT], "" = none
   Setting<std::string> rdzv_id;                      ///< torchrun's job id ("" = none)

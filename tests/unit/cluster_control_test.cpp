@@ -183,6 +183,17 @@ TEST_CASE("control messages survive a round trip", "[control]") {
   CHECK(air::format_control_message(restart) == "restart 2 40001\n");
   CHECK(round_trip(restart).attempt == 2);
   CHECK(round_trip(restart).master_port == 40001);
+  CHECK(round_trip(restart).node_rank == -1); // the nodes did not change
+  restart.node_rank = 1;                      // a node was lost: this one is node 1 of 2 now
+  restart.num_nodes = 2;
+  CHECK(air::format_control_message(restart) == "restart 2 40001 1 2\n");
+  CHECK(round_trip(restart).node_rank == 1);
+  CHECK(round_trip(restart).num_nodes == 2);
+  ControlMessage nodes;
+  nodes.kind = Kind::nodes;
+  nodes.text = "host-a host-b";
+  CHECK(air::format_control_message(nodes) == "nodes host-a host-b\n");
+  CHECK(round_trip(nodes).text == "host-a host-b");
   ControlMessage c10d_hello;
   c10d_hello.kind = Kind::hello;
   c10d_hello.node_rank = -1; // c10d: node 0 assigns one
@@ -210,7 +221,9 @@ TEST_CASE("malformed control messages are errors quoting the line", "[control]")
   CHECK(air::parse_control_message("over 1 2").error().message ==
         "control message 'over 1 2': expected 'over NODE 0|1'");
   CHECK(air::parse_control_message("restart 1").error().message ==
-        "control message 'restart 1': expected 'restart ATTEMPT MASTER_PORT'");
+        "control message 'restart 1': expected 'restart ATTEMPT MASTER_PORT [NODE_RANK NUM_NODES]'");
+  CHECK_FALSE(air::parse_control_message("restart 1 2 3").ok());
+  CHECK_FALSE(air::parse_control_message("restart 1 2 3 4 5").ok());
   CHECK(air::parse_control_message("hello 1 1 2").error().message ==
         "control message 'hello 1 1 2': expected 'hello VERSION NODE NODES RANKS NAME'");
   CHECK(air::parse_control_message("fail 1 2").error().message ==

@@ -65,6 +65,7 @@ TEST_CASE("summary document shape", "[summary]") {
                                                       "master_addr",
                                                       "master_port",
                                                       "log_dir",
+                                                      "checkpoint_dir",
                                                       "console_ranks",
                                                       "isolate_gpus",
                                                       "run_id",
@@ -277,6 +278,7 @@ TEST_CASE("summary validates against docs/summary.schema.json", "[summary]") {
   first.remote_failure = air::RemoteFailure{1, "node2", 5, 5, "rank 5 exited with exit code 5"};
   restarted.outcome.attempts = {first, air::attempt_record(restarted.plan, restarted.outcome)};
   restarted.outcome.attempts[1].attempt = 1;
+  restarted.outcome.attempts[1].resumed_from = "/ckpt/checkpoint-000002";
   air::RunReport restarted_report = air::test::sample_report(restarted);
   const Json doc = air::summary_json(restarted_report);
   CHECK(doc["outcome"]["restarts"] == 1);
@@ -284,6 +286,8 @@ TEST_CASE("summary validates against docs/summary.schema.json", "[summary]") {
   CHECK(doc["outcome"]["attempts"][0]["error"] == "RuntimeError: boom");
   CHECK(doc["outcome"]["attempts"][0]["remote_failure"]["node_name"] == "node2");
   CHECK(doc["outcome"]["attempts"][1]["attempt"] == 1);
+  CHECK(doc["outcome"]["attempts"][0]["resumed_from"].is_null());
+  CHECK(doc["outcome"]["attempts"][1]["resumed_from"] == "/ckpt/checkpoint-000002");
   CHECK(doc["launch"]["max_restarts"] == 1);
   CHECK(validate(restarted_report, "restarted.json") == 0);
 

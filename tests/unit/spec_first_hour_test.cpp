@@ -31,15 +31,17 @@ air::LaunchSpec from_file(const std::string& yaml, const std::string& path,
 } // namespace
 
 TEST_CASE("paths written in a spec file are relative to it", "[spec]") {
-  auto spec = from_file("command: [train.py]\nlog_dir: logs\nsummary_file: out/s.json\njunit_file: ../j.xml\n"
-                        "env_cache_dir: envs\nenvironment:\n  python: .venv/bin/python\n",
-                        "configs/job.yaml");
+  auto spec =
+      from_file("command: [train.py]\nlog_dir: logs\nsummary_file: out/s.json\njunit_file: ../j.xml\n"
+                "env_cache_dir: envs\ncheckpoint_dir: ckpt\nenvironment:\n  python: .venv/bin/python\n",
+                "configs/job.yaml");
   air::anchor_spec_paths(spec);
   CHECK(spec.command.value.front() == "configs/train.py");
   CHECK(spec.log_dir.value == "configs/logs");
   CHECK(spec.summary_file.value == "configs/out/s.json");
   CHECK(spec.junit_file.value == "j.xml");
   CHECK(spec.env_cache_dir.value == "configs/envs");
+  CHECK(spec.checkpoint_dir.value == "configs/ckpt");
   CHECK(spec.python.value == "configs/.venv/bin/python");
 }
 

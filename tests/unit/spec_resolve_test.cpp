@@ -79,6 +79,7 @@ TEST_CASE("key table has one row per LaunchSpec field, unique names", "[spec]") 
                                              "join_timeout",
                                              "control_port",
                                              "max_restarts",
+                                             "checkpoint_dir",
                                              "rdzv_backend",
                                              "rdzv_endpoint",
                                              "rdzv_id",
@@ -199,6 +200,7 @@ node_rank: 2
 join_timeout: 90s
 control_port: 29600
 max_restarts: 2
+checkpoint_dir: ckpt
 rdzv_backend: static
 rdzv_endpoint: 10.0.0.1:29500
 rdzv_id: exp-1.a_b
@@ -259,6 +261,7 @@ on_hang: stop
   CHECK(s.join_timeout.value == Millis(90'000));
   CHECK(s.control_port.value == 29600);
   CHECK(s.max_restarts.value == 2);
+  CHECK(s.checkpoint_dir.value == "ckpt");
   CHECK(s.rdzv_conf.value == "join_timeout=90,read_timeout=30");
   CHECK(s.read_timeout.value == std::optional<Millis>(Millis(30'000)));
   CHECK(s.log_dir.value == "logs");
@@ -270,7 +273,7 @@ on_hang: stop
   CHECK(s.junit_file.value == "out/junit.xml");
   CHECK(s.tail_lines.value == 0);
   CHECK(s.mlflow_tracking_uri.value == "http://mlflow:5000");
-  CHECK(where(s.mlflow_tracking_uri.origin) == "job.yaml:45:3");
+  CHECK(where(s.mlflow_tracking_uri.origin) == "job.yaml:46:3");
   CHECK(s.mlflow_tags.value == std::map<std::string, std::string>{{"team", "vision"}});
   CHECK(s.mlflow_required.value);
   CHECK(s.mlflow_timeout.value == Millis(60'000));
@@ -376,6 +379,7 @@ TEST_CASE("describe_spec prints key = value (origin) in table order", "[spec]") 
       "join_timeout = 5m  (default)",
       "control_port = 0  (default)",
       "max_restarts = 0  (default)",
+      "checkpoint_dir = \"\"  (default)",
       "rdzv_backend = static  (default)",
       "rdzv_endpoint = \"\"  (default)",
       "rdzv_id = \"\"  (default)",

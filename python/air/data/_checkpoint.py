@@ -8,6 +8,15 @@ commit sequence. So a directory named like a checkpoint is always complete;
 a save that dies midway leaves only the hidden ``.partial`` directory, which
 ``latest()`` and ``VolumeReader`` ignore and the next save of that name
 replaces.
+
+Under ``air-run --checkpoint-dir DIR`` the ranks get ``AIR_CHECKPOINT_DIR``
+(absolute): ``save(state)`` without a path writes the next
+``DIR/checkpoint-<sequence>``, ``latest()`` and ``checkpoints()`` without a
+root look there, and ``load(state)`` without a path loads ``AIR_RESUME_FROM``,
+the checkpoint air-run found to resume from (docs/restarts.md). air-run picks
+that checkpoint with the same rule as ``checkpoints()`` (core/run/resume.cpp):
+change both together; tests/data/checkpoint_trees.json holds the trees both
+are tested against.
 """
 
 import json
@@ -22,6 +31,9 @@ from air.data._source import local_root
 MARKER = ".air-checkpoint"
 METADATA = ".metadata"  # written by DCP itself, last of its files
 MARKER_FORMAT = 1
+CHECKPOINT_DIR_VAR = "AIR_CHECKPOINT_DIR"  # set by air-run --checkpoint-dir
+RESUME_FROM_VAR = "AIR_RESUME_FROM"  # the checkpoint this attempt resumes from
+DEFAULT_PREFIX = "checkpoint-"  # save() without a path: <AIR_CHECKPOINT_DIR>/checkpoint-<sequence>
 
 dcp = _dcp.import_dcp()
 
@@ -33,6 +45,15 @@ def _directory(path):
                          "local disk, NFS, or a FUSE mount such as /Volumes/<catalog>/<schema>/"
                          "<volume>), not to the URL %r" % (os.fspath(path),))
     return os.path.abspath(root)
+
+
+def default_root():
+    """AIR_CHECKPOINT_DIR, for a call that names no directory."""
+    root = os.environ.get(CHECKPOINT_DIR_VAR, "")
+    if not root:
+        raise ValueError("air.data: no checkpoint directory given and %s is not set (air-run "
+                         "--checkpoint-dir DIR sets it)" % CHECKPOINT_DIR_VAR)
+    return root
 
 
 def staging_path(path):
@@ -48,12 +69,20 @@ def _marker(path):
             record = json.load(f)
     except (OSError, ValueError):
         return None
-    return record if isinstance(record, dict) and "sequence" in record else None
+    if not isinstance(record, dict):
+        return None
+    # An integer, as _commit writes it; anything else is not our commit record
+    # (air-run's reading, core/run/resume.cpp, skips it the same way).
+    sequence = record.get("sequence")
+    if isinstance(sequence, bool) or not isinstance(sequence, int):
+        return None
+    return record
 
 
-def checkpoints(root):
-    """Complete checkpoints under root, oldest first (by commit sequence)."""
-    root = _directory(root)
+def checkpoints(root=None):
+    """Complete checkpoints under root (default AIR_CHECKPOINT_DIR), oldest
+    first (by commit sequence, then name)."""
+    root = _directory(default_root() if root is None else root)
     found = []
     try:
         names = os.listdir(root)
@@ -69,8 +98,9 @@ def checkpoints(root):
     return [path for _, _, path in sorted(found)]
 
 
-def latest(root):
-    """The newest complete checkpoint under root (its path), or None."""
+def latest(root=None):
+    """The newest complete checkpoint under root (default
+    AIR_CHECKPOINT_DIR), its path, or None."""
     found = checkpoints(root)
     return found[-1] if found else None
 
@@ -137,11 +167,13 @@ class VolumeWriter(dcp.FileSystemWriter):
     module). ``keep_last=N`` deletes all but the newest N complete
     checkpoints of the parent directory after the commit. An existing
     directory at `path` that is not a checkpoint is refused; an existing
-    checkpoint is replaced.
+    checkpoint is replaced. Without `path`, the next
+    ``checkpoint-<sequence>`` of AIR_CHECKPOINT_DIR (rank 0's choice, when
+    the default process group is initialised).
     """
 
-    def __init__(self, path, keep_last=None, sync_files=True):
-        target = _directory(path)
+    def __init__(self, path=None, keep_last=None, sync_files=True):
+        target = _directory(_next_default_path(None) if path is None else path)
         if keep_last is not None and (isinstance(keep_last, bool) or not isinstance(keep_last, int)
                                       or keep_last < 1):
             raise ValueError("air.data: keep_last must be an int >= 1 or None, not %r"
@@ -213,18 +245,42 @@ class VolumeReader(dcp.FileSystemReader):
             parent_reset(self.target if checkpoint_id is not None else None)
 
 
-def save(state_dict, path, keep_last=None, process_group=None):
+def _next_default_path(process_group):
+    """<AIR_CHECKPOINT_DIR>/checkpoint-<next sequence>, as rank 0 sees the
+    directory: every rank must name the same checkpoint, and another node's
+    view of a shared directory may lag."""
+    root = _directory(default_root())
+    sequences = [int(_marker(p)["sequence"]) for p in checkpoints(root)]
+    path = os.path.join(root, "%s%06d" % (DEFAULT_PREFIX, 1 + max(sequences or [0])))
+    if not _dcp._no_dist(process_group):
+        import torch.distributed as dist
+        box = [path]
+        dist.broadcast_object_list(box, src=0, group=process_group)
+        path = box[0]
+    return path
+
+
+def save(state_dict, path=None, keep_last=None, process_group=None):
     """Saves state_dict (from every rank of the process group; from this
-    process alone when none is initialised) as the checkpoint `path`.
+    process alone when none is initialised) as the checkpoint `path`
+    (default: the next ``checkpoint-<sequence>`` in AIR_CHECKPOINT_DIR).
     Returns the path."""
+    if path is None:
+        path = _next_default_path(process_group)
     writer = VolumeWriter(path, keep_last=keep_last)
     _dcp.save(state_dict, writer, process_group=process_group)
     return writer.target
 
 
-def load(state_dict, path, process_group=None):
-    """Loads the checkpoint `path` into state_dict, in place (tensors are
-    copied into the existing ones, so a model's state_dict() loads into the
-    model). Returns state_dict."""
+def load(state_dict, path=None, process_group=None):
+    """Loads the checkpoint `path` (default: AIR_RESUME_FROM, the one air-run
+    chose to resume from) into state_dict, in place (tensors are copied into
+    the existing ones, so a model's state_dict() loads into the model).
+    Returns state_dict."""
+    if path is None:
+        path = os.environ.get(RESUME_FROM_VAR, "")
+        if not path:
+            raise ValueError("air.data: no checkpoint given and %s is not set (air-run sets it "
+                             "when --checkpoint-dir holds a complete checkpoint)" % RESUME_FROM_VAR)
     _dcp.load(state_dict, VolumeReader(path), process_group=process_group)
     return state_dict
