@@ -235,4 +235,18 @@ test_virtual_local_rank_gives_torchruns_environment() {
   expect_contains "$out" "[rank1]: L=0 C=7 W=2 R=1"
 }
 
+test_a_listed_sigquit_stops_the_run_as_under_torchrun() {
+  # torchrun's default list names SIGQUIT: forwarded, and the run stops (air-run's own
+  # meaning, the Python stacks, is for an unlisted SIGQUIT: tests/e2e/test_console.sh).
+  # A non-interactive shell starts background jobs with SIGQUIT ignored: restore it.
+  env --default-signal=QUIT "$AIR_RUN" --nproc-per-node 2 --signals-to-handle SIGTERM,SIGINT,SIGHUP,SIGQUIT \
+    --no-python sh -c 'echo ready; exec sleep 30' >stdout 2>stderr &
+  air=$!
+  wait_for "[[ \$(grep -c ready stdout) -ge 2 ]]" 30 || fail "ranks did not start: $(tail -3 stderr)"
+  kill -QUIT "$air"
+  finish_air 20
+  expect_rc 131
+  expect_contains "$(cat stderr)" "interrupted by SIGQUIT"
+}
+
 run_tests
