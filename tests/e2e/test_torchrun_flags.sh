@@ -219,6 +219,11 @@ test_duplicate_filters_write_the_matching_lines_to_filtered_logs() {
   expect_eq "$(sort "$(dirname "$file")/filtered_stderr.log" | tr '\n' '|')" "[rank0]: Warning 0|[rank1]: Warning 1|"
   # The console still has every line.
   expect_contains "$out" "[rank1]: nothing here"
+  # A dry run says where they would go.
+  run_air --dry-run --nproc-per-node 2 --duplicate-stdout-filters 'loss,acc' --no-python true
+  expect_rc 0
+  expect_contains "$out" "stdout lines containing loss or acc also go to filtered_stdout.log in torchrun's log folder"
+  expect_not_contains "$out" "stderr lines containing"
   # Without --log-dir: a temporary folder, as torchrun's.
   TMPDIR=$PWD run_air --nproc-per-node 1 --duplicate-stdout-filters loss --no-python sh -c 'echo loss 1; echo other'
   expect_rc 0

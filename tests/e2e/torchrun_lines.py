@@ -198,15 +198,19 @@ COMPARED = [
 ] + list(DELIBERATE)
 
 
-def compare(torchrun_dir, air_dir, port_may_differ=False):
+def compare(torchrun_dir, air_dir, port_may_differ=False, omp_may_differ=False):
     """Diffs two probe recordings of one line; prints one line per difference.
 
     port_may_differ: the line has a c10d rendezvous (--standalone is one), under
     which each launcher picks a free port of its own for the ranks' store, so
-    MASTER_PORT is compared for presence only."""
+    MASTER_PORT is compared for presence only. omp_may_differ: the line has
+    --numa-binding, under which air-run sets OMP_NUM_THREADS to the cores a
+    rank owns (torchrun: 1)."""
     deliberate = dict(DELIBERATE)
     if port_may_differ:
         deliberate["MASTER_PORT"] = "c10d: a free port each"
+    if omp_may_differ:
+        deliberate["OMP_NUM_THREADS"] = "--numa-binding: the cores a rank owns"
     diffs = []
     a_files, b_files = sorted(os.listdir(torchrun_dir)), sorted(os.listdir(air_dir))
     if a_files != b_files:
@@ -240,7 +244,9 @@ if __name__ == "__main__":
         # keeps the rendezvous host instead (the name is not a local address).
         print(local_fqdn() or sys.argv[2])
     elif sys.argv[1] == "compare":
-        loose = sys.argv[2] == "--port-may-differ"
-        sys.exit(compare(*sys.argv[3 if loose else 2:], port_may_differ=loose))
+        options = [a for a in sys.argv[2:] if a.startswith("--")]
+        dirs = [a for a in sys.argv[2:] if not a.startswith("--")]
+        sys.exit(compare(*dirs, port_may_differ="--port-may-differ" in options,
+                         omp_may_differ="--omp-may-differ" in options))
     else:
         sys.exit(f"unknown subcommand {sys.argv[1]}")
