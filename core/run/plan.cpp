@@ -276,9 +276,14 @@ std::vector<std::string> describe_plan(const LaunchPlan& plan) {
                                                  "AIR_RESULT_FILE",
                                                  "TORCHELASTIC_ERROR_FILE"};
   for (int stream = 0; stream < 2; ++stream) {
-    if (plan.filtered_files[stream].empty()) continue;
+    if (plan.duplicate_filters[stream].empty()) continue;
+    // A dry run makes no log folder: the file's name, where a launch puts it.
+    const std::string& file = plan.filtered_files[stream];
     lines.push_back(fmt::format("{} lines containing {} also go to {}", stream == 0 ? "stdout" : "stderr",
-                                join(plan.duplicate_filters[stream], " or "), plan.filtered_files[stream]));
+                                join(plan.duplicate_filters[stream], " or "),
+                                file.empty() ? fmt::format("filtered_{}.log in torchrun's log folder",
+                                                           stream == 0 ? "stdout" : "stderr")
+                                             : file));
   }
   if (plan.forwarded_signals) {
     std::vector<std::string> names;
