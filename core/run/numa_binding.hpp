@@ -1,7 +1,7 @@
 #pragma once
 
 #include "core/base/error.hpp"
-#include "core/os/cpu_topology.hpp"
+#include "core/hw/cpu_topology.hpp"
 #include "core/spec/torchrun_values.hpp"
 
 #include <optional>

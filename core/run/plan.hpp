@@ -2,8 +2,8 @@
 
 #include "core/base/environment.hpp"
 #include "core/base/error.hpp"
+#include "core/hw/cpu_topology.hpp"
 #include "core/hw/hardware.hpp"
-#include "core/os/cpu_topology.hpp"
 #include "core/spec/spec.hpp"
 #include "core/spec/torchrun.hpp"
 
@@ -84,7 +84,7 @@ struct PlanContext {
   std::string torchrun_log_dir;
   int attempt = 0;      ///< TORCHELASTIC_RESTART_COUNT of the group being planned
   int stack_signal = 0; ///< a spare real-time signal for Python stacks; 0: do not arm
-  /// For --numa-binding: the machine's CPUs (core/os/cpu_topology.hpp) and
+  /// For --numa-binding: the machine's CPUs (core/hw/cpu_topology.hpp) and
   /// the NUMA node of each selected GPU, in Selection::gpus order (nullopt: unknown).
   CpuTopology topology;
   std::vector<std::optional<int>> gpu_numa_nodes;

@@ -1,6 +1,6 @@
-// read_cpu_topology and pci_numa_node against a recorded sysfs tree (a copy
+// read_cpu_topology and pci_numa_node (core/hw/cpu_topology) against a recorded sysfs tree (a copy
 // of the files they read from a two-node machine), under a temporary root.
-#include "core/os/cpu_topology.hpp"
+#include "core/hw/cpu_topology.hpp"
 #include "tests/unit/catch.hpp"
 #include "tests/unit/results_fixture.hpp"
 

@@ -1,5 +1,5 @@
 // The machine's CPU and NUMA topology, read from sysfs.
-#include "core/os/cpu_topology.hpp"
+#include "core/hw/cpu_topology.hpp"
 
 #include "core/base/duration.hpp"
 #include "core/base/text.hpp"
