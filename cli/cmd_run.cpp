@@ -130,7 +130,9 @@ std::string run_folder_of(const std::string& log_dir) {
 /// set: `<log_dir>/<run_id>_XXXXXX` (a temporary base when log_dir is unset).
 Expected<std::string> make_torchrun_log_dir(const LaunchSpec& spec, const Environment& env,
                                             const std::string& run_id) {
-  if (spec.redirects.value == "0" && spec.tee.value == "0") return std::string();
+  if (spec.redirects.value == "0" && spec.tee.value == "0" && spec.duplicate_stdout_filters.value.empty() &&
+      spec.duplicate_stderr_filters.value.empty())
+    return std::string();
   // The run's folder: with a folder per rank (`logs/{run_id}/{rank}`), the one above them.
   std::string base = run_folder_of(spec.log_dir.value);
   if (base.empty()) base = fmt::format("{}/torchelastic_{}", env_or(env, "TMPDIR", "/tmp"), run_id);
@@ -304,6 +306,13 @@ Expected<int> launch_run(const CliOptions& options, const Environment& env, Laun
   ctx.num_nodes = cluster->num_nodes;
   ctx.node_name = cluster->node_name;
   ctx.cluster_source = cluster->source;
+  if (spec.numa_binding.value != "none") {
+    // --numa-binding: the machine's CPUs and each GPU's NUMA node, for the pure planner.
+    auto topology = read_cpu_topology();
+    if (!topology) return topology.error();
+    ctx.topology = std::move(*topology);
+    for (const auto& gpu : selection->gpus) ctx.gpu_numa_nodes.push_back(pci_numa_node(gpu.pci_bus_id));
+  }
   paths->apply(spec, ctx.run_id, ctx.node_rank);
   facts.run_id = ctx.run_id;
   facts.node_rank = ctx.node_rank;
@@ -464,6 +473,12 @@ Expected<int> launch_run(const CliOptions& options, const Environment& env, Laun
   }
   for (const auto& notice : selection->notices) notices.print(fmt::format("air-run: {}", notice));
   for (const auto& notice : plan->notices) notices.print(fmt::format("air-run: {}", notice));
+  for (int stream = 0; stream < 2; ++stream) {
+    if (plan->filtered_files[stream].empty()) continue;
+    notices.print(fmt::format("air-run: {} lines matching --duplicate-{}-filters also go to {}",
+                              stream == 0 ? "stdout" : "stderr", stream == 0 ? "stdout" : "stderr",
+                              plan->filtered_files[stream]));
+  }
 
   ConsoleOptions console;
   if (spec.json.value) console.stdout_fd = STDERR_FILENO; // stdout carries only the JSON summary

@@ -72,6 +72,8 @@ compare_line() {
     # Under a c10d rendezvous (--standalone is one) each launcher picks a free
     # port of its own for the ranks' store, apart from the rendezvous port.
     [[ $line == *--standalone* || $line == *c10d* ]] && loose=(--port-may-differ)
+    # Under --numa-binding air-run's OMP_NUM_THREADS is the cores a rank owns.
+    [[ $line == *--numa[-_]binding* ]] && loose+=(--omp-may-differ)
     diffs=$(python3 "$lines_py" compare "${loose[@]}" "$work/$n/torchrun/probe" "$work/$n/air-run/probe" |
       paste -sd ';' -)
   elif [[ $rc_t == 0 || $rc_a == 0 ]]; then

@@ -1,6 +1,8 @@
 #include "core/os/process.hpp"
 
 #include <fcntl.h>
+#include <linux/mempolicy.h>
+#include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -39,7 +41,16 @@ struct ChildSetup {
   long max_fd = 1024;                 ///< upper bound for the close loop when close_range is missing
   const rlimit* open_files = nullptr; ///< soft limit to restore (raise_open_file_limit), or none
   int cgroup_procs_fd = -1;           ///< cgroup.procs to join, or -1 (none, or born in it already)
+  // --numa-binding (SpawnOptions::bind_cpus, bind_memory): the CPU affinity
+  // to set and the nodemask to prefer memory on; null: none.
+  const cpu_set_t* cpus = nullptr;
+  const unsigned long* memory_nodes = nullptr;
+  unsigned long memory_node_bits = 0;
 };
+
+// Marks on the errno the child reports, for a binding rather than exec failing.
+constexpr int k_affinity_failed = 1 << 20;
+constexpr int k_mempolicy_failed = 1 << 21;
 
 /// clone3's arguments up to `cgroup` (CLONE_ARGS_SIZE_VER2), spelled out here
 /// because glibc 2.36 has no wrapper and older kernel headers lack the field.
@@ -135,6 +146,16 @@ void close_fds(unsigned first, unsigned last, long max_fd) {
   // directly (air-run forwards it). The parent makes the same call.
   if (::setpgid(0, 0) != 0) report_exec_error(err_fd, errno);
 
+  // --numa-binding: before exec, so the rank's first allocation and every
+  // thread it starts already run there. Prepared by the parent: two syscalls.
+  if (s.cpus && ::sched_setaffinity(0, sizeof(cpu_set_t), s.cpus) != 0)
+    report_exec_error(err_fd, errno | k_affinity_failed);
+  // Preferred, not bound: a full node spills to the others instead of
+  // failing the rank's allocations (maxnode counts one bit more, as libnuma passes it).
+  if (s.memory_nodes &&
+      ::syscall(SYS_set_mempolicy, MPOL_PREFERRED, s.memory_nodes, s.memory_node_bits + 1) != 0)
+    report_exec_error(err_fd, errno | k_mempolicy_failed);
+
   // Ignored dispositions and the blocked mask survive exec; air-run blocks
   // its supervised signals and ignores SIGPIPE, the rank must not inherit that.
   struct sigaction dfl {};
@@ -169,6 +190,11 @@ void close_fds(unsigned first, unsigned last, long max_fd) {
 }
 
 Error exec_error(const std::string& name, bool searched, int err) {
+  if (err & (k_affinity_failed | k_mempolicy_failed)) {
+    const char* call = (err & k_affinity_failed) ? "sched_setaffinity" : "set_mempolicy";
+    return {ErrorKind::system, name + ": --numa-binding: " + call + ": " +
+                                   std::strerror(err & ~(k_affinity_failed | k_mempolicy_failed))};
+  }
   switch (err) {
   case ENOENT:
   case ENOTDIR:
@@ -304,6 +330,11 @@ Expected<StartedProcess> start_process(const std::vector<std::string>& argv, con
   const long open_max = ::sysconf(_SC_OPEN_MAX);
   setup.max_fd = open_max > 0 ? open_max : 1024;
   if (g_inherited_open_files) setup.open_files = &*g_inherited_open_files;
+  if (options.bind_cpus) setup.cpus = &options.cpus;
+  if (options.bind_memory) {
+    setup.memory_nodes = options.memory_nodes;
+    setup.memory_node_bits = sizeof(options.memory_nodes) * 8;
+  }
   bool born_in_cgroup = false;
   const pid_t pid = fork_into(cgroup.dir_fd, born_in_cgroup);
   if (pid < 0) return sys_error("fork", errno);
@@ -369,6 +400,22 @@ void raise_open_file_limit() {
   const rlimit inherited = limit;
   limit.rlim_cur = wanted;
   if (::setrlimit(RLIMIT_NOFILE, &limit) == 0) g_inherited_open_files = inherited;
+}
+
+void bind_to(SpawnOptions& options, const std::vector<int>& cpus, int memory_node) {
+  CPU_ZERO(&options.cpus);
+  options.bind_cpus = false;
+  for (int cpu : cpus) {
+    if (cpu < 0 || cpu >= CPU_SETSIZE) continue;
+    CPU_SET(cpu, &options.cpus);
+    options.bind_cpus = true;
+  }
+  constexpr int k_bits = static_cast<int>(sizeof(options.memory_nodes) * 8);
+  constexpr int k_word = static_cast<int>(sizeof(unsigned long) * 8);
+  std::fill(std::begin(options.memory_nodes), std::end(options.memory_nodes), 0UL);
+  options.bind_memory = memory_node >= 0 && memory_node < k_bits;
+  if (options.bind_memory)
+    options.memory_nodes[memory_node / k_word] |= 1UL << static_cast<unsigned>(memory_node % k_word);
 }
 
 Expected<ChildProcess> spawn_process(const std::vector<std::string>& argv, const Environment& env) {

@@ -4,6 +4,7 @@
 #include "core/base/error.hpp"
 #include "core/base/unique_fd.hpp"
 
+#include <sched.h>
 #include <sys/types.h>
 
 #include <string>
@@ -44,7 +45,18 @@ struct SpawnOptions {
   bool stderr_tty = false;
   unsigned short tty_columns = 0;
   unsigned short tty_rows = 0;
+  /// --numa-binding, prepared by the parent (`bind_to`): the child sets
+  /// this CPU affinity and prefers this memory node before exec.
+  bool bind_cpus = false;
+  cpu_set_t cpus{};
+  bool bind_memory = false;
+  unsigned long memory_nodes[16] = {}; ///< a nodemask for set_mempolicy: 1024 nodes
 };
+
+/// Fills `options` so the child runs on `cpus` (empty: unchanged) with its
+/// memory preferred on `memory_node` (-1: unchanged). CPUs and nodes beyond
+/// the masks (1024) are left out.
+void bind_to(SpawnOptions& options, const std::vector<int>& cpus, int memory_node);
 
 /// Finds `name` along `path_var` (colon-separated; an empty entry is the
 /// current directory) the way execvp does, but against the rank's own PATH

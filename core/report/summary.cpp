@@ -1,5 +1,7 @@
 #include "core/report/summary.hpp"
 
+#include "core/base/duration.hpp"
+
 #include <cctype>
 #include <cmath>
 
@@ -99,6 +101,10 @@ Json rank_json(const RunReport& report, std::size_t i) {
   out["local_rank"] = r.local_rank;
   out["pid"] = r.pid > 0 ? Json(r.pid) : Json(nullptr);
   out["gpu"] = plan != nullptr ? string_or_null(plan->gpu_uuid) : Json(nullptr);
+  // --numa-binding: "0-7,16-23" and the memory node; null without a binding.
+  const bool bound = plan != nullptr && !plan->cpu_affinity.empty();
+  out["cpu_affinity"] = bound ? Json(format_rank_list(plan->cpu_affinity)) : Json(nullptr);
+  out["numa_node"] = bound && plan->numa_node >= 0 ? Json(plan->numa_node) : Json(nullptr);
   out["exit"] = exit_json(r.status);
   out["stopped_by_air_run"] = r.stopped_by_air_run;
   out["oom_killed"] = r.oom_killed;

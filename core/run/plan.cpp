@@ -1,12 +1,17 @@
 #include "core/run/plan.hpp"
 
+#include "core/base/exit_status.hpp"
+#include "core/base/text.hpp"
+#include "core/run/numa_binding.hpp"
 #include "core/run/progress.hpp"
 #include "core/run/stacks.hpp"
 #include "core/spec/path_template.hpp"
+#include "core/spec/torchrun_values.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 namespace air {
 
@@ -29,6 +34,65 @@ std::vector<std::string> rank_argv(const LaunchSpec& spec) {
 
 void set_unless_present(Environment& env, const std::string& name, const std::string& value) {
   env.emplace(name, value); // emplace keeps an existing value
+}
+
+/// torchrun's --virtual-local-rank: the rank's own entry of the parent's
+/// CUDA_VISIBLE_DEVICES, or its local rank when the parent set none
+/// (local_elastic_agent.py _set_local_rank_env).
+Expected<std::string> virtual_device(const Environment& env, int local) {
+  const auto it = env.find("CUDA_VISIBLE_DEVICES");
+  if (it == env.end()) return std::to_string(local);
+  std::vector<std::string> devices;
+  std::string_view rest = it->second;
+  while (true) {
+    const auto comma = rest.find(',');
+    devices.emplace_back(trim(rest.substr(0, comma)));
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  if (local >= static_cast<int>(devices.size()))
+    return usage_error(fmt::format("--virtual-local-rank: local rank {} exceeds available GPUs in "
+                                   "CUDA_VISIBLE_DEVICES={}",
+                                   local, it->second));
+  return devices[static_cast<std::size_t>(local)];
+}
+
+/// --numa-binding for every rank of the plan, and OMP_NUM_THREADS to match
+/// when air-run chose it: the physical cores each rank owns, shared evenly
+/// by the ranks bound to the same CPUs.
+Status bind_ranks(LaunchPlan& plan, NumaMode mode, const Selection& selection, const PlanContext& ctx,
+                  bool omp_defaulted) {
+  std::vector<std::optional<int>> nodes;
+  for (const auto& rank : plan.ranks) {
+    std::optional<int> node;
+    if (!selection.cpu && !ctx.gpu_numa_nodes.empty())
+      node = ctx.gpu_numa_nodes[static_cast<std::size_t>(rank.local_rank) % ctx.gpu_numa_nodes.size()];
+    nodes.push_back(node);
+  }
+  auto bindings = plan_numa_binding(mode, ctx.topology, nodes, !selection.cpu);
+  if (!bindings) return bindings.error();
+  std::map<std::vector<int>, int> sharing;
+  for (const auto& b : *bindings) ++sharing[b.cpus];
+  int fewest = 0;
+  int most = 0;
+  for (std::size_t i = 0; i < plan.ranks.size(); ++i) {
+    RankPlan& rank = plan.ranks[i];
+    rank.cpu_affinity = (*bindings)[i].cpus;
+    rank.numa_node = (*bindings)[i].memory_node;
+    if (!omp_defaulted) continue;
+    const int threads =
+        std::max(1, physical_cores(ctx.topology, rank.cpu_affinity) / sharing[rank.cpu_affinity]);
+    rank.env["OMP_NUM_THREADS"] = std::to_string(threads);
+    fewest = i == 0 ? threads : std::min(fewest, threads);
+    most = std::max(most, threads);
+  }
+  if (omp_defaulted) {
+    plan.notices.push_back(fmt::format(
+        "setting OMP_NUM_THREADS={} for each rank: the physical cores of its --numa-binding {} share; set it "
+        "to tune",
+        fewest == most ? std::to_string(most) : fmt::format("{}..{}", fewest, most), numa_mode_name(mode)));
+  }
+  return ok_status();
 }
 
 } // namespace
@@ -72,8 +136,10 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
   Environment common = parent_env;
   for (const auto& [name, value] : spec.env.value) common[name] = value;
 
+  auto numa_mode = parse_numa_mode(spec.numa_binding.value, "numa_binding");
+  if (!numa_mode) return numa_mode.error();
   const bool omp_defaulted = plan.ranks_per_node > 1 && common.count("OMP_NUM_THREADS") == 0;
-  if (omp_defaulted) {
+  if (omp_defaulted && *numa_mode == NumaMode::none) {
     common["OMP_NUM_THREADS"] = "1";
     plan.notices.push_back(
         "setting OMP_NUM_THREADS=1 for each rank to avoid oversubscribing the CPU; set it to tune");
@@ -182,7 +248,29 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
         env["LOCAL_RANK"] = "0";
       }
     }
+    if (spec.virtual_local_rank.value) {
+      // torchrun's: LOCAL_RANK 0 and one device, whatever the hardware;
+      // LOCAL_WORLD_SIZE stays the node's.
+      auto device = virtual_device(common, local);
+      if (!device) return device.error();
+      env["CUDA_VISIBLE_DEVICES"] = *device;
+      env["LOCAL_RANK"] = "0";
+    }
     plan.ranks.push_back(std::move(rank));
+  }
+  if (*numa_mode != NumaMode::none) AIR_TRY(bind_ranks(plan, *numa_mode, selection, ctx, omp_defaulted));
+  if (!spec.signals_to_handle.is_default()) {
+    auto signals = parse_signal_list(spec.signals_to_handle.value, "signals_to_handle");
+    if (!signals) return signals.error();
+    plan.forwarded_signals = std::move(*signals);
+  }
+  const std::string* filters[2] = {&spec.duplicate_stdout_filters.value,
+                                   &spec.duplicate_stderr_filters.value};
+  for (int stream = 0; stream < 2; ++stream) {
+    plan.duplicate_filters[stream] = parse_filter_list(*filters[stream]);
+    if (!plan.duplicate_filters[stream].empty() && !ctx.torchrun_log_dir.empty())
+      plan.filtered_files[stream] = fmt::format("{}/attempt_{}/filtered_{}.log", ctx.torchrun_log_dir,
+                                                ctx.attempt, stream == 0 ? "stdout" : "stderr");
   }
   return plan;
 }
@@ -213,6 +301,21 @@ std::vector<std::string> describe_plan(const LaunchPlan& plan) {
                                                  "AIR_CHECKPOINT_DIR",
                                                  "AIR_RESUME_FROM",
                                                  "TORCHELASTIC_ERROR_FILE"};
+  for (int stream = 0; stream < 2; ++stream) {
+    if (plan.duplicate_filters[stream].empty()) continue;
+    // A dry run makes no log folder: the file's name, where a launch puts it.
+    const std::string& file = plan.filtered_files[stream];
+    lines.push_back(fmt::format("{} lines containing {} also go to {}", stream == 0 ? "stdout" : "stderr",
+                                join(plan.duplicate_filters[stream], " or "),
+                                file.empty() ? fmt::format("filtered_{}.log in torchrun's log folder",
+                                                           stream == 0 ? "stdout" : "stderr")
+                                             : file));
+  }
+  if (plan.forwarded_signals) {
+    std::vector<std::string> names;
+    for (int sig : *plan.forwarded_signals) names.push_back(signal_name(sig));
+    lines.push_back("signals forwarded to the ranks: " + join(names, ", "));
+  }
   for (const auto& rank : plan.ranks) {
     std::string argv;
     for (const auto& arg : rank.argv) argv += (argv.empty() ? "" : " ") + arg;
@@ -224,6 +327,9 @@ std::vector<std::string> describe_plan(const LaunchPlan& plan) {
     }
     lines.push_back("  " + vars.substr(vars.empty() ? 0 : 1));
     if (!rank.gpu_uuid.empty()) lines.push_back("  gpu: " + rank.gpu_uuid);
+    if (!rank.cpu_affinity.empty())
+      lines.push_back(fmt::format("  numa: cpus {}, memory node {}", format_rank_list(rank.cpu_affinity),
+                                  rank.numa_node));
     if (!rank.log_file.empty()) lines.push_back("  log: " + rank.log_file);
     if (!rank.console) lines.push_back("  console: hidden (--ranks, --local-ranks-filter)");
     for (int stream = 0; stream < 2; ++stream) {

@@ -2,6 +2,7 @@
 
 #include "core/base/environment.hpp"
 #include "core/base/error.hpp"
+#include "core/hw/cpu_topology.hpp"
 #include "core/hw/hardware.hpp"
 #include "core/spec/spec.hpp"
 #include "core/spec/torchrun.hpp"
@@ -32,6 +33,11 @@ struct RankPlan {
   /// The page where its shim counts steps and collectives ("" when not a
   /// Python rank, core/run/progress.hpp); the supervisor creates it.
   std::string progress_file;
+  /// --numa-binding: the CPUs the rank may run on (ascending; empty: no
+  /// binding, air-run's own) and the NUMA node its memory is preferred on
+  /// (-1: none). The spawn applies both in the child before exec.
+  std::vector<int> cpu_affinity;
+  int numa_node = -1;
 };
 
 /// The whole run: ranks plus the policy the supervisor enforces.
@@ -63,6 +69,14 @@ struct LaunchPlan {
   /// and the directory holding the shim that arms it (core/run/stacks.hpp).
   int stack_signal = 0;
   std::string stack_shim_dir;
+  /// --signals-to-handle as signal numbers; nullopt when not given
+  /// (core/run/signal_actions.hpp says what each signal then does).
+  std::optional<std::vector<int>> forwarded_signals;
+  /// --duplicate-stdout-filters / --duplicate-stderr-filters ([0] stdout,
+  /// [1] stderr): a rank line containing one of them is also appended to
+  /// filtered_files[stream] ("" = none), torchrun's filtered_stdout.log.
+  std::vector<std::string> duplicate_filters[2];
+  std::string filtered_files[2];
 };
 
 /// Values decided outside the pure planner (they need the OS or the clock).
@@ -79,6 +93,10 @@ struct PlanContext {
   std::string torchrun_log_dir;
   int attempt = 0;      ///< TORCHELASTIC_RESTART_COUNT of the group being planned
   int stack_signal = 0; ///< a spare real-time signal for Python stacks; 0: do not arm
+  /// For --numa-binding: the machine's CPUs (core/hw/cpu_topology.hpp) and
+  /// the NUMA node of each selected GPU, in Selection::gpus order (nullopt: unknown).
+  CpuTopology topology;
+  std::vector<std::optional<int>> gpu_numa_nodes;
 };
 
 /// Builds the per-rank plan from a resolved spec, the accelerator selection and

@@ -14,6 +14,7 @@
 #include "core/run/flight_recorder.hpp"
 #include "core/run/lost_peer.hpp"
 #include "core/run/progress_watch.hpp"
+#include "core/run/signal_actions.hpp"
 #include "core/run/terminal_line.hpp"
 
 #include <dirent.h>
@@ -189,6 +190,7 @@ struct RankState {
   std::string prefix_err; ///< the same on stderr (coloured or not, per stream)
   std::optional<LineSink> log;
   std::optional<LineSink> stream_logs[2]; ///< torchrun's -r/-t files: stdout.log, stderr.log
+  std::string filter_prefix;              ///< "[rankN]: ", before its lines in filtered_*.log
   long long stack_offset = -1;            ///< size of its stack file when the signal went out; -1: not asked
   long long stack_seen = -1;              ///< its size at the previous check
   bool reads_stdin = false;               ///< air-run forwards its stdin to it (ConsoleOptions::stdin_rank)
@@ -267,6 +269,9 @@ private:
   LineSink stderr_sink_;
   std::vector<char> read_buf_;
   std::string console_batch_;
+  std::string filtered_batch_;
+  std::optional<LineSink>
+      filtered_[2]; ///< filtered_stdout.log, filtered_stderr.log (LaunchPlan::filtered_files)
 
   RunOutcome out_;
   std::vector<RankState> ranks_;
@@ -321,6 +326,7 @@ RunOutcome Supervisor::run() {
       r.prefix = rank_prefix(r.plan->rank, console_.stdout_color);
       r.prefix_err = rank_prefix(r.plan->rank, console_.stderr_color);
     }
+    r.filter_prefix = rank_prefix(r.plan->rank, false); // a file: prefixed even with one rank, never coloured
     out_.ranks[i].rank = r.plan->rank;
     out_.ranks[i].local_rank = r.plan->local_rank;
     rank_ids_.push_back(r.plan->rank);
@@ -383,6 +389,16 @@ bool Supervisor::open_logs() {
       }
       r.stream_logs[stream].emplace(std::move(*fd));
     }
+  }
+  for (int stream = 0; stream < 2; ++stream) {
+    if (plan_.filtered_files[stream].empty()) continue;
+    auto fd = open_log_file(plan_.filtered_files[stream]);
+    if (!fd) {
+      out_.status = RunOutcome::Status::launch_failed;
+      out_.reason = fd.error().message;
+      return false;
+    }
+    filtered_[stream].emplace(std::move(*fd));
   }
   return true;
 }
@@ -594,29 +610,34 @@ void Supervisor::stop_for_remote(RemoteFailure failure) {
 
 void Supervisor::handle_signals() {
   for (const int sig : signals_->read_pending()) {
-    switch (sig) {
-    case SIGCHLD:
-      break; // reap() runs every iteration
-    case SIGWINCH:
+    if (sig == SIGCHLD) continue; // reap() runs every iteration
+    if (sig == SIGWINCH) {
       resize_terminals();
+      continue;
+    }
+    switch (signal_action(sig, plan_.forwarded_signals)) {
+    case SignalAction::ignore:
       break;
-    case SIGQUIT:
+    case SignalAction::stacks:
       // Ctrl-\ (the ranks are in their own groups, so only air-run gets it):
       // print every armed Python rank's stacks and carry on.
       if (!tearing_down_ && !stacks_deadline_ && !request_stacks(StackPurpose::show)) {
-        const std::string line = "air-run: no Python rank can show its stack (SIGQUIT ignored)\n";
+        const std::string line =
+            "air-run: no Python rank can show its stack (" + signal_name(sig) + " ignored)\n";
         console_write(stderr_sink_, console_.stderr_fd, line, 1);
       }
       break;
-    case SIGUSR1:
-    case SIGUSR2:
+    case SignalAction::forward:
       // Schedulers (Slurm --signal) send these as warnings: ranks that call
-      // air.should_stop() are asked to stop at one step; else pass them on.
-      if (!tearing_down_ && out_.status == RunOutcome::Status::succeeded && begin_preemption(sig)) break;
+      // air.should_stop() are asked to stop at one step (preemption); the
+      // others get the signal passed on.
+      if ((sig == SIGUSR1 || sig == SIGUSR2) && !tearing_down_ && out_.status == RunOutcome::Status::succeeded &&
+          begin_preemption(sig))
+        break;
       for (auto& r : ranks_)
         if (r.spawned && !r.reaped) signal_group(r.pid, sig);
       break;
-    default: // SIGINT, SIGTERM, SIGHUP
+    case SignalAction::teardown:
       if (tearing_down_) {
         // A second interrupt means "now": skip the rest of the grace period.
         if (!kill_sent_) {
@@ -719,8 +740,21 @@ void Supervisor::deliver(RankState& r, Stream& s, std::string_view data, bool eo
   std::size_t lines = 0;
   // One stamp for the lines of one read: they arrived together.
   const std::string stamp = console_.timestamps && echo ? clock_stamp(std::chrono::system_clock::now()) : "";
+  const auto& filters = plan_.duplicate_filters[stream];
+  std::optional<LineSink>& filtered = filtered_[stream];
+  filtered_batch_.clear();
+  std::size_t filtered_lines = 0;
   const auto on_line = [&](std::string_view line) {
     ++lines;
+    // torchrun's --duplicate-*-filters: the line, prefixed, also in filtered_*.log.
+    if (filtered.has_value() && std::any_of(filters.begin(), filters.end(), [&](const std::string& f) {
+          return line.find(f) != line.npos;
+        })) {
+      filtered_batch_ += r.filter_prefix;
+      filtered_batch_ += line;
+      filtered_batch_ += '\n';
+      ++filtered_lines;
+    }
     if (echo) {
       std::size_t& shown = r.shown_partial[s.is_stderr ? 1 : 0];
       if (shown == 0) {
@@ -744,6 +778,7 @@ void Supervisor::deliver(RankState& r, Stream& s, std::string_view data, bool eo
     s.splitter.finish(on_line);
   else
     s.splitter.feed(data, on_line);
+  if (filtered_lines > 0 && !filtered->broken()) filtered->write(filtered_batch_, filtered_lines);
   if (echo) update_partial(r, s);
   if (lines == 0) {
     if (echo && r.reads_stdin) show_partial(r, s);
@@ -1229,6 +1264,7 @@ void Supervisor::finalize() {
 SpawnOptions Supervisor::spawn_options(RankState& r) const {
   SpawnOptions options;
   options.stdin_pipe = r.plan->rank == console_.stdin_rank;
+  if (!r.plan->cpu_affinity.empty()) bind_to(options, r.plan->cpu_affinity, r.plan->numa_node);
   // A terminal only where the rank's stream reaches air-run's terminal: a
   // stream that goes to files only (-r) or a rank off the console (--ranks)
   // keeps its pipe, as its output is no terminal's either.

@@ -152,6 +152,29 @@ constexpr std::array k_spec_keys{
             "MODE"},
     SpecKey{"local_ranks_filter", "local-ranks-filter", "", "", VT::rank_list, "all",
             "local ranks whose output reaches the console, like 0,2-3", G::torchrun, "RANKS"},
+    SpecKey{
+        "numa_binding", "numa-binding", "", "AIR_RUN_NUMA_BINDING", VT::string, "none",
+        "bind each rank's CPUs to its GPU's NUMA node (CPU ranks: the nodes in turn) and prefer its memory "
+        "there: node, socket, exclusive, core-complex or none",
+        G::torchrun, "MODE"},
+    SpecKey{"signals_to_handle", "signals-to-handle", "", "AIR_RUN_SIGNALS_TO_HANDLE", VT::string,
+            "air-run's: SIGINT, SIGTERM, SIGHUP stop the ranks, SIGUSR1, SIGUSR2 reach them, SIGQUIT shows "
+            "stacks",
+            "signals forwarded to every rank, like SIGTERM,SIGUSR1: SIGINT, SIGTERM, SIGHUP, SIGQUIT then "
+            "stop the "
+            "run, SIGUSR1, SIGUSR2 leave it running",
+            G::torchrun, "SIG,..."},
+    SpecKey{"duplicate_stdout_filters", "duplicate-stdout-filters", "", "AIR_RUN_DUPLICATE_STDOUT_FILTERS",
+            VT::string, "none",
+            "comma-separated substrings: rank stdout lines containing one are also written to "
+            "filtered_stdout.log in the log folder",
+            G::torchrun, "TEXT,..."},
+    SpecKey{"duplicate_stderr_filters", "duplicate-stderr-filters", "", "AIR_RUN_DUPLICATE_STDERR_FILTERS",
+            VT::string, "none", "the same for stderr, into filtered_stderr.log", G::torchrun, "TEXT,..."},
+    SpecKey{"virtual_local_rank", "virtual-local-rank", "", "AIR_RUN_VIRTUAL_LOCAL_RANK", VT::boolean,
+            "false",
+            "every rank gets LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES narrowed to its own device, as torchrun's",
+            G::torchrun, ""},
     SpecKey{"live", "live", "", "AIR_RUN_LIVE", VT::boolean, "true",
             "a live status area (ranks, time left, GPU readings) under the rank output when stderr is a "
             "terminal and CI is unset; --no-live turns it off",

@@ -8,6 +8,7 @@
 #include "core/spec/rendezvous.hpp"
 #include "core/spec/spec.hpp"
 #include "core/spec/torchrun.hpp"
+#include "core/spec/torchrun_values.hpp"
 #include "core/spec/yaml_syntax.hpp"
 
 #include <yaml-cpp/eventhandler.h>
@@ -728,6 +729,11 @@ void apply(LaunchSpec& s, const Assignment& a, bool append) {
   if (k == "role") return put(s.role, std::get<std::string>(v), o);
   if (k == "redirects") return put(s.redirects, std::get<std::string>(v), o);
   if (k == "tee") return put(s.tee, std::get<std::string>(v), o);
+  if (k == "numa_binding") return put(s.numa_binding, std::get<std::string>(v), o);
+  if (k == "signals_to_handle") return put(s.signals_to_handle, std::get<std::string>(v), o);
+  if (k == "duplicate_stdout_filters") return put(s.duplicate_stdout_filters, std::get<std::string>(v), o);
+  if (k == "duplicate_stderr_filters") return put(s.duplicate_stderr_filters, std::get<std::string>(v), o);
+  if (k == "virtual_local_rank") return put(s.virtual_local_rank, std::get<bool>(v), o);
   if (k == "local_ranks_filter") {
     auto& ranks = s.local_ranks_filter.value;
     put_list(s.local_ranks_filter, std::get<std::vector<int>>(v), o, append);
@@ -876,6 +882,20 @@ std::pair<std::string, Origin> show(const LaunchSpec& s, std::string_view k) {
   if (k == "role") return {show_string(s.role.value), s.role.origin};
   if (k == "redirects") return {show_string(s.redirects.value), s.redirects.origin};
   if (k == "tee") return {show_string(s.tee.value), s.tee.origin};
+  if (k == "numa_binding") return {s.numa_binding.value, s.numa_binding.origin};
+  if (k == "signals_to_handle") {
+    return {s.signals_to_handle.value.empty() ? "default" : s.signals_to_handle.value,
+            s.signals_to_handle.origin};
+  }
+  if (k == "duplicate_stdout_filters") {
+    return {s.duplicate_stdout_filters.value.empty() ? "none" : s.duplicate_stdout_filters.value,
+            s.duplicate_stdout_filters.origin};
+  }
+  if (k == "duplicate_stderr_filters") {
+    return {s.duplicate_stderr_filters.value.empty() ? "none" : s.duplicate_stderr_filters.value,
+            s.duplicate_stderr_filters.origin};
+  }
+  if (k == "virtual_local_rank") return {show_bool(s.virtual_local_rank.value), s.virtual_local_rank.origin};
   if (k == "local_ranks_filter") {
     return {s.local_ranks_filter.value.empty() ? "all" : format_rank_list(s.local_ranks_filter.value),
             s.local_ranks_filter.origin};
@@ -917,6 +937,11 @@ Status check_torchrun_values(const LaunchSpec& spec) {
   if (spec.on_hang.value != "report" && spec.on_hang.value != "stop") {
     return usage_error(place_of(spec.on_hang.origin, "on_hang") + ": " + single_quoted(spec.on_hang.value) +
                        " is not one of report, stop");
+  }
+  AIR_TRY(parse_numa_mode(spec.numa_binding.value, place_of(spec.numa_binding.origin, "numa_binding")));
+  if (!spec.signals_to_handle.is_default()) {
+    AIR_TRY(parse_signal_list(spec.signals_to_handle.value,
+                              place_of(spec.signals_to_handle.origin, "signals_to_handle")));
   }
   return ok_status();
 }

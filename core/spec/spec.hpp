@@ -160,6 +160,11 @@ struct LaunchSpec {
   Setting<std::string> redirects{"0", {}};                 ///< torchrun's -r (parse_std_streams)
   Setting<std::string> tee{"0", {}};                       ///< torchrun's -t (parse_std_streams)
   Setting<std::vector<int>> local_ranks_filter;            ///< empty = every local rank reaches the console
+  Setting<std::string> numa_binding{"none", {}}; ///< a NumaMode's name (core/spec/torchrun_values.hpp)
+  Setting<std::string> signals_to_handle;        ///< "" = air-run's own signal handling
+  Setting<std::string> duplicate_stdout_filters; ///< comma-separated substrings, "" = none
+  Setting<std::string> duplicate_stderr_filters; ///< the same for stderr
+  Setting<bool> virtual_local_rank;              ///< LOCAL_RANK=0, one device per rank
   Setting<bool> live{true, {}};           ///< the live status area on a terminal (core/run/live_view.hpp)
   Setting<bool> quiet;                    ///< only rank output and the final report
   Setting<std::optional<int>> stdin_rank; ///< the rank given air-run's stdin; nullopt = see keys.cpp

@@ -43,18 +43,33 @@ constexpr std::array k_torchrun_flags{
     TorchrunFlag{"master-port", "", true, "", ""},
     TorchrunFlag{"local-addr", "", true, "", "ranks reach each other through MASTER_ADDR"},
     TorchrunFlag{"logs-specs", "", true, "", "torchrun's log plugins do not apply; see --log-dir"},
-    TorchrunFlag{"numa-binding", "", true, "", "no NUMA binding; put numactl in the command"},
-    TorchrunFlag{"signals-to-handle", "", true, "", "air-run forwards SIGINT, SIGTERM and SIGHUP itself"},
+    TorchrunFlag{"numa-binding", "", true, "", ""},
+    TorchrunFlag{"signals-to-handle", "", true, "", ""},
+    TorchrunFlag{"duplicate-stdout-filters", "", true, "", ""},
+    TorchrunFlag{"duplicate-stderr-filters", "", true, "", ""},
     TorchrunFlag{"shutdown-timeout", "", true, "grace-period", ""},
-    TorchrunFlag{"virtual-local-rank", "", false, "isolate-gpus", ""},
+    TorchrunFlag{"virtual-local-rank", "", false, "", ""},
 };
 
 // torchrun's options that air-run registers under the same name but has no
 // use for outside a torchrun command line (the "torchrun compatibility" keys,
 // less --max-restarts, which air-run's own docs use).
-constexpr std::array<std::string_view, 10> k_torchrun_only{
-    "nproc-per-node", "standalone", "rdzv-backend", "rdzv-endpoint", "rdzv-id",
-    "rdzv-conf",      "role",       "redirects",    "tee",           "local-ranks-filter",
+constexpr std::array<std::string_view, 15> k_torchrun_only{
+    "nproc-per-node",
+    "standalone",
+    "rdzv-backend",
+    "rdzv-endpoint",
+    "rdzv-id",
+    "rdzv-conf",
+    "role",
+    "redirects",
+    "tee",
+    "local-ranks-filter",
+    "numa-binding",
+    "signals-to-handle",
+    "duplicate-stdout-filters",
+    "duplicate-stderr-filters",
+    "virtual-local-rank",
 };
 
 std::string dashes(std::string_view name) {

@@ -73,6 +73,10 @@ run_line() { # run_line N KIND TARGET LINE
       grep -q "probe stderr rank $r" "$dir/attempt_0/$r/stderr.log" || fail "line $n: no stderr.log of local rank $r"
     done
   fi
+  # --numa-binding: every rank bound, and OMP_NUM_THREADS said to follow the binding.
+  if [[ -n $(expect_json "$d/expect.json" numa_binding) ]]; then
+    expect_contains "$err" "the physical cores of its --numa-binding $(expect_json "$d/expect.json" numa_binding) share"
+  fi
   if [[ -n $filter ]]; then
     for ((r = 0; r < nproc; r++)); do
       if [[ ",$filter," == *",$r,"* ]]; then

@@ -25,6 +25,8 @@ NEWER = [
     (("--logs-specs", "--logs_specs"), True),
     (("--numa-binding", "--numa_binding"), True),
     (("--signals-to-handle", "--signals_to_handle"), True),
+    (("--duplicate-stdout-filters", "--duplicate_stdout_filters"), True),
+    (("--duplicate-stderr-filters", "--duplicate_stderr_filters"), True),
     (("--shutdown-timeout", "--shutdown_timeout"), True),
     (("--event-log-handler", "--event_log_handler"), True),
     (("--virtual-local-rank", "--virtual_local_rank"), False),
@@ -92,6 +94,8 @@ def expect(args):
         "tee": getattr(ns, "tee", "0"),
         "redirects": getattr(ns, "redirects", "0"),
         "local_ranks_filter": getattr(ns, "local_ranks_filter", None) or "",
+        "numa_binding": getattr(ns, "numa_binding", None) or "",
+        "virtual_local_rank": bool(getattr(ns, "virtual_local_rank", False)),
     }
 
 
@@ -113,7 +117,8 @@ def rank_env(e, local_rank):
     rank = group_rank * e["nproc"] + local_rank
     env = {
         "RANK": rank,
-        "LOCAL_RANK": local_rank,
+        # --virtual-local-rank: every worker is local rank 0 of its own device.
+        "LOCAL_RANK": 0 if e.get("virtual_local_rank") else local_rank,
         "WORLD_SIZE": e["nproc"] * nodes,
         "LOCAL_WORLD_SIZE": e["nproc"],
         "GROUP_RANK": group_rank,
@@ -126,7 +131,8 @@ def rank_env(e, local_rank):
     }
     if e["max_restarts"] == 0:
         env["TORCHELASTIC_MAX_RESTARTS"] = 0
-    if e["nproc"] > 1 and "OMP_NUM_THREADS" not in os.environ:
+    # With --numa-binding air-run sets it to the cores a rank owns (docs/torchrun.md), not torchrun's 1.
+    if e["nproc"] > 1 and "OMP_NUM_THREADS" not in os.environ and not e.get("numa_binding"):
         env["OMP_NUM_THREADS"] = 1
     if e["backend"] == "static":
         env["MASTER_ADDR"] = e["master_addr"]
@@ -160,9 +166,12 @@ def check(expect_file, probe_dir):
         for name, value in want.items():
             if env.get(name) != value:
                 problems.append(f"rank {want['RANK']}: {name}={env.get(name)!r}, torchrun gives {value!r}")
-        if env.get("CUDA_VISIBLE_DEVICES") != parent_cvd:
+        want_cvd = parent_cvd
+        if e.get("virtual_local_rank"):  # its own entry of the parent's list, else its local rank
+            want_cvd = parent_cvd.split(",")[local_rank].strip() if parent_cvd is not None else str(local_rank)
+        if env.get("CUDA_VISIBLE_DEVICES") != want_cvd:
             problems.append(f"rank {want['RANK']}: CUDA_VISIBLE_DEVICES={env.get('CUDA_VISIBLE_DEVICES')!r}, "
-                            f"the parent's was {parent_cvd!r}")
+                            f"torchrun gives {want_cvd!r}")
         if not env.get("TORCHELASTIC_ERROR_FILE", "").endswith("error.json"):
             problems.append(f"rank {want['RANK']}: TORCHELASTIC_ERROR_FILE={env.get('TORCHELASTIC_ERROR_FILE')!r}")
         if got["argv"] != e["args"]:
@@ -189,15 +198,19 @@ COMPARED = [
 ] + list(DELIBERATE)
 
 
-def compare(torchrun_dir, air_dir, port_may_differ=False):
+def compare(torchrun_dir, air_dir, port_may_differ=False, omp_may_differ=False):
     """Diffs two probe recordings of one line; prints one line per difference.
 
     port_may_differ: the line has a c10d rendezvous (--standalone is one), under
     which each launcher picks a free port of its own for the ranks' store, so
-    MASTER_PORT is compared for presence only."""
+    MASTER_PORT is compared for presence only. omp_may_differ: the line has
+    --numa-binding, under which air-run sets OMP_NUM_THREADS to the cores a
+    rank owns (torchrun: 1)."""
     deliberate = dict(DELIBERATE)
     if port_may_differ:
         deliberate["MASTER_PORT"] = "c10d: a free port each"
+    if omp_may_differ:
+        deliberate["OMP_NUM_THREADS"] = "--numa-binding: the cores a rank owns"
     diffs = []
     a_files, b_files = sorted(os.listdir(torchrun_dir)), sorted(os.listdir(air_dir))
     if a_files != b_files:
@@ -231,7 +244,9 @@ if __name__ == "__main__":
         # keeps the rendezvous host instead (the name is not a local address).
         print(local_fqdn() or sys.argv[2])
     elif sys.argv[1] == "compare":
-        loose = sys.argv[2] == "--port-may-differ"
-        sys.exit(compare(*sys.argv[3 if loose else 2:], port_may_differ=loose))
+        options = [a for a in sys.argv[2:] if a.startswith("--")]
+        dirs = [a for a in sys.argv[2:] if not a.startswith("--")]
+        sys.exit(compare(*dirs, port_may_differ="--port-may-differ" in options,
+                         omp_may_differ="--omp-may-differ" in options))
     else:
         sys.exit(f"unknown subcommand {sys.argv[1]}")

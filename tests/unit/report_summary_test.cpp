@@ -128,19 +128,21 @@ TEST_CASE("summary document shape", "[summary]") {
     const Json& ranks = doc["ranks"];
     REQUIRE(ranks.size() == 4);
     for (const Json& r : ranks) {
-      CHECK(ordered_keys(r) == std::vector<std::string>{"rank",       "local_rank",
-                                                        "pid",        "gpu",
-                                                        "exit",       "stopped_by_air_run",
-                                                        "oom_killed", "spawn_error",
-                                                        "end_order",  "duration_s",
-                                                        "user_s",     "sys_s",
-                                                        "max_rss_kb", "result",
-                                                        "error",      "log",
-                                                        "log_error",  "killed",
-                                                        "last_line",  "last_output_age_s",
-                                                        "stack",      "steps"});
+      CHECK(ordered_keys(r) == std::vector<std::string>{"rank",         "local_rank",
+                                                        "pid",          "gpu",
+                                                        "cpu_affinity", "numa_node",
+                                                        "exit",         "stopped_by_air_run",
+                                                        "oom_killed",   "spawn_error",
+                                                        "end_order",    "duration_s",
+                                                        "user_s",       "sys_s",
+                                                        "max_rss_kb",   "result",
+                                                        "error",        "log",
+                                                        "log_error",    "killed",
+                                                        "last_line",    "last_output_age_s",
+                                                        "stack",        "steps"});
     }
     CHECK(ranks[0] == Json::parse(R"j({"rank": 0, "local_rank": 0, "pid": 4242, "gpu": "GPU-aaaa",
+        "cpu_affinity": null, "numa_node": null,
         "exit": {"code": null, "signal": 15, "signal_name": "SIGTERM", "core_dumped": false,
                  "description": "signal 15 (SIGTERM)"},
         "stopped_by_air_run": true, "oom_killed": false, "spawn_error": null, "end_order": 4,

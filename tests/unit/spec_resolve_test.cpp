@@ -105,6 +105,11 @@ TEST_CASE("key table has one row per LaunchSpec field, unique names", "[spec]") 
                                              "redirects",
                                              "tee",
                                              "local_ranks_filter",
+                                             "numa_binding",
+                                             "signals_to_handle",
+                                             "duplicate_stdout_filters",
+                                             "duplicate_stderr_filters",
+                                             "virtual_local_rank",
                                              "live",
                                              "quiet",
                                              "stdin",
@@ -226,6 +231,11 @@ role: trainer
 redirects: "3"
 tee: "0:1,1:2"
 local_ranks_filter: "1"
+numa_binding: core-complex
+signals_to_handle: SIGTERM,SIGUSR1
+duplicate_stdout_filters: loss,acc
+duplicate_stderr_filters: Warning
+virtual_local_rank: true
 live: false
 quiet: true
 stdin: 3
@@ -282,6 +292,11 @@ on_hang: stop
   CHECK(s.redirects.value == "3");
   CHECK(s.tee.value == "0:1,1:2");
   CHECK(s.local_ranks_filter.value == std::vector<int>{1});
+  CHECK(s.numa_binding.value == "core-complex");
+  CHECK(s.signals_to_handle.value == "SIGTERM,SIGUSR1");
+  CHECK(s.duplicate_stdout_filters.value == "loss,acc");
+  CHECK(s.duplicate_stderr_filters.value == "Warning");
+  CHECK(s.virtual_local_rank.value);
   CHECK_FALSE(s.live.value);
   CHECK(s.quiet.value);
   CHECK(s.stdin_rank.value == std::optional<int>(3));
@@ -405,6 +420,11 @@ TEST_CASE("describe_spec prints key = value (origin) in table order", "[spec]") 
       "redirects = 0  (default)",
       "tee = 0  (default)",
       "local_ranks_filter = all  (default)",
+      "numa_binding = none  (default)",
+      "signals_to_handle = default  (default)",
+      "duplicate_stdout_filters = none  (default)",
+      "duplicate_stderr_filters = none  (default)",
+      "virtual_local_rank = false  (default)",
       "live = true  (default)",
       "quiet = false  (default)",
       "stdin = auto  (default)",
@@ -837,4 +857,29 @@ TEST_CASE("an unclosed quote does not swallow the keys after it", "[spec]") {
   inputs.file_text = "command: *target\n";
   CHECK(resolve_error(inputs) ==
         "job.yaml:1:10: invalid YAML: alias *target names no anchor defined before it");
+}
+
+TEST_CASE("numa_binding and signals_to_handle are checked where they were given", "[spec][torchrun]") {
+  CHECK(resolve_error("numa_binding: gpu\n") ==
+        "job.yaml:1:1: numa_binding: expected node, socket, exclusive, core-complex or none, got 'gpu'");
+  CHECK(resolve_error("", {{"AIR_RUN_NUMA_BINDING", "Node"}}) ==
+        "environment variable AIR_RUN_NUMA_BINDING: expected node, socket, exclusive, core-complex or none, "
+        "got 'Node'");
+  CHECK(resolve_error("", {}, {{"numa_binding", "sockets", "--numa-binding"}}).rfind("--numa-binding: ", 0) ==
+        0);
+  CHECK(resolve_error("", {}, {{"signals_to_handle", "SIGTERM,USR1", "--signals-to-handle"}}) ==
+        "--signals-to-handle: 'USR1' is not a signal air-run forwards (did you mean SIGUSR1?); use SIG names "
+        "from SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, comma separated");
+  CHECK(
+      resolve_error("signals_to_handle: SIGKILL\n").rfind("job.yaml:1:1: signals_to_handle: 'SIGKILL'", 0) ==
+      0);
+  const auto ok = resolve_ok("", {},
+                             {{"numa_binding", "exclusive", "--numa-binding"},
+                              {"signals_to_handle", "SIGUSR1", "--signals-to-handle"}});
+  CHECK(ok.spec.numa_binding.value == "exclusive");
+  CHECK(ok.spec.signals_to_handle.value == "SIGUSR1");
+  // Not given: none, and air-run's own signal handling.
+  const auto plain = resolve_ok("");
+  CHECK(plain.spec.numa_binding.value == "none");
+  CHECK(plain.spec.signals_to_handle.value.empty());
 }

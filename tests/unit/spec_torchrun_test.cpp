@@ -13,11 +13,26 @@ namespace {
 
 /// A CLI like air-run's: a few value flags, a few switches, two short letters.
 std::vector<air::KnownFlag> cli_flags() {
-  return {{"nproc-per-node", "", true}, {"num-accelerators", "n", true}, {"nnodes", "", true},
-          {"node-rank", "", true},      {"master-addr", "", true},       {"master-port", "", true},
-          {"module", "m", false},       {"no-python", "", false},        {"no-prefix", "", false},
-          {"tee", "t", true},           {"redirects", "r", true},        {"log-dir", "", true},
-          {"grace-period", "", true},   {"isolate-gpus", "", false},     {"dry-run", "", false}};
+  return {{"nproc-per-node", "", true},
+          {"num-accelerators", "n", true},
+          {"nnodes", "", true},
+          {"node-rank", "", true},
+          {"master-addr", "", true},
+          {"master-port", "", true},
+          {"module", "m", false},
+          {"no-python", "", false},
+          {"no-prefix", "", false},
+          {"tee", "t", true},
+          {"redirects", "r", true},
+          {"log-dir", "", true},
+          {"grace-period", "", true},
+          {"isolate-gpus", "", false},
+          {"dry-run", "", false},
+          {"numa-binding", "", true},
+          {"signals-to-handle", "", true},
+          {"duplicate-stdout-filters", "", true},
+          {"duplicate-stderr-filters", "", true},
+          {"virtual-local-rank", "", false}};
 }
 
 air::LauncherArgs normalize(const Strings& args, const air::Environment& env = {}) {
@@ -90,15 +105,18 @@ TEST_CASE("a -- right after the script is dropped as torchrun's argparse drops i
 TEST_CASE("torchrun flags without an air-run meaning are accepted and noted once", "[torchrun]") {
   const auto r = normalize({"--monitor_interval=5", "--monitor-interval", "1", "--start-method", "spawn",
                             "--numa_binding", "node", "t.py"});
-  CHECK(r.args == Strings{"t.py"});
-  REQUIRE(r.notes.size() == 4);
+  // torchrun 2.11's --numa-binding has a meaning now: it reaches the CLI.
+  CHECK(r.args == Strings{"--numa-binding", "node", "t.py"});
+  REQUIRE(r.notes.size() == 3);
   CHECK(r.notes[0] ==
         "air-run: note: --monitor-interval 5 accepted for torchrun compatibility, without effect: "
         "air-run waits on its ranks' events instead of polling them");
   CHECK(r.notes[2].find("--start-method spawn") != std::string::npos);
   // Renamed ones become the air-run flag.
-  CHECK(normalize({"--shutdown_timeout", "60", "--virtual-local-rank", "t.py"}).args ==
-        Strings{"--grace-period", "60", "--isolate-gpus", "t.py"});
+  CHECK(normalize({"--shutdown_timeout", "60", "--virtual_local_rank", "t.py"}).args ==
+        Strings{"--grace-period", "60", "--virtual-local-rank", "t.py"});
+  CHECK(normalize({"--duplicate_stdout_filters", "loss,acc", "--signals_to_handle=SIGUSR1", "t.py"}).args ==
+        Strings{"--duplicate-stdout-filters", "loss,acc", "--signals-to-handle=SIGUSR1", "t.py"});
   // Every torchrun flag is known: none is left for the parser to refuse.
   for (const auto& flag : air::torchrun_flags()) {
     Strings line{"--" + std::string(flag.name)};
