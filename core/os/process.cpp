@@ -175,7 +175,8 @@ PendingExec::PendingExec() = default;
 PendingExec::PendingExec(pid_t pid, UniqueFd status, std::unique_ptr<SpawnMemory> memory)
     : pid_(pid), status_(std::move(status)), memory_(std::move(memory)) {}
 PendingExec::PendingExec(PendingExec&& other) noexcept
-    : pid_(std::exchange(other.pid_, -1)), status_(std::move(other.status_)), memory_(std::move(other.memory_)) {}
+    : pid_(std::exchange(other.pid_, -1)), status_(std::move(other.status_)),
+      memory_(std::move(other.memory_)) {}
 PendingExec& PendingExec::operator=(PendingExec&& other) noexcept {
   if (this != &other) {
     wait();

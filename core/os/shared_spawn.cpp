@@ -191,8 +191,8 @@ ChildStack& ChildStack::operator=(ChildStack&& other) noexcept {
 bool ChildStack::allocate() {
   if (base_ != nullptr) return true;
   const std::size_t size = k_guard_size + k_stack_size;
-  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK,
-                   -1, 0);
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
   if (p == MAP_FAILED) return false;
   if (::mprotect(p, k_guard_size, PROT_NONE) != 0) {
     const int err = errno;

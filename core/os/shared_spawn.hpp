@@ -53,7 +53,8 @@ private:
 /// blocked in the calling thread while the child is born, so the child starts
 /// with all of them blocked until exec_prepared has reset its actions.
 /// With a `cgroup` the child is born in it (clone3's CLONE_INTO_CGROUP), else
-/// request.cgroup_procs_fd is set for the child to move itself in. Returns the pid, or -errno (nothing started).
+/// request.cgroup_procs_fd is set for the child to move itself in. Returns the pid, or -errno (nothing
+/// started).
 long start_child(SpawnRequest& request, SpawnMethod method, CgroupTarget cgroup, ChildStack& stack);
 
 } // namespace air

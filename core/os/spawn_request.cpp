@@ -44,7 +44,8 @@ void default_action(int sig, bool always) {
   };
   KernelSigaction current{};
   if (!always) {
-    if (raw_syscall(SYS_rt_sigaction, sig, 0, reinterpret_cast<long>(&current), sizeof(current.mask)) != 0) return;
+    if (raw_syscall(SYS_rt_sigaction, sig, 0, reinterpret_cast<long>(&current), sizeof(current.mask)) != 0)
+      return;
     if (current.handler == 0 || current.handler == 1) return; // SIG_DFL, SIG_IGN
   }
   const KernelSigaction dfl{};
@@ -86,7 +87,8 @@ void exec_prepared(const SpawnRequest& s) {
 
   // Die with air-run, even on `kill -9`. The parent may already be gone
   // before prctl took effect; then nobody would signal us, so leave now.
-  if (const long r = raw_syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL); r < 0) fail(static_cast<int>(err_fd), r);
+  if (const long r = raw_syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL); r < 0)
+    fail(static_cast<int>(err_fd), r);
   if (raw_syscall(SYS_getppid) != s.parent) leave();
 
   // Own process group, so teardown can signal the rank and its descendants

@@ -22,7 +22,7 @@ struct SpawnRequest {
   int stdin_fd = -1;
   int stdout_fd = -1;
   int stderr_fd = -1;
-  int exec_error_fd = -1; ///< close-on-exec pipe: the errno of a failed step (an int), or EOF at exec
+  int exec_error_fd = -1;   ///< close-on-exec pipe: the errno of a failed step (an int), or EOF at exec
   int cgroup_procs_fd = -1; ///< cgroup.procs to join, or -1 (none, or born in it already)
   pid_t parent = -1;        ///< for the PR_SET_PDEATHSIG race check
   long max_fd = 1024;       ///< upper bound for the close loop when close_range is missing
@@ -40,9 +40,9 @@ struct SpawnRequest {
   bool has_cpu_affinity = false;
   cpu_set_t cpu_affinity{}; ///< sched_setaffinity(0, sizeof, &cpu_affinity)
   bool has_mem_policy = false;
-  int mem_policy_mode = 0;                 ///< MPOL_BIND, MPOL_PREFERRED, ...
-  unsigned long mem_nodemask[16] = {};     ///< set_mempolicy's nodemask (up to 1024 nodes)
-  unsigned long mem_maxnode = 0;           ///< its size in bits, as set_mempolicy takes it
+  int mem_policy_mode = 0;             ///< MPOL_BIND, MPOL_PREFERRED, ...
+  unsigned long mem_nodemask[16] = {}; ///< set_mempolicy's nodemask (up to 1024 nodes)
+  unsigned long mem_maxnode = 0;       ///< its size in bits, as set_mempolicy takes it
 };
 
 /// Added to the errno a child reports when entering `cwd` failed, so that

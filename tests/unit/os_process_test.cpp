@@ -8,14 +8,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <climits>
-#include <csignal>
-#include <cstdlib>
-#include <cstring>
-
 #include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <csignal>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -241,7 +240,8 @@ TEST_CASE("start_process: a pseudo-terminal for stdout, bytes unchanged, sized, 
   CHECK(WIFEXITED(f.wstatus));
 }
 
-TEST_CASE("spawn_method: the shared-memory spawn unless a sanitizer build or AIR_RUN_SPAWN=fork", "[process]") {
+TEST_CASE("spawn_method: the shared-memory spawn unless a sanitizer build or AIR_RUN_SPAWN=fork",
+          "[process]") {
   const char* asked = std::getenv("AIR_RUN_SPAWN");
   const bool fork_asked = asked != nullptr && std::strcmp(asked, "fork") == 0;
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
@@ -258,10 +258,11 @@ TEST_CASE("start_process: exactly the given argv, environment and working direct
   REQUIRE(::realpath(dir.path.c_str(), real) != nullptr);
   air::SpawnOptions options;
   options.working_dir = dir.path;
-  auto started = air::start_process(
-      {"sh", "-c", "pwd -P; printf '[%s]' \"$0\" \"$@\"; printf '\\n%s|%s|%s\\n' \"$X\" \"${EMPTY-unset}\" \"${HOME-unset}\"",
-       "zero", "one", "two words", ""},
-      {{"PATH", "/bin:/usr/bin"}, {"EMPTY", ""}, {"X", "a=b c"}}, {}, options);
+  auto started = air::start_process({"sh", "-c",
+                                     "pwd -P; printf '[%s]' \"$0\" \"$@\"; printf '\\n%s|%s|%s\\n' \"$X\" "
+                                     "\"${EMPTY-unset}\" \"${HOME-unset}\"",
+                                     "zero", "one", "two words", ""},
+                                    {{"PATH", "/bin:/usr/bin"}, {"EMPTY", ""}, {"X", "a=b c"}}, {}, options);
   REQUIRE(started.ok());
   auto child = air::confirm_exec(std::move(*started));
   REQUIRE(child.ok());
