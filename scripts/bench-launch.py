@@ -3,12 +3,19 @@
 
   scripts/bench-launch.py [--air-run build/cli/air-run] [--baseline build/fixtures/baseline_launcher]
                           [--ranks 8,128,1024] [--repeat 5] [--json out.json]
+                          [--fork] [--other OTHER_AIR_RUN ...] [--launch-only]
 
 Measures, for each rank count, the wall time of `air-run --no-python /bin/true`
 against a plain fork/exec-and-wait of the same ranks; the time from one rank's
 failure to the launcher's exit while the others sleep; and the launcher's own
 peak RSS. Nothing here asserts: it prints a table. The comparison with torchrun
 is scripts/bench-vs-torchrun.py.
+
+--fork also times the same binary with AIR_RUN_SPAWN=fork (the fork spawn,
+core/os/shared_spawn.hpp), --other another air-run binary (a build of an
+earlier commit). The runs are interleaved, one of each in turn, so that load
+which comes and goes on a shared machine falls on every variant alike; each
+figure is the median of --repeat runs.
 """
 
 import argparse
@@ -19,7 +26,7 @@ import statistics
 import sys
 import tempfile
 
-from benchlib import median_of, own_peak_rss_kb, teardown_time
+from benchlib import own_peak_rss_kb, run_timed, teardown_time
 
 
 def main():
@@ -31,21 +38,43 @@ def main():
     ap.add_argument("--ranks", default="8,128,1024")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--fork", action="store_true", help="also time AIR_RUN_SPAWN=fork")
+    ap.add_argument("--other", action="append", default=[], help="another air-run binary to time alongside")
+    ap.add_argument("--launch-only", action="store_true", help="skip the teardown and memory figures")
     args = ap.parse_args()
     counts = [int(x) for x in args.ranks.split(",")]
     true = shutil.which("true") or "/bin/true"
     cpu = ["--accelerator-type", "CPU", "-n"]  # N CPU ranks even on a GPU machine, no GPU probe
     rows = []
+    variants = [("air-run", args.air_run, None)]
+    if args.fork:
+        variants.append(("air-run fork", args.air_run, {**os.environ, "AIR_RUN_SPAWN": "fork"}))
+    for other in args.other:
+        variants.append((other, other, None))
 
-    print(f"{'ranks':>6} {'baseline s':>11} {'air-run s':>10} {'ratio':>6}")
+    print(f"{'ranks':>6} {'baseline ms':>12}" + "".join(f"  {name[-24:]:>24} ms  ratio" for name, _, _ in variants))
     for n in counts:
-        base, _ = median_of([args.baseline, str(n), true], args.repeat)
-        air, codes = median_of(
-            [args.air_run, *cpu, str(n), "--grace-period", "5s", "--no-python", true], args.repeat)
+        base_times, times, codes = [], {name: [] for name, _, _ in variants}, set()
+        for _ in range(args.repeat):
+            base_times.append(run_timed([args.baseline, str(n), true])[0])
+            for name, exe, env in variants:
+                t, code = run_timed([exe, *cpu, str(n), "--grace-period", "5s", "--no-python", true], env)
+                times[name].append(t)
+                codes.add(code)
+        base = statistics.median(base_times)
+        med = {name: statistics.median(ts) for name, ts in times.items()}
+        air = med["air-run"]
         rows.append({"ranks": n, "baseline_s": base, "air_run_s": air, "ratio": air / base,
+                     "variants": {name: {"s": t, "ratio": t / base} for name, t in med.items()},
                      "air_run_exit_codes": sorted(codes)})
-        print(f"{n:>6} {base:>11.4f} {air:>10.4f} {air / base:>6.2f}")
+        print(f"{n:>6} {base * 1000:>12.1f}" + "".join(
+            f"  {med[name] * 1000:>27.1f}  {med[name] / base:>5.2f}" for name, _, _ in variants))
 
+    if args.launch_only:
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"launch": rows}, f, indent=2)
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         air_td = statistics.median(
             teardown_time(lambda n, s: [args.air_run, *cpu, str(n), "--no-python", s], 4, tmp)

@@ -1,5 +1,8 @@
 #include "core/os/process.hpp"
 
+#include "core/os/shared_spawn.hpp"
+#include "core/os/spawn_request.hpp"
+
 #include <fcntl.h>
 #include <linux/mempolicy.h>
 #include <sched.h>
@@ -26,174 +29,14 @@ namespace air {
 
 namespace {
 
-/// Everything the child needs between fork and exec, prepared by the parent
-/// so the child allocates nothing (after fork only async-signal-safe calls
-/// are allowed: another thread may have held the malloc lock).
-struct ChildSetup {
-  const char* path = nullptr;
-  char* const* argv = nullptr;
-  char* const* envp = nullptr;
-  int stdin_fd = -1;
-  int stdout_fd = -1;
-  int stderr_fd = -1;
-  int exec_error_fd = -1;
-  pid_t parent = -1;
-  long max_fd = 1024;                 ///< upper bound for the close loop when close_range is missing
-  const rlimit* open_files = nullptr; ///< soft limit to restore (raise_open_file_limit), or none
-  int cgroup_procs_fd = -1;           ///< cgroup.procs to join, or -1 (none, or born in it already)
-  // --numa-binding (SpawnOptions::bind_cpus, bind_memory): the CPU affinity
-  // to set and the nodemask to prefer memory on; null: none.
-  const cpu_set_t* cpus = nullptr;
-  const unsigned long* memory_nodes = nullptr;
-  unsigned long memory_node_bits = 0;
-};
-
-// Marks on the errno the child reports, for a binding rather than exec failing.
-constexpr int k_affinity_failed = 1 << 20;
-constexpr int k_mempolicy_failed = 1 << 21;
-
-/// clone3's arguments up to `cgroup` (CLONE_ARGS_SIZE_VER2), spelled out here
-/// because glibc 2.36 has no wrapper and older kernel headers lack the field.
-struct CloneArgs {
-  std::uint64_t flags = 0;
-  std::uint64_t pidfd = 0;
-  std::uint64_t child_tid = 0;
-  std::uint64_t parent_tid = 0;
-  std::uint64_t exit_signal = 0;
-  std::uint64_t stack = 0;
-  std::uint64_t stack_size = 0;
-  std::uint64_t tls = 0;
-  std::uint64_t set_tid = 0;
-  std::uint64_t set_tid_size = 0;
-  std::uint64_t cgroup = 0;
-};
-constexpr std::uint64_t k_clone_into_cgroup = 0x200000000ULL;
-
-/// Cleared once clone3 with CLONE_INTO_CGROUP is refused for good (old kernel, seccomp).
-bool g_clone_into_cgroup = true;
-
-/// fork(), or with a cgroup directory, a fork born in that cgroup. `born_in`
-/// says which. The child must stay async-signal-safe until exec either way
-/// (the raw clone3 runs no atfork handlers).
-pid_t fork_into(int cgroup_dir_fd, bool& born_in) {
-  born_in = false;
-#ifdef SYS_clone3
-  if (cgroup_dir_fd >= 0 && g_clone_into_cgroup) {
-    CloneArgs args;
-    args.flags = k_clone_into_cgroup;
-    args.exit_signal = SIGCHLD;
-    args.cgroup = static_cast<std::uint64_t>(cgroup_dir_fd);
-    const long pid = ::syscall(SYS_clone3, &args, sizeof(args));
-    if (pid >= 0) {
-      born_in = true;
-      return static_cast<pid_t>(pid);
-    }
-    if (errno == EAGAIN || errno == ENOMEM) return -1;
-    g_clone_into_cgroup = false; // ENOSYS, E2BIG, EINVAL, EPERM...: the fallback from now on
-  }
-#endif
-  return ::fork();
-}
-
 /// The RLIMIT_NOFILE air-run inherited, once raise_open_file_limit changed it.
 std::optional<rlimit> g_inherited_open_files;
 
-[[noreturn]] void report_exec_error(int fd, int err) {
-  const char* p = reinterpret_cast<const char*>(&err);
-  std::size_t left = sizeof(err);
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
-  _exit(127);
-}
-
-/// Closes [first, last] (inclusive); close_range when the kernel has it
-/// (Linux 5.9), else a plain loop up to the fd limit.
-void close_fds(unsigned first, unsigned last, long max_fd) {
-  if (first > last) return;
-#ifdef SYS_close_range
-  if (::syscall(SYS_close_range, first, last, 0U) == 0) return;
-#endif
-  const long stop = last < static_cast<unsigned>(max_fd) ? static_cast<long>(last) : max_fd - 1;
-  for (long fd = first; fd <= stop; ++fd) ::close(static_cast<int>(fd));
-}
-
-/// Runs in the child. Async-signal-safe calls only.
-[[noreturn]] void exec_child(const ChildSetup& s) {
-  // Move the error pipe above 0-2 first, in case air-run was started with a
-  // standard fd closed and pipe2 handed out 0, 1 or 2.
-  int err_fd = ::fcntl(s.exec_error_fd, F_DUPFD_CLOEXEC, 3);
-  if (err_fd < 0) _exit(127);
-
-  // Join the run's cgroup before anything else, so every process this rank
-  // ever starts is born in it. "0" moves the writer. A refusal is not fatal:
-  // the parent notices (Containment::rank_started) and falls back.
-  if (s.cgroup_procs_fd >= 0) {
-    [[maybe_unused]] const ssize_t n = ::write(s.cgroup_procs_fd, "0", 1);
-  }
-
-  // Die with air-run, even on `kill -9`. The parent may already be gone
-  // before prctl took effect; then nobody would signal us, so leave now.
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) report_exec_error(err_fd, errno);
-  if (::getppid() != s.parent) _exit(127);
-
-  // Own process group, so teardown can signal the rank and its descendants
-  // (DataLoader workers) as one, and the terminal's Ctrl-C does not reach it
-  // directly (air-run forwards it). The parent makes the same call.
-  if (::setpgid(0, 0) != 0) report_exec_error(err_fd, errno);
-
-  // --numa-binding: before exec, so the rank's first allocation and every
-  // thread it starts already run there. Prepared by the parent: two syscalls.
-  if (s.cpus && ::sched_setaffinity(0, sizeof(cpu_set_t), s.cpus) != 0)
-    report_exec_error(err_fd, errno | k_affinity_failed);
-  // Preferred, not bound: a full node spills to the others instead of
-  // failing the rank's allocations (maxnode counts one bit more, as libnuma passes it).
-  if (s.memory_nodes &&
-      ::syscall(SYS_set_mempolicy, MPOL_PREFERRED, s.memory_nodes, s.memory_node_bits + 1) != 0)
-    report_exec_error(err_fd, errno | k_mempolicy_failed);
-
-  // Ignored dispositions and the blocked mask survive exec; air-run blocks
-  // its supervised signals and ignores SIGPIPE, the rank must not inherit that.
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  sigemptyset(&dfl.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD, SIGUSR1, SIGUSR2, SIGQUIT})
-    ::sigaction(sig, &dfl, nullptr);
-  sigset_t empty;
-  sigemptyset(&empty);
-  ::sigprocmask(SIG_SETMASK, &empty, nullptr);
-
-  // Lift the sources above 2 before dup2 so no dup2 overwrites a source.
-  const int in = ::fcntl(s.stdin_fd, F_DUPFD_CLOEXEC, 3);
-  const int out = ::fcntl(s.stdout_fd, F_DUPFD_CLOEXEC, 3);
-  const int err = ::fcntl(s.stderr_fd, F_DUPFD_CLOEXEC, 3);
-  if (in < 0 || out < 0 || err < 0) report_exec_error(err_fd, errno);
-  // dup2 clears FD_CLOEXEC on the target, so 0-2 survive exec.
-  if (::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0) report_exec_error(err_fd, errno);
-
-  // Defence in depth: everything is O_CLOEXEC already, but a library may
-  // have opened an fd without it. Keep only 0-2 and the error pipe.
-  const auto keep = static_cast<unsigned>(err_fd);
-  close_fds(3, keep - 1, s.max_fd);
-  close_fds(keep + 1, ~0U, s.max_fd);
-
-  // Last, once no new fd is needed: the rank's soft limit may be below the
-  // fds this child inherited. Best effort: a higher limit harms no one.
-  if (s.open_files) ::setrlimit(RLIMIT_NOFILE, s.open_files);
-
-  ::execve(s.path, s.argv, s.envp);
-  report_exec_error(err_fd, errno);
-}
-
 Error exec_error(const std::string& name, bool searched, int err) {
-  if (err & (k_affinity_failed | k_mempolicy_failed)) {
-    const char* call = (err & k_affinity_failed) ? "sched_setaffinity" : "set_mempolicy";
+  if (err & (k_failed_affinity | k_failed_mempolicy)) {
+    const char* call = (err & k_failed_affinity) ? "sched_setaffinity" : "set_mempolicy";
     return {ErrorKind::system, name + ": --numa-binding: " + call + ": " +
-                                   std::strerror(err & ~(k_affinity_failed | k_mempolicy_failed))};
+                                   std::strerror(err & ~(k_failed_affinity | k_failed_mempolicy))};
   }
   switch (err) {
   case ENOENT:
@@ -279,6 +122,101 @@ Expected<std::string> resolve_executable(const std::string& name, const std::str
   return exec_error(name, true, saw_non_executable ? EACCES : ENOENT);
 }
 
+/// What a child reads until its exec: the request and everything it points
+/// to. Owned by the child's PendingExec, so nothing of it moves or goes away
+/// while a child that shares air-run's memory may still read it.
+struct SpawnMemory {
+  std::string path;
+  std::string cwd;
+  std::vector<char> strings; ///< argv's and envp's strings, back to back, NUL-terminated
+  std::vector<char*> argv;
+  std::vector<char*> envp;
+  SpawnRequest request;
+  ChildStack stack;
+};
+
+namespace {
+
+/// argv and envp as execve takes them, in one buffer of strings (one
+/// allocation, not one per variable) and two pointer arrays.
+void lay_out(SpawnMemory& m, const std::vector<std::string>& argv, const Environment& env) {
+  std::size_t bytes = 0;
+  for (const auto& a : argv) bytes += a.size() + 1;
+  for (const auto& [name, value] : env) bytes += name.size() + value.size() + 2;
+  m.strings.resize(bytes);
+  char* at = m.strings.data();
+  auto put = [&at](std::string_view text) {
+    std::memcpy(at, text.data(), text.size());
+    at += text.size();
+  };
+  m.argv.reserve(argv.size() + 1);
+  for (const auto& a : argv) {
+    m.argv.push_back(at);
+    put(a);
+    *at++ = '\0';
+  }
+  m.argv.push_back(nullptr);
+  m.envp.reserve(env.size() + 1);
+  for (const auto& [name, value] : env) {
+    m.envp.push_back(at);
+    put(name);
+    *at++ = '=';
+    put(value);
+    *at++ = '\0';
+  }
+  m.envp.push_back(nullptr);
+}
+
+/// Signals air-run itself handles or ignores, which the rank gets back at
+/// their defaults (any other ignored one stays ignored, as after `nohup`).
+std::uint64_t own_signals() {
+  std::uint64_t mask = 0;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD, SIGUSR1, SIGUSR2, SIGQUIT})
+    mask |= std::uint64_t{1} << (sig - 1);
+  return mask;
+}
+
+} // namespace
+
+PendingExec::PendingExec() = default;
+PendingExec::PendingExec(pid_t pid, UniqueFd status, std::unique_ptr<SpawnMemory> memory)
+    : pid_(pid), status_(std::move(status)), memory_(std::move(memory)) {}
+PendingExec::PendingExec(PendingExec&& other) noexcept
+    : pid_(std::exchange(other.pid_, -1)), status_(std::move(other.status_)),
+      memory_(std::move(other.memory_)) {}
+PendingExec& PendingExec::operator=(PendingExec&& other) noexcept {
+  if (this != &other) {
+    wait();
+    pid_ = std::exchange(other.pid_, -1);
+    status_ = std::move(other.status_);
+    memory_ = std::move(other.memory_);
+  }
+  return *this;
+}
+PendingExec::~PendingExec() { wait(); }
+
+int PendingExec::wait() {
+  if (!status_) return 0;
+  // EOF means exec succeeded (the close-on-exec write end vanished with it).
+  int child_errno = 0;
+  ssize_t n;
+  do {
+    n = ::read(status_.get(), &child_errno, sizeof(child_errno));
+  } while (n < 0 && errno == EINTR);
+  status_.reset();
+  if (n > 0) {
+    // Reaped before the memory goes: until it is gone the failed child may
+    // still be on its way out on the stack it shares with us.
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    memory_.reset();
+    return n == sizeof(child_errno) ? child_errno : EIO;
+  }
+  memory_.reset();
+  return 0;
+}
+
 Expected<StartedProcess> start_process(const std::vector<std::string>& argv, const Environment& env,
                                        CgroupTarget cgroup, const SpawnOptions& options) {
   if (argv.empty() || argv[0].empty()) return usage_error("empty command");
@@ -287,16 +225,11 @@ Expected<StartedProcess> start_process(const std::vector<std::string>& argv, con
   auto resolved = resolve_executable(argv[0], path_it != env.end() ? path_it->second : k_default_path);
   if (!resolved) return resolved.error();
 
-  // argv/envp arrays: built here because the child must not allocate.
-  const std::vector<std::string> env_strings = to_envp_strings(env);
-  std::vector<char*> c_argv;
-  c_argv.reserve(argv.size() + 1);
-  for (const auto& a : argv) c_argv.push_back(const_cast<char*>(a.c_str()));
-  c_argv.push_back(nullptr);
-  std::vector<char*> c_envp;
-  c_envp.reserve(env_strings.size() + 1);
-  for (const auto& e : env_strings) c_envp.push_back(const_cast<char*>(e.c_str()));
-  c_envp.push_back(nullptr);
+  // Everything the child reads, built here because the child must not allocate.
+  auto memory = std::make_unique<SpawnMemory>();
+  memory->path = std::move(*resolved);
+  memory->cwd = options.working_dir;
+  lay_out(*memory, argv, env);
 
   // Every fd is close-on-exec from birth (pipe2/open flags, not a later
   // fcntl), so no other rank, spawned concurrently or later, inherits it.
@@ -318,35 +251,46 @@ Expected<StartedProcess> start_process(const std::vector<std::string>& argv, con
   auto exec_read = make_pipe(exec_write);
   if (!exec_read) return exec_read.error();
 
-  ChildSetup setup;
-  setup.path = resolved->c_str();
-  setup.argv = c_argv.data();
-  setup.envp = c_envp.data();
-  setup.stdin_fd = in_read ? in_read.get() : dev_null.get();
-  setup.stdout_fd = out_write.get();
-  setup.stderr_fd = err_write.get();
-  setup.exec_error_fd = exec_write.get();
-  setup.parent = ::getpid();
+  SpawnRequest& request = memory->request;
+  request.path = memory->path.c_str();
+  request.argv = memory->argv.data();
+  request.envp = memory->envp.data();
+  request.cwd = memory->cwd.empty() ? nullptr : memory->cwd.c_str();
+  request.stdin_fd = in_read ? in_read.get() : dev_null.get();
+  request.stdout_fd = out_write.get();
+  request.stderr_fd = err_write.get();
+  request.exec_error_fd = exec_write.get();
+  request.parent = ::getpid();
   const long open_max = ::sysconf(_SC_OPEN_MAX);
-  setup.max_fd = open_max > 0 ? open_max : 1024;
-  if (g_inherited_open_files) setup.open_files = &*g_inherited_open_files;
-  if (options.bind_cpus) setup.cpus = &options.cpus;
+  request.max_fd = open_max > 0 ? open_max : 1024;
+  if (g_inherited_open_files) {
+    request.restore_open_files = true;
+    request.open_files = *g_inherited_open_files;
+  }
+  // --numa-binding, prepared by the caller (SpawnOptions::bind_cpus,
+  // bind_memory). Memory is preferred, not bound: a full node spills to the
+  // others instead of failing the rank's allocations (maxnode counts one bit
+  // more, as libnuma passes it).
+  if (options.bind_cpus) {
+    request.has_cpu_affinity = true;
+    request.cpu_affinity = options.cpus;
+  }
   if (options.bind_memory) {
-    setup.memory_nodes = options.memory_nodes;
-    setup.memory_node_bits = sizeof(options.memory_nodes) * 8;
+    request.has_mem_policy = true;
+    request.mem_policy_mode = MPOL_PREFERRED;
+    static_assert(sizeof(request.mem_nodemask) == sizeof(options.memory_nodes));
+    std::memcpy(request.mem_nodemask, options.memory_nodes, sizeof(request.mem_nodemask));
+    request.mem_maxnode = sizeof(request.mem_nodemask) * 8 + 1;
   }
-  bool born_in_cgroup = false;
-  const pid_t pid = fork_into(cgroup.dir_fd, born_in_cgroup);
-  if (pid < 0) return sys_error("fork", errno);
-  if (pid == 0) {
-    if (!born_in_cgroup) setup.cgroup_procs_fd = cgroup.procs_fd;
-    exec_child(setup);
-  }
+  request.reset_signals = own_signals();
+  const long pid = start_child(request, spawn_method(), cgroup, memory->stack);
+  if (pid < 0) return sys_error("clone", static_cast<int>(-pid));
 
   // Same call as the child: whichever runs first wins, so the group exists
   // before anyone signals it. EACCES (child already exec'd) is fine.
-  ::setpgid(pid, pid);
+  ::setpgid(static_cast<pid_t>(pid), static_cast<pid_t>(pid));
   // Drop our copies of the child's ends now, or the pipes never reach EOF.
+  // (The child has its own fd table even when it shares our memory.)
   out_write.reset();
   err_write.reset();
   exec_write.reset();
@@ -363,32 +307,29 @@ Expected<StartedProcess> start_process(const std::vector<std::string>& argv, con
     ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
   }
   StartedProcess started;
-  started.child.pid = pid;
+  started.child.pid = static_cast<pid_t>(pid);
   started.child.stdout_fd = std::move(*out_read);
   started.child.stderr_fd = std::move(*err_read);
   started.child.stdin_fd = std::move(in_write);
   started.child.stdout_tty = out_tty;
   started.child.stderr_tty = err_tty;
-  started.exec_status = std::move(*exec_read);
+  started.exec = PendingExec(static_cast<pid_t>(pid), std::move(*exec_read), std::move(memory));
   started.name = argv[0];
   started.searched = searched;
+  started.working_dir = options.working_dir;
   return started;
 }
 
 Expected<ChildProcess> confirm_exec(StartedProcess started) {
-  // EOF means exec succeeded (the close-on-exec write end vanished with it).
-  int child_errno = 0;
-  ssize_t n;
-  do {
-    n = ::read(started.exec_status.get(), &child_errno, sizeof(child_errno));
-  } while (n < 0 && errno == EINTR);
-  if (n > 0) {
-    int status = 0;
-    while (::waitpid(started.child.pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    return exec_error(started.name, started.searched, n == sizeof(child_errno) ? child_errno : EIO);
+  const int err = started.exec.wait();
+  if (err == 0) return std::move(started.child);
+  if ((err & k_failed_chdir) != 0 && (err & (k_failed_affinity | k_failed_mempolicy)) == 0) {
+    const int cause = err & ~k_failed_chdir;
+    return Error{cause == ENOENT || cause == ENOTDIR ? ErrorKind::not_found : ErrorKind::not_executable,
+                 started.name + ": cannot enter the working directory " + started.working_dir + ": " +
+                     std::strerror(cause)};
   }
-  return std::move(started.child);
+  return exec_error(started.name, started.searched, err);
 }
 
 void raise_open_file_limit() {

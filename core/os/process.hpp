@@ -7,10 +7,13 @@
 #include <sched.h>
 #include <sys/types.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace air {
+
+struct SpawnMemory;
 
 /// One started process: its pid, which is also its process-group id, and the
 /// nonblocking close-on-exec read ends of its stdout and stderr pipes. The
@@ -51,6 +54,9 @@ struct SpawnOptions {
   cpu_set_t cpus{};
   bool bind_memory = false;
   unsigned long memory_nodes[16] = {}; ///< a nodemask for set_mempolicy: 1024 nodes
+  /// The child's working directory; empty: air-run's own. A directory that
+  /// cannot be entered is an exec error (not_found for ENOENT).
+  std::string working_dir;
 };
 
 /// Fills `options` so the child runs on `cpus` (empty: unchanged) with its
@@ -67,18 +73,19 @@ void bind_to(SpawnOptions& options, const std::vector<int>& cpus, int memory_nod
 Expected<std::string> resolve_executable(const std::string& name, const std::string& path_var);
 
 /// Starts `argv` with exactly `env` as its environment, isolated the way every
-/// rank is (fork+exec rather than posix_spawn, so PDEATHSIG can be set):
-/// its own process group, PR_SET_PDEATHSIG(SIGKILL) so `kill -9` of air-run
+/// rank is (a clone of our own rather than posix_spawn, so PDEATHSIG can be
+/// set; core/os/shared_spawn.hpp): its own process group, PR_SET_PDEATHSIG(SIGKILL) so `kill -9` of air-run
 /// ends the rank itself (its descendants are core/os/containment.hpp's job),
 /// default dispositions and an empty mask, stdin from
 /// /dev/null, stdout/stderr to two fresh pipes, every other fd closed.
 ///
-/// The child runs only async-signal-safe calls between fork and exec; the
-/// PATH lookup and the argv/envp arrays are prepared before the fork. An exec
+/// The child makes only raw system calls between its birth and exec
+/// (core/os/spawn_request.hpp); the PATH lookup, the argv/envp arrays and
+/// every other input are prepared before it is born. An exec
 /// failure travels back through a close-on-exec pipe, so it is an error here,
 /// not a mysterious exit 127: not_found (exit 127) for ENOENT/ENOTDIR,
 /// not_executable (126) for EACCES, ENOEXEC and other exec errors, system
-/// (125) when pipe2/open/fork fail. The failed child is already reaped then.
+/// (125) when pipe2/open/clone fail. The failed child is already reaped then.
 Expected<ChildProcess> spawn_process(const std::vector<std::string>& argv, const Environment& env);
 
 /// Where a new process is to be born: a cgroup v2 directory, as an fd for
@@ -88,19 +95,48 @@ struct CgroupTarget {
   int procs_fd = -1;
 };
 
-/// A forked child whose exec is not yet confirmed: start_process's result.
+/// The parent's side of a child that has not exec'd yet: the close-on-exec
+/// pipe that reaches EOF at its exec (or carries the errno of a failed step)
+/// and the memory the child may still be reading (its request, argv and envp
+/// and, when it shares air-run's memory, its stack). That memory is released
+/// only once the child has exec'd or been reaped, so destroying a PendingExec
+/// that was not waited for waits first.
+class PendingExec {
+public:
+  PendingExec();
+  PendingExec(pid_t pid, UniqueFd status, std::unique_ptr<SpawnMemory> memory);
+  PendingExec(PendingExec&& other) noexcept;
+  PendingExec& operator=(PendingExec&& other) noexcept;
+  PendingExec(const PendingExec&) = delete;
+  PendingExec& operator=(const PendingExec&) = delete;
+  ~PendingExec();
+
+  /// Blocks until the child has exec'd (0) or failed (its errno, EIO for a
+  /// garbled report; the child is reaped then). The memory is released
+  /// either way. Once only: later calls return 0.
+  int wait();
+
+private:
+  pid_t pid_ = -1;
+  UniqueFd status_;
+  std::unique_ptr<SpawnMemory> memory_;
+};
+
+/// A started child whose exec is not yet confirmed: start_process's result.
 /// Launching many ranks, a caller starts them all and then confirms each, so
 /// the children exec in parallel rather than one after another.
 struct StartedProcess {
   ChildProcess child;
-  UniqueFd exec_status;  ///< close-on-exec pipe: EOF once exec succeeded, the errno if it failed
-  std::string name;      ///< argv[0], for the error message
-  bool searched = false; ///< argv[0] was looked up along PATH
+  PendingExec exec;
+  std::string name;        ///< argv[0], for the error message
+  bool searched = false;   ///< argv[0] was looked up along PATH
+  std::string working_dir; ///< SpawnOptions::working_dir, for the error message
 };
 
 /// spawn_process's first half: the PATH lookup (its not_found and
-/// not_executable errors come from here) and the fork. The child runs from
-/// here on; a signal sent to its group reaches it even before it has exec'd.
+/// not_executable errors come from here), the preparation and the child's
+/// birth (spawn_method(): sharing air-run's memory until exec, or a fork).
+/// The child runs from here on; a signal sent to its group reaches it even before it has exec'd.
 /// With a `cgroup` (core/os/run_cgroup.hpp) the child is born in it: clone3's
 /// CLONE_INTO_CGROUP (Linux 5.7), else the child moves itself in through
 /// cgroup.procs before anything else (slower: every move waits for the

@@ -528,6 +528,7 @@ constexpr std::string_view k_other_variables[] = {
     "AIR_RUN_BINARY",
     "AIR_RUN_FAKE_GPUS",
     "AIR_RUN_CGROUP",
+    "AIR_RUN_SPAWN",
     "AIR_RUN_JOIN_TOKEN",
     "AIR_RUN_JOIN_TOKEN_FILE",
     "AIR_RUN_NCCL_CHECK",

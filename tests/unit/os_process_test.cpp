@@ -1,4 +1,5 @@
 #include "core/os/process.hpp"
+#include "core/os/shared_spawn.hpp"
 #include "tests/unit/catch.hpp"
 
 #include <fcntl.h>
@@ -9,10 +10,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <csignal>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -232,4 +238,104 @@ TEST_CASE("start_process: a pseudo-terminal for stdout, bytes unchanged, sized, 
   CHECK(f.out == "out-tty\n11 77\na\r b\n"); // no "\r\n": the terminal adds nothing
   CHECK(f.err == "err-pipe\n");
   CHECK(WIFEXITED(f.wstatus));
+}
+
+TEST_CASE("spawn_method: the shared-memory spawn unless a sanitizer build or AIR_RUN_SPAWN=fork",
+          "[process]") {
+  const char* asked = std::getenv("AIR_RUN_SPAWN");
+  const bool fork_asked = asked != nullptr && std::strcmp(asked, "fork") == 0;
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  CHECK(air::spawn_method() == (fork_asked ? air::SpawnMethod::fork : air::SpawnMethod::shared));
+#else
+  CHECK(air::spawn_method() == air::SpawnMethod::fork);
+  (void)fork_asked;
+#endif
+}
+
+TEST_CASE("start_process: exactly the given argv, environment and working directory", "[process]") {
+  TempDir dir;
+  char real[PATH_MAX];
+  REQUIRE(::realpath(dir.path.c_str(), real) != nullptr);
+  air::SpawnOptions options;
+  options.working_dir = dir.path;
+  auto started = air::start_process({"sh", "-c",
+                                     "pwd -P; printf '[%s]' \"$0\" \"$@\"; printf '\\n%s|%s|%s\\n' \"$X\" "
+                                     "\"${EMPTY-unset}\" \"${HOME-unset}\"",
+                                     "zero", "one", "two words", ""},
+                                    {{"PATH", "/bin:/usr/bin"}, {"EMPTY", ""}, {"X", "a=b c"}}, {}, options);
+  REQUIRE(started.ok());
+  auto child = air::confirm_exec(std::move(*started));
+  REQUIRE(child.ok());
+  const Finished f = finish(*child);
+  CHECK(f.out == std::string(real) + "\n[zero][one][two words][]\na=b c||unset\n");
+  CHECK(f.err.empty());
+  CHECK(WIFEXITED(f.wstatus));
+  CHECK(WEXITSTATUS(f.wstatus) == 0);
+}
+
+TEST_CASE("start_process: a working directory that cannot be entered is the error", "[process]") {
+  TempDir dir;
+  air::SpawnOptions options;
+  options.working_dir = dir.path + "/nowhere";
+  auto started = air::start_process({"/bin/true"}, {}, {}, options);
+  REQUIRE(started.ok());
+  auto r = air::confirm_exec(std::move(*started));
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().kind == air::ErrorKind::not_found);
+  CHECK(r.error().message ==
+        "/bin/true: cannot enter the working directory " + dir.path + "/nowhere: No such file or directory");
+}
+
+TEST_CASE("start_process: children started together each see only fds 0-2", "[process]") {
+  // All in flight at once, as spawn_all starts ranks: no child may inherit
+  // another's pipes, nor the error pipe of its own start.
+  std::vector<air::StartedProcess> started;
+  for (int i = 0; i < 16; ++i) {
+    auto s = air::start_process({fixture("list_fds")}, {});
+    REQUIRE(s.ok());
+    started.push_back(std::move(*s));
+  }
+  for (auto& s : started) {
+    auto child = air::confirm_exec(std::move(s));
+    REQUIRE(child.ok());
+    const Finished f = finish(*child);
+    CHECK(f.out == "0\n1\n2\n");
+    CHECK(WIFEXITED(f.wstatus));
+  }
+}
+
+TEST_CASE("spawn_process: the child is killed when the process that started it dies", "[process]") {
+  int report[2];
+  REQUIRE(::pipe2(report, O_CLOEXEC) == 0);
+  const pid_t starter = ::fork();
+  REQUIRE(starter >= 0);
+  if (starter == 0) {
+    auto child = air::spawn_process({"/bin/sleep", "30"}, {});
+    const pid_t pid = child.ok() ? child->pid : -1;
+    [[maybe_unused]] const ssize_t n = ::write(report[1], &pid, sizeof(pid));
+    ::_exit(0); // without a word to the child: PR_SET_PDEATHSIG must end it
+  }
+  ::close(report[1]);
+  pid_t rank = -1;
+  const ssize_t n = ::read(report[0], &rank, sizeof(rank));
+  ::close(report[0]);
+  int status = 0;
+  ::waitpid(starter, &status, 0);
+  REQUIRE(n == static_cast<ssize_t>(sizeof(rank)));
+  REQUIRE(rank > 0);
+  // Re-parented and SIGKILLed: gone, or a zombie of whoever adopted it.
+  bool dead = false;
+  for (int i = 0; i < 500 && !dead; ++i) {
+    std::ifstream stat("/proc/" + std::to_string(rank) + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) {
+      dead = true;
+    } else {
+      const auto close = line.rfind(')');
+      dead = close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
+    }
+    if (!dead) ::usleep(10'000);
+  }
+  if (!dead) ::kill(rank, SIGKILL);
+  CHECK(dead);
 }
