@@ -57,9 +57,9 @@ std::vector<std::string> github_annotations(const RunReport& report, const std::
     lines.push_back("::warning title=" + escape_workflow_property("air-run: no progress for a while") +
                     "::" + escape_workflow_data(o.hang->diagnosis.line));
   for (const Straggler& s : o.stragglers)
-    lines.push_back("::warning title=" +
-                    escape_workflow_property("air-run straggler: rank " + std::to_string(s.rank)) +
-                    "::" + escape_workflow_data(straggler_line(s)));
+    lines.push_back(
+        "::warning title=" + escape_workflow_property("air-run straggler: rank " + std::to_string(s.rank)) +
+        "::" + escape_workflow_data(straggler_line(s)));
   if (o.status == RunOutcome::Status::succeeded) return lines;
   const std::size_t before_errors = lines.size();
   for (std::size_t i = 0; i < o.ranks.size(); ++i) {

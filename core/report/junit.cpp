@@ -174,8 +174,8 @@ std::string junit_xml(const RunReport& report) {
   const std::string suite = job_name(report.spec);
   const std::string classname = "air-run." + suite;
   const bool run_stopped = o.status == RunOutcome::Status::timed_out ||
-                           o.status == RunOutcome::Status::interrupted || o.status == RunOutcome::Status::hung ||
-                           o.status == RunOutcome::Status::preempted;
+                           o.status == RunOutcome::Status::interrupted ||
+                           o.status == RunOutcome::Status::hung || o.status == RunOutcome::Status::preempted;
 
   for (std::size_t i = 0; i < o.ranks.size(); ++i) {
     const RankOutcome& r = o.ranks[i];
@@ -248,7 +248,8 @@ std::string junit_xml(const RunReport& report) {
   // Only when there is news: a hang's diagnosis, the straggling ranks.
   if (o.hang) out += "    <property" + attr("name", "hang") + attr("value", o.hang->diagnosis.line) + "/>\n";
   if (!o.stragglers.empty())
-    out += "    <property" + attr("name", "stragglers") + attr("value", straggler_ranks(o.stragglers)) + "/>\n";
+    out +=
+        "    <property" + attr("name", "stragglers") + attr("value", straggler_ranks(o.stragglers)) + "/>\n";
   out += "  </properties>\n";
   out += cases;
   out += "</testsuite>\n";

@@ -129,8 +129,8 @@ std::string format_warnings(const RunOutcome& o) {
            " of rank output not shown on the console (it stopped taking output)\n";
   }
   if (o.hang && o.status != RunOutcome::Status::hung) {
-    out += "air-run: warning: no progress for " + format_seconds(o.hang->quiet_s) + " during the run: " +
-           o.hang->diagnosis.line + "\n";
+    out += "air-run: warning: no progress for " + format_seconds(o.hang->quiet_s) +
+           " during the run: " + o.hang->diagnosis.line + "\n";
   }
   for (const Straggler& s : o.stragglers) out += "air-run: warning: " + straggler_line(s) + "\n";
   if (o.leftover_processes > 0) {
@@ -160,7 +160,8 @@ std::string format_report(const RunReport& report, bool color) {
   if (o.preemption) {
     const PreemptionReport& p = *o.preemption;
     if (!p.polling_ranks.empty())
-      out += "  asked to stop" + (p.stop_step > 0 ? " at step " + std::to_string(p.stop_step) : std::string()) +
+      out += "  asked to stop" +
+             (p.stop_step > 0 ? " at step " + std::to_string(p.stop_step) : std::string()) +
              " (air.should_stop()): " + (p.polling_ranks.size() == 1 ? "rank " : "ranks ") +
              join_ranks(p.polling_ranks) + "\n";
     if (!p.signalled_ranks.empty())

@@ -12,7 +12,7 @@ namespace {
 /// Paths of code that is not the user's: the interpreter's library, installed
 /// packages (torch), air's own modules and the shim.
 constexpr std::string_view k_not_user_code[] = {"/site-packages/", "/dist-packages/", "/lib/python3",
-                                                "/pyshim/", "/air/_", "<frozen "};
+                                                "/pyshim/",        "/air/_",          "<frozen "};
 
 bool user_code(std::string_view file) {
   return std::none_of(std::begin(k_not_user_code), std::end(k_not_user_code),
@@ -143,16 +143,17 @@ HangDiagnosis diagnose_hang(const std::vector<HangRank>& ranks) {
   if (by_nccl) {
     // The ranks' own Python places, with NCCL's sequence saying who is behind.
     for (const HangRank* r : behind)
-      parts.push_back(fmt::format("rank {} is in {}, its last NCCL collective #{} ({}, {})", r->rank, place_of(*r),
-                                  *r->nccl_enqueued, r->nccl_op, r->nccl_state));
+      parts.push_back(fmt::format("rank {} is in {}, its last NCCL collective #{} ({}, {})", r->rank,
+                                  place_of(*r), *r->nccl_enqueued, r->nccl_op, r->nccl_state));
     std::map<std::uint64_t, std::vector<const HangRank*>> groups;
     for (const HangRank* r : ahead) groups[*r->nccl_enqueued].push_back(r);
     for (const auto& [seq, members] : groups) {
       std::vector<int> ids;
       for (const HangRank* r : members) ids.push_back(r->rank);
       const HangRank* first = members.front();
-      parts.push_back(fmt::format("{} {} enqueued NCCL collective #{} ({}, {}) at {}", plural(ids.size(), "rank", "ranks"),
-                                  rank_words(ids), seq, first->nccl_op, first->nccl_state, place_of(*first)));
+      parts.push_back(fmt::format("{} {} enqueued NCCL collective #{} ({}, {}) at {}",
+                                  plural(ids.size(), "rank", "ranks"), rank_words(ids), seq, first->nccl_op,
+                                  first->nccl_state, place_of(*first)));
     }
   } else if (!behind.empty()) {
     for (const HangRank* r : behind) {
@@ -221,8 +222,9 @@ std::vector<Straggler> find_stragglers(const std::vector<StepStats>& ranks, cons
 }
 
 std::string straggler_line(const Straggler& s) {
-  std::string line = fmt::format("rank {} is a straggler: {:.0f} ms a step outside collectives, the others {:.0f} ms",
-                                 s.rank, s.busy_ms, s.others_ms);
+  std::string line =
+      fmt::format("rank {} is a straggler: {:.0f} ms a step outside collectives, the others {:.0f} ms",
+                  s.rank, s.busy_ms, s.others_ms);
   if (!s.gpu.empty()) line += " (" + s.gpu + ")";
   return line;
 }

@@ -23,14 +23,14 @@ std::string user_place(std::string_view faulthandler_dump);
 /// One rank as the hang diagnosis sees it.
 struct HangRank {
   int rank = 0;
-  bool running = true;        ///< not yet exited
-  bool counted = false;       ///< its shim attached to the progress page
-  bool in_collective = false; ///< inside a torch.distributed collective
-  std::string collective;     ///< its name, when in_collective
+  bool running = true;              ///< not yet exited
+  bool counted = false;             ///< its shim attached to the progress page
+  bool in_collective = false;       ///< inside a torch.distributed collective
+  std::string collective;           ///< its name, when in_collective
   std::uint64_t collective_seq = 0; ///< the collectives it entered (the current one included)
-  double waiting_s = 0;       ///< how long it has been inside the current one
-  std::string since;          ///< wall-clock "12:01:03" when it entered it
-  std::string place;          ///< user_place of its stack ("" when unknown)
+  double waiting_s = 0;             ///< how long it has been inside the current one
+  std::string since;                ///< wall-clock "12:01:03" when it entered it
+  std::string place;                ///< user_place of its stack ("" when unknown)
   std::uint64_t steps = 0;
   /// From its Flight Recorder dump (NCCL, core/run/flight_recorder.hpp): the
   /// last collective it enqueued in the default group, its name and state.
@@ -57,8 +57,8 @@ HangDiagnosis diagnose_hang(const std::vector<HangRank>& ranks);
 /// collectives per step, averaged over `steps` steps.
 struct StepStats {
   int rank = 0;
-  std::uint64_t steps = 0;    ///< steps whose busy time is in busy_ns
-  std::uint64_t busy_ns = 0;  ///< time outside collectives over those steps
+  std::uint64_t steps = 0;   ///< steps whose busy time is in busy_ns
+  std::uint64_t busy_ns = 0; ///< time outside collectives over those steps
 };
 
 /// A rank consistently slower than the others.
@@ -72,8 +72,8 @@ struct Straggler {
 
 /// Thresholds that keep noise from naming a straggler.
 struct StragglerRule {
-  std::uint64_t min_steps = 10; ///< every rank needs this many measured steps
-  double min_slower_ms = 10;    ///< at least this much slower per step ...
+  std::uint64_t min_steps = 10;  ///< every rank needs this many measured steps
+  double min_slower_ms = 10;     ///< at least this much slower per step ...
   double min_slower_ratio = 0.2; ///< ... and this fraction of the others' time per step
 };
 

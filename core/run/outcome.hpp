@@ -54,7 +54,7 @@ struct RankOutcome {
 
 /// What a hang's diagnosis found (--hang-timeout), while the run was alive.
 struct HangReport {
-  double quiet_s = 0; ///< how long no rank had made progress (a step or a line)
+  double quiet_s = 0;                         ///< how long no rank had made progress (a step or a line)
   std::chrono::system_clock::time_point at{}; ///< when the diagnosis was made
   HangDiagnosis diagnosis;
   std::vector<HangRank> ranks; ///< each rank's place, in rank order
@@ -65,10 +65,10 @@ struct HangReport {
 /// How a preemption stop went (SIGTERM or a handled signal, air.should_stop()).
 struct PreemptionReport {
   int signal = 0;
-  std::uint64_t stop_step = 0; ///< the step every polling rank was asked to stop at; 0: at once
-  std::vector<int> polling_ranks; ///< ranks that called air.should_stop() and were asked to stop
+  std::uint64_t stop_step = 0;      ///< the step every polling rank was asked to stop at; 0: at once
+  std::vector<int> polling_ranks;   ///< ranks that called air.should_stop() and were asked to stop
   std::vector<int> signalled_ranks; ///< ranks that never asked, sent the signal at once
-  double deadline_s = 0; ///< the grace period they had
+  double deadline_s = 0;            ///< the grace period they had
 };
 
 /// Whether a rank that air-run signalled (`sent_signal`: SIGTERM, SIGINT or

@@ -190,7 +190,8 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
     // for a hang's diagnosis. The TORCH_FR_* names are torch 2.11's (it
     // warns on every rank about the older TORCH_NCCL_* ones, so those are
     // left to users of older releases). A user's own setting wins.
-    if (common.count("TORCH_NCCL_TRACE_BUFFER_SIZE") == 0) set_unless_present(common, "TORCH_FR_BUFFER_SIZE", "2000");
+    if (common.count("TORCH_NCCL_TRACE_BUFFER_SIZE") == 0)
+      set_unless_present(common, "TORCH_FR_BUFFER_SIZE", "2000");
     if (common.count("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") == 0)
       set_unless_present(common, "TORCH_FR_DUMP_TEMP_FILE", plan.run_dir + "/flight_recorder_rank");
   }

@@ -15,11 +15,23 @@ namespace air {
 namespace {
 
 // Same order as _AIR_COLLECTIVES in the shim (core/run/stacks.cpp).
-constexpr std::array<std::string_view, 17> k_collectives{
-    "all_reduce",        "broadcast",   "barrier",         "all_gather",    "all_gather_into_tensor",
-    "reduce_scatter",    "reduce_scatter_tensor", "reduce", "all_to_all",   "all_to_all_single",
-    "gather",            "scatter",     "all_gather_object", "broadcast_object_list", "send",
-    "recv",              "monitored_barrier"};
+constexpr std::array<std::string_view, 17> k_collectives{"all_reduce",
+                                                         "broadcast",
+                                                         "barrier",
+                                                         "all_gather",
+                                                         "all_gather_into_tensor",
+                                                         "reduce_scatter",
+                                                         "reduce_scatter_tensor",
+                                                         "reduce",
+                                                         "all_to_all",
+                                                         "all_to_all_single",
+                                                         "gather",
+                                                         "scatter",
+                                                         "all_gather_object",
+                                                         "broadcast_object_list",
+                                                         "send",
+                                                         "recv",
+                                                         "monitored_barrier"};
 
 constexpr char k_magic[8] = {'A', 'I', 'R', 'P', 'R', 'G', '0', '1'};
 

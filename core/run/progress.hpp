@@ -31,22 +31,22 @@ inline constexpr std::size_t k_progress_file_size = 4096;
 
 /// Slot indexes (offset = 8 * index). Written by the rank unless marked.
 namespace progress_slot {
-inline constexpr int magic = 0;            ///< "AIRPRG01", written by air-run
-inline constexpr int steps = 1;            ///< training steps counted
-inline constexpr int last_step_ns = 2;     ///< CLOCK_MONOTONIC of the last step
-inline constexpr int busy_ns = 3;          ///< time outside collectives, summed over busy_steps
-inline constexpr int busy_steps = 4;       ///< steps whose busy time is in busy_ns (all but the first)
-inline constexpr int coll_seq = 5;         ///< collectives entered from Python
-inline constexpr int coll_entered_ns = 6;  ///< CLOCK_MONOTONIC when the current one began; 0: none
-inline constexpr int coll_op = 7;          ///< 1-based index into collective_names() of the current one
-inline constexpr int stop_step = 8;        ///< air-run: stop once steps >= this (0: at once)
-inline constexpr int stop_requested = 9;   ///< air-run: 1 once the run must stop
+inline constexpr int magic = 0;             ///< "AIRPRG01", written by air-run
+inline constexpr int steps = 1;             ///< training steps counted
+inline constexpr int last_step_ns = 2;      ///< CLOCK_MONOTONIC of the last step
+inline constexpr int busy_ns = 3;           ///< time outside collectives, summed over busy_steps
+inline constexpr int busy_steps = 4;        ///< steps whose busy time is in busy_ns (all but the first)
+inline constexpr int coll_seq = 5;          ///< collectives entered from Python
+inline constexpr int coll_entered_ns = 6;   ///< CLOCK_MONOTONIC when the current one began; 0: none
+inline constexpr int coll_op = 7;           ///< 1-based index into collective_names() of the current one
+inline constexpr int stop_step = 8;         ///< air-run: stop once steps >= this (0: at once)
+inline constexpr int stop_requested = 9;    ///< air-run: 1 once the run must stop
 inline constexpr int stop_deadline_ns = 10; ///< air-run: CLOCK_REALTIME when SIGKILL comes
-inline constexpr int polls_stop = 11;      ///< 1 once the rank called air.should_stop()
-inline constexpr int fr_request = 12;      ///< air-run: bumped to ask for a Flight Recorder dump
-inline constexpr int fr_done = 13;         ///< the fr_request the rank last answered
-inline constexpr int pid = 14;             ///< the rank's pid, written when the shim attached
-inline constexpr int fr_armed = 15;        ///< 1 once the rank's Flight Recorder dumper runs
+inline constexpr int polls_stop = 11;       ///< 1 once the rank called air.should_stop()
+inline constexpr int fr_request = 12;       ///< air-run: bumped to ask for a Flight Recorder dump
+inline constexpr int fr_done = 13;          ///< the fr_request the rank last answered
+inline constexpr int pid = 14;              ///< the rank's pid, written when the shim attached
+inline constexpr int fr_armed = 15;         ///< 1 once the rank's Flight Recorder dumper runs
 } // namespace progress_slot
 
 /// The torch.distributed functions the shim times, in the order of their

@@ -42,7 +42,8 @@ bool ProgressWatch::poll(Clock::time_point now) {
   return moved;
 }
 
-void ProgressWatch::request_stop(std::size_t index, std::uint64_t stop_step, std::int64_t deadline_realtime_ns) {
+void ProgressWatch::request_stop(std::size_t index, std::uint64_t stop_step,
+                                 std::int64_t deadline_realtime_ns) {
   files_[index].request_stop(stop_step, deadline_realtime_ns);
 }
 

@@ -302,7 +302,7 @@ private:
   bool hang_diagnosed_ = false;
   std::optional<Clock::time_point> hang_started_;
   Clock::time_point next_straggler_check_{};
-  std::vector<int> rank_ids_; ///< global rank by index, for the diagnosis
+  std::vector<int> rank_ids_;    ///< global rank by index, for the diagnosis
   std::optional<LiveView> live_; ///< the live status area, when on
   /// Forwarding air-run's stdin to the --stdin rank: the pipe's write end
   /// (nonblocking), what it has not taken yet, and whether stdin has ended.
@@ -631,8 +631,8 @@ void Supervisor::handle_signals() {
       // Schedulers (Slurm --signal) send these as warnings: ranks that call
       // air.should_stop() are asked to stop at one step (preemption); the
       // others get the signal passed on.
-      if ((sig == SIGUSR1 || sig == SIGUSR2) && !tearing_down_ && out_.status == RunOutcome::Status::succeeded &&
-          begin_preemption(sig))
+      if ((sig == SIGUSR1 || sig == SIGUSR2) && !tearing_down_ &&
+          out_.status == RunOutcome::Status::succeeded && begin_preemption(sig))
         break;
       for (auto& r : ranks_)
         if (r.spawned && !r.reaped) signal_group(r.pid, sig);
@@ -923,8 +923,8 @@ void Supervisor::check_deadlines() {
     // Where was each rank stuck? Ask before stopping them.
     if (!request_stacks(StackPurpose::timeout)) begin_teardown(SIGTERM);
   }
-  if (!tearing_down_ && out_.status == RunOutcome::Status::succeeded && plan_.hang_timeout && !hang_diagnosed_ &&
-      !stacks_deadline_ && now - last_progress_ >= hang_quiet_limit())
+  if (!tearing_down_ && out_.status == RunOutcome::Status::succeeded && plan_.hang_timeout &&
+      !hang_diagnosed_ && !stacks_deadline_ && now - last_progress_ >= hang_quiet_limit())
     begin_hang_diagnosis(now);
   if (stacks_deadline_ && (now >= *stacks_deadline_ || stacks_ready())) {
     stacks_deadline_.reset();
@@ -1157,12 +1157,14 @@ void Supervisor::finish_hang_diagnosis() {
   }
   report.diagnosis = diagnose_hang(report.ranks);
   const bool stop = plan_.stop_on_hang;
-  std::string batch = "air-run: no progress for " + format_duration(std::chrono::duration_cast<Millis>(
-                                                        std::chrono::duration<double>(report.quiet_s))) +
-                      " (no step, no output): " + report.diagnosis.line + "\n";
+  std::string batch =
+      "air-run: no progress for " +
+      format_duration(std::chrono::duration_cast<Millis>(std::chrono::duration<double>(report.quiet_s))) +
+      " (no step, no output): " + report.diagnosis.line + "\n";
   std::size_t lines = 1;
   if (!report.diagnosis.laggards.empty()) {
-    batch += "air-run: the others wait for rank" + std::string(report.diagnosis.laggards.size() > 1 ? "s " : " ") +
+    batch += "air-run: the others wait for rank" +
+             std::string(report.diagnosis.laggards.size() > 1 ? "s " : " ") +
              rank_words(report.diagnosis.laggards) +
              (stop ? "; stopping the run (--on-hang stop)\n" : "; the run goes on (--on-hang report)\n");
     ++lines;
@@ -1229,10 +1231,11 @@ bool Supervisor::begin_preemption(int sig) {
                 (report.stop_step > 0 ? "; ranks stop at step " + std::to_string(report.stop_step)
                                       : std::string("; ranks stop at their next should_stop()"));
   if (!console_.quiet) {
-    std::string line = "air-run: " + signal_name(sig) + ": asking rank" + (polling.size() > 1 ? "s " : " ") +
-                       rank_words(report.polling_ranks) + " to stop" +
-                       (report.stop_step > 0 ? " at step " + std::to_string(report.stop_step) : std::string()) +
-                       ", up to " + format_duration(plan_.grace_period) + "; Ctrl-C again to kill now\n";
+    std::string line =
+        "air-run: " + signal_name(sig) + ": asking rank" + (polling.size() > 1 ? "s " : " ") +
+        rank_words(report.polling_ranks) + " to stop" +
+        (report.stop_step > 0 ? " at step " + std::to_string(report.stop_step) : std::string()) + ", up to " +
+        format_duration(plan_.grace_period) + "; Ctrl-C again to kill now\n";
     console_write(stderr_sink_, console_.stderr_fd, line, 1);
   }
   out_.preemption = std::move(report);

@@ -108,7 +108,7 @@ struct LaunchSpec {
   Setting<Millis> grace_period{Millis(30'000), {}};
   Setting<std::optional<Millis>> hang_timeout{Millis(300'000), {}}; ///< nullopt = no hang detection
   Setting<std::string> on_hang{"report", {}};                       ///< "report" or "stop"
-  Setting<std::string> python{"python3", {}};      ///< environment.python
+  Setting<std::string> python{"python3", {}};                       ///< environment.python
   Setting<std::vector<std::string>> dependencies;  ///< environment.dependencies (requirement strings)
   Setting<std::string> requirements_file;          ///< when environment.dependencies is a path
   Setting<std::vector<std::string>> find_links;    ///< environment.find_links (pip --find-links)

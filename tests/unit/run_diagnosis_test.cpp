@@ -85,7 +85,8 @@ TEST_CASE("no laggard when every rank is in the same collective, or none is", "[
   CHECK(same.line.find("rank 0 waits in all_reduce #5") != std::string::npos);
   auto none = air::diagnose_hang({outside(0), outside(1, "")});
   CHECK(none.laggards.empty());
-  CHECK(none.line == "rank 0 is in stuck_here at train.py:12; rank 1 is in an unknown place (no Python stack)");
+  CHECK(none.line ==
+        "rank 0 is in stuck_here at train.py:12; rank 1 is in an unknown place (no Python stack)");
 }
 
 TEST_CASE("ranks that already exited take no part in the diagnosis", "[diagnosis]") {
@@ -99,7 +100,8 @@ TEST_CASE("a rank slower outside collectives than the others is the only straggl
   using air::StepStats;
   const std::uint64_t ms = 1'000'000;
   SECTION("80 ms more a step over 40 steps") {
-    const auto s = air::find_stragglers({{0, 40, 40 * 21 * ms}, {1, 40, 40 * 101 * ms}, {2, 40, 40 * 21 * ms}});
+    const auto s =
+        air::find_stragglers({{0, 40, 40 * 21 * ms}, {1, 40, 40 * 101 * ms}, {2, 40, 40 * 21 * ms}});
     REQUIRE(s.size() == 1);
     CHECK(s[0].rank == 1);
     CHECK(s[0].slower_ms == Approx(80.0));
@@ -107,7 +109,8 @@ TEST_CASE("a rank slower outside collectives than the others is the only straggl
           "rank 1 is a straggler: 101 ms a step outside collectives, the others 21 ms");
   }
   SECTION("noise of a few ms is no straggler") {
-    CHECK(air::find_stragglers({{0, 40, 40 * 20 * ms}, {1, 40, 40 * 26 * ms}, {2, 40, 40 * 21 * ms}}).empty());
+    CHECK(
+        air::find_stragglers({{0, 40, 40 * 20 * ms}, {1, 40, 40 * 26 * ms}, {2, 40, 40 * 21 * ms}}).empty());
   }
   SECTION("a large relative gap on tiny steps is not enough: 10 ms at least") {
     CHECK(air::find_stragglers({{0, 40, 40 * 1 * ms}, {1, 40, 40 * 5 * ms}}).empty());
@@ -137,11 +140,16 @@ TEST_CASE("the shim's progress slots are the ones air-run reads", "[diagnosis]")
   const std::string shim(air::stack_shim_source());
   namespace S = air::progress_slot;
   const std::pair<const char*, int> slots[] = {
-      {"_AIR_SLOT_STEPS", S::steps},          {"_AIR_SLOT_COLL_SEQ", S::coll_seq},
-      {"_AIR_SLOT_COLL_ENTERED", S::coll_entered_ns}, {"_AIR_SLOT_STOP_STEP", S::stop_step},
-      {"_AIR_SLOT_STOP_REQUESTED", S::stop_requested}, {"_AIR_SLOT_STOP_DEADLINE", S::stop_deadline_ns},
-      {"_AIR_SLOT_POLLS_STOP", S::polls_stop}, {"_AIR_SLOT_FR_REQUEST", S::fr_request},
-      {"_AIR_SLOT_FR_DONE", S::fr_done},       {"_AIR_SLOT_PID", S::pid},
+      {"_AIR_SLOT_STEPS", S::steps},
+      {"_AIR_SLOT_COLL_SEQ", S::coll_seq},
+      {"_AIR_SLOT_COLL_ENTERED", S::coll_entered_ns},
+      {"_AIR_SLOT_STOP_STEP", S::stop_step},
+      {"_AIR_SLOT_STOP_REQUESTED", S::stop_requested},
+      {"_AIR_SLOT_STOP_DEADLINE", S::stop_deadline_ns},
+      {"_AIR_SLOT_POLLS_STOP", S::polls_stop},
+      {"_AIR_SLOT_FR_REQUEST", S::fr_request},
+      {"_AIR_SLOT_FR_DONE", S::fr_done},
+      {"_AIR_SLOT_PID", S::pid},
       {"_AIR_SLOT_FR_ARMED", S::fr_armed},
   };
   for (const auto& [name, slot] : slots) {
