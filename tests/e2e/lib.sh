@@ -167,6 +167,15 @@ PY
 
 # json_get FILE EXPRESSION: prints EXPRESSION evaluated with the JSON document
 # of FILE as `d` (several comma-separated values print space-separated).
+# free_port: a TCP port free on 127.0.0.1 right now.
+free_port() {
+  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+port_listening() { # port_listening PORT: something accepts connections on 127.0.0.1:PORT
+  /usr/bin/python3 -c 'import socket,sys; s=socket.socket(); s.settimeout(0.2); sys.exit(s.connect_ex(("127.0.0.1", int(sys.argv[1]))))' "$1"
+}
+
 json_get() { python3 -c "import json, os, sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
 
 # One of two local agents on loopback (static rendezvous at $PORT).

@@ -5,14 +5,6 @@
 # that does not host the join is killed with its whole process group.
 source "$(dirname "$0")/lib.sh"
 
-free_port() {
-  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-port_listening() { # port_listening PORT: something accepts connections on 127.0.0.1:PORT
-  /usr/bin/python3 -c 'import socket,sys; s=socket.socket(); s.settimeout(0.2); sys.exit(s.connect_ex(("127.0.0.1", int(sys.argv[1]))))' "$1"
-}
-
 # start_agent NAME ARGS...: one c10d agent in a process group of its own (so
 # that it can be killed with everything it started); NAME.pid is its pid,
 # output in NAME.{out,err}, code in NAME.rc.

@@ -4,14 +4,6 @@
 # call, --standalone, static endpoints, and signals during every join wait.
 source "$(dirname "$0")/lib.sh"
 
-free_port() {
-  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-port_listening() { # port_listening PORT: something accepts connections on 127.0.0.1:PORT
-  /usr/bin/python3 -c 'import socket,sys; s=socket.socket(); s.settimeout(0.2); sys.exit(s.connect_ex(("127.0.0.1", int(sys.argv[1]))))' "$1"
-}
-
 # start_agent NAME ARGS...: one c10d agent in the background; output in NAME.{out,err}, code in NAME.rc.
 start_agent() {
   local name=$1

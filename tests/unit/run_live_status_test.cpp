@@ -35,6 +35,16 @@ TEST_CASE("live status: without a timeout no time left; while stopping the SIGKI
         "air-run: 3 running, 1 exited, 0 failed | 01:05 elapsed | stopping, SIGKILL in 00:30");
 }
 
+TEST_CASE("live status: the ranks' step and its rate once they count steps", "[live_status]") {
+  auto s = running_snapshot();
+  s.steps = 1200;
+  CHECK(air::render_live_status(s, 120, false)[0] ==
+        "air-run: 3 running, 1 exited, 0 failed | 01:05 elapsed | step 1200 | 2:58:55 left");
+  s.steps_per_s = 3.456;
+  CHECK(air::render_live_status(s, 120, false)[0] ==
+        "air-run: 3 running, 1 exited, 0 failed | 01:05 elapsed | step 1200 (3.46/s) | 2:58:55 left");
+}
+
 TEST_CASE("live status: GPU readings, and what a fake GPU knows", "[live_status]") {
   auto s = running_snapshot();
   s.gpus.push_back({0, 87u, 40 * k_gib + k_gib / 10, 80 * k_gib, 65u});

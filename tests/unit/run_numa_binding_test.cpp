@@ -3,9 +3,14 @@
 #include "core/run/numa_binding.hpp"
 #include "core/run/plan.hpp"
 #include "tests/unit/catch.hpp"
+#include "tests/unit/plan_fixture.hpp"
 
 #include <algorithm>
 #include <set>
+
+using air::test::cpu_selection;
+using air::test::plan_context;
+using air::test::spec_from;
 
 using air::NumaMode;
 using Ints = std::vector<int>;
@@ -146,38 +151,8 @@ TEST_CASE("numa binding without GPUs: CPU ranks take the nodes in turn", "[numa]
   CHECK(plan(NumaMode::none, t, {0})[0].cpus.empty());
 }
 
-namespace {
-
-air::LaunchSpec spec_from(const std::string& yaml) {
-  air::SpecInputs in;
-  in.file_text = yaml;
-  in.file_path = "job.yaml";
-  auto resolved = air::resolve_spec(in);
-  INFO((resolved ? std::string() : resolved.error().message));
-  REQUIRE(resolved.ok());
-  return resolved->spec;
-}
-
-air::Selection cpu_selection(int n) {
-  air::Selection s;
-  s.cpu = true;
-  s.ranks = n;
-  s.accelerator_type = "CPU";
-  return s;
-}
-
-air::PlanContext context() {
-  air::PlanContext ctx;
-  ctx.run_id = "r1";
-  ctx.run_dir = "/tmp/air-run-r1";
-  ctx.master_port = 29500;
-  return ctx;
-}
-
-} // namespace
-
 TEST_CASE("make_plan binds each rank and sets OMP_NUM_THREADS to the cores it owns", "[numa][plan]") {
-  auto ctx = context();
+  auto ctx = plan_context();
   ctx.topology = machine(2, 1, 4, 0);
   auto plan =
       air::make_plan(spec_from("command: [t.py]\nnuma_binding: exclusive\n"), cpu_selection(4), {}, ctx);
@@ -214,7 +189,7 @@ TEST_CASE("make_plan binds each rank and sets OMP_NUM_THREADS to the cores it ow
 
 TEST_CASE("make_plan gives torchrun's --virtual-local-rank environment", "[plan][torchrun]") {
   const auto spec = spec_from("command: [t.py]\nvirtual_local_rank: true\n");
-  auto plan = air::make_plan(spec, cpu_selection(3), {{"CUDA_VISIBLE_DEVICES", "4, 6,7"}}, context());
+  auto plan = air::make_plan(spec, cpu_selection(3), {{"CUDA_VISIBLE_DEVICES", "4, 6,7"}}, plan_context());
   REQUIRE(plan.ok());
   const std::string devices[] = {"4", "6", "7"};
   for (int i = 0; i < 3; ++i) {
@@ -225,18 +200,18 @@ TEST_CASE("make_plan gives torchrun's --virtual-local-rank environment", "[plan]
     CHECK(env.at("RANK") == std::to_string(i));
   }
   // Without CUDA_VISIBLE_DEVICES in the parent: the local rank itself.
-  auto bare = air::make_plan(spec, cpu_selection(2), {}, context());
+  auto bare = air::make_plan(spec, cpu_selection(2), {}, plan_context());
   REQUIRE(bare.ok());
   CHECK(bare->ranks[1].env.at("CUDA_VISIBLE_DEVICES") == "1");
   CHECK(bare->ranks[1].env.at("LOCAL_RANK") == "0");
   // Fewer devices than ranks: torchrun's error.
-  auto few = air::make_plan(spec, cpu_selection(2), {{"CUDA_VISIBLE_DEVICES", "3"}}, context());
+  auto few = air::make_plan(spec, cpu_selection(2), {{"CUDA_VISIBLE_DEVICES", "3"}}, plan_context());
   REQUIRE_FALSE(few.ok());
   CHECK(few.error().message ==
         "--virtual-local-rank: local rank 1 exceeds available GPUs in CUDA_VISIBLE_DEVICES=3");
   // Off: LOCAL_RANK is the local index and the parent's list stays whole.
   auto off = air::make_plan(spec_from("command: [t.py]\n"), cpu_selection(2),
-                            {{"CUDA_VISIBLE_DEVICES", "4,6"}}, context());
+                            {{"CUDA_VISIBLE_DEVICES", "4,6"}}, plan_context());
   REQUIRE(off.ok());
   CHECK(off->ranks[1].env.at("LOCAL_RANK") == "1");
   CHECK(off->ranks[1].env.at("CUDA_VISIBLE_DEVICES") == "4,6");

@@ -2,19 +2,13 @@
 // every rank executes (argv, environment, files). No process is started.
 #include "core/run/plan.hpp"
 #include "tests/unit/catch.hpp"
+#include "tests/unit/plan_fixture.hpp"
 
 #include <set>
 
-namespace {
+using air::test::spec_from;
 
-air::LaunchSpec spec_from(const std::string& yaml) {
-  air::SpecInputs in;
-  in.file_text = yaml;
-  in.file_path = "job.yaml";
-  auto resolved = air::resolve_spec(in);
-  REQUIRE(resolved.ok());
-  return resolved->spec;
-}
+namespace {
 
 air::Selection cpu_ranks(int n) {
   air::Selection s;

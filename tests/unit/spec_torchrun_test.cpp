@@ -4,8 +4,11 @@
 #include "core/spec/spec.hpp"
 #include "core/spec/torchrun.hpp"
 #include "tests/unit/catch.hpp"
+#include "tests/unit/plan_fixture.hpp"
 
 #include <algorithm>
+
+using air::test::plan_context;
 
 using Strings = std::vector<std::string>;
 
@@ -61,14 +64,6 @@ air::LaunchSpec spec_for(Strings command) {
   air::LaunchSpec spec;
   spec.command.value = std::move(command);
   return spec;
-}
-
-air::PlanContext context() {
-  air::PlanContext ctx;
-  ctx.run_id = "r1";
-  ctx.run_dir = "/tmp/air-run-r1";
-  ctx.master_port = 29500;
-  return ctx;
 }
 
 } // namespace
@@ -205,7 +200,7 @@ TEST_CASE("the worker environment is torchrun's", "[torchrun][plan]") {
   auto spec = spec_for({"train.py", "--x"});
   spec.role.value = "trainer";
   air::Environment parent{{"CUDA_VISIBLE_DEVICES", "3,1"}, {"RANK", "stale"}, {"PATH", "/bin"}};
-  air::PlanContext ctx = context();
+  air::PlanContext ctx = plan_context();
   ctx.node_rank = 1;
   ctx.num_nodes = 2;
   auto selection = *air::select_nproc_per_node({air::NprocPerNode::Kind::count, 4}, std::nullopt, gpus(2), 8);
@@ -245,7 +240,7 @@ TEST_CASE("--isolate-gpus narrows CUDA_VISIBLE_DEVICES to each rank's GPU", "[to
   auto spec = spec_for({"./bin"});
   spec.isolate_gpus.value = true;
   auto selection = *air::select_nproc_per_node({air::NprocPerNode::Kind::count, 2}, std::nullopt, gpus(2), 8);
-  auto plan = air::make_plan(spec, selection, {}, context());
+  auto plan = air::make_plan(spec, selection, {}, plan_context());
   REQUIRE(plan.ok());
   CHECK(plan->ranks[1].env.at("CUDA_VISIBLE_DEVICES") == "GPU-1");
   CHECK(plan->ranks[1].env.at("LOCAL_RANK") == "0");
@@ -259,7 +254,7 @@ TEST_CASE("-r/-t files in torchrun's layout and the console filters", "[torchrun
   air::Selection cpu;
   cpu.cpu = true;
   cpu.ranks = 2;
-  air::PlanContext ctx = context();
+  air::PlanContext ctx = plan_context();
   ctx.torchrun_log_dir = "/logs/r1_abc";
   auto plan = air::make_plan(spec, cpu, {}, ctx);
   REQUIRE(plan.ok());

@@ -1,0 +1,99 @@
+"""air.step(), air.steps(), air.should_stop(), air.stop_deadline(), air.stop_step():
+the rank's side of step counting and preemption (docs/hangs.md, docs/preemption.md).
+
+Outside air-run they do nothing and never stop a loop; inside, they talk to the
+page air-run maps for the rank, which these tests stand in for with a file laid
+out as air-run lays it out (the slot numbers are checked against the C++ side
+by tests/unit/run_diagnosis_test.cpp)."""
+
+import mmap
+import os
+import struct
+import subprocess
+import sys
+import time
+
+import pytest
+
+import air
+
+PAGE = 4096
+STEPS, STOP_STEP, STOP_REQUESTED, STOP_DEADLINE, POLLS_STOP, PID = 1, 8, 9, 10, 11, 14
+
+
+def test_outside_air_run_nothing_is_counted_and_nothing_stops():
+    assert not hasattr(sys, "_air_run_progress")
+    air.step()
+    assert air.steps() == 0
+    assert air.should_stop() is False
+    assert air.stop_deadline() is None
+    assert air.stop_step() is None
+
+
+def shim_source(air_run, tmp_path):
+    """The sitecustomize air-run writes for a run, as its dry run does not
+    show it: taken from a real run's folder."""
+    log_dir = tmp_path / "logs"
+    noop = tmp_path / "noop.py"
+    noop.write_text("pass\n")
+    subprocess.run([air_run, "--cpu-ranks", "1", "--log-dir", str(log_dir), "--python", sys.executable, "-q",
+                    str(noop)], check=True, capture_output=True)
+    shims = list(log_dir.rglob("sitecustomize.py"))
+    assert shims, "no shim in the run's folder"
+    return shims[0].read_text()
+
+
+def run_with_page(air_run, tmp_path, script, page_setup=None):
+    """Runs `script` in a child Python whose shim maps a page made here."""
+    page = tmp_path / "rank0.progress"
+    page.write_bytes(b"AIRPRG01" + bytes(PAGE - 8))
+    if page_setup:
+        with open(page, "r+b") as f:
+            mm = mmap.mmap(f.fileno(), PAGE)
+            page_setup(mm)
+            mm.close()
+    shim_dir = tmp_path / "pyshim"
+    shim_dir.mkdir()
+    (shim_dir / "sitecustomize.py").write_text(shim_source(air_run, tmp_path))
+    env = dict(os.environ, AIR_RUN_PROGRESS_FILE=str(page),
+               PYTHONPATH=os.pathsep.join([str(shim_dir), os.path.dirname(os.path.dirname(air.__file__))]))
+    # setsid: the shim attaches only in a process group's leader (a rank).
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                         preexec_fn=os.setsid, timeout=120)
+    assert out.returncode == 0, out.stderr
+    with open(page, "rb") as f:
+        data = f.read()
+    slot = lambda i: struct.unpack_from("<Q", data, 8 * i)[0]
+    return out.stdout, slot
+
+
+def test_steps_and_the_stop_step_through_the_page(air_run, tmp_path):
+    def stop_at_3(mm):
+        struct.pack_into("<Q", mm, 8 * STOP_STEP, 3)
+        struct.pack_into("<Q", mm, 8 * STOP_DEADLINE, time.time_ns() + 20 * 10**9)
+        struct.pack_into("<Q", mm, 8 * STOP_REQUESTED, 1)
+
+    out, slot = run_with_page(air_run, tmp_path, """
+import air
+seen = []
+for _ in range(10):
+    air.step()
+    seen.append(air.should_stop())
+print(air.steps(), seen.index(True) + 1, air.stop_step(), 0 < air.stop_deadline() <= 20)
+""", stop_at_3)
+    # Every step counted; should_stop() turned true at the agreed step 3, not before.
+    assert out.split() == ["10", "3", "3", "True"]
+    assert slot(STEPS) == 10
+    assert slot(POLLS_STOP) == 1
+    assert slot(PID) > 0
+
+
+def test_without_a_stop_request_should_stop_stays_false(air_run, tmp_path):
+    out, slot = run_with_page(air_run, tmp_path, """
+import air
+for _ in range(5):
+    air.step()
+print(air.steps(), any(air.should_stop() for _ in range(3)), air.stop_deadline())
+""")
+    assert out.split() == ["5", "False", "None"]
+    assert slot(POLLS_STOP) == 1
