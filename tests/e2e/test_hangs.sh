@@ -65,11 +65,11 @@ test_steady_steps_are_no_hang() {
   cat >steady.py <<'PY'
 import time, torch
 model = torch.nn.Linear(2, 1)
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 for step in range(5):
-    opt.zero_grad()
+    optimizer.zero_grad()
     model(torch.ones(2)).sum().backward()
-    opt.step()
+    optimizer.step()
     time.sleep(1.5)
 PY
   run_air --cpu-ranks 2 --python "$TORCH_PYTHON" --hang-timeout 3s --on-hang stop --summary summary.json steady.py
