@@ -241,7 +241,7 @@ private:
   bool request_stacks(StackPurpose purpose);
   void watch_progress(Clock::time_point now);
   Clock::duration hang_quiet_limit() const;
-  void begin_hang_diagnosis(Clock::time_point now);
+  void begin_hang_diagnosis();
   void finish_hang_diagnosis();
   bool begin_preemption(int sig);
   bool stacks_ready();
@@ -925,7 +925,7 @@ void Supervisor::check_deadlines() {
   }
   if (!tearing_down_ && out_.status == RunOutcome::Status::succeeded && plan_.hang_timeout &&
       !hang_diagnosed_ && !stacks_deadline_ && now - last_progress_ >= hang_quiet_limit())
-    begin_hang_diagnosis(now);
+    begin_hang_diagnosis();
   if (stacks_deadline_ && (now >= *stacks_deadline_ || stacks_ready())) {
     stacks_deadline_.reset();
     const StackPurpose purpose = stacks_purpose_;
@@ -1092,10 +1092,9 @@ Clock::duration Supervisor::hang_quiet_limit() const {
 
 /// No rank made progress for --hang-timeout: ask the ranks for their stacks
 /// and Flight Recorder traces; finish_hang_diagnosis reads them.
-void Supervisor::begin_hang_diagnosis(Clock::time_point now) {
+void Supervisor::begin_hang_diagnosis() {
   hang_diagnosed_ = true;
   hang_started_ = last_progress_;
-  (void)now;
   progress_.request_flight_recorder();
   if (!request_stacks(StackPurpose::hang)) finish_hang_diagnosis();
 }
