@@ -147,8 +147,10 @@ Expected<ControlMessage> parse_control_message(std::string_view line) {
     const auto w = split_words(rest, 4);
     const bool plain = w.size() == 3 && w[2].empty();
     const bool regrouped = w.size() == 5 && w[4].empty();
+    // A regrouped node is one of the nodes left: 0 <= NODE_RANK < NUM_NODES.
     if ((!plain && !regrouped) || !number(w[0], m.attempt) || !number(w[1], m.master_port) ||
-        (regrouped && (!number(w[2], m.node_rank) || !number(w[3], m.num_nodes))))
+        (regrouped && (!number(w[2], m.node_rank) || !number(w[3], m.num_nodes) || m.node_rank < 0 ||
+                       m.node_rank >= m.num_nodes)))
       return bad("expected 'restart ATTEMPT MASTER_PORT [NODE_RANK NUM_NODES]'");
     return m;
   }

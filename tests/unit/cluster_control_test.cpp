@@ -224,6 +224,9 @@ TEST_CASE("malformed control messages are errors quoting the line", "[control]")
         "control message 'restart 1': expected 'restart ATTEMPT MASTER_PORT [NODE_RANK NUM_NODES]'");
   CHECK_FALSE(air::parse_control_message("restart 1 2 3").ok());
   CHECK_FALSE(air::parse_control_message("restart 1 2 3 4 5").ok());
+  // Found by the fuzzer: a rank outside the nodes left would not survive a round trip.
+  CHECK_FALSE(air::parse_control_message("restart 1 2 -2 0").ok());
+  CHECK_FALSE(air::parse_control_message("restart 1 2 2 2").ok());
   CHECK(air::parse_control_message("hello 1 1 2").error().message ==
         "control message 'hello 1 1 2': expected 'hello VERSION NODE NODES RANKS NAME'");
   CHECK(air::parse_control_message("fail 1 2").error().message ==
