@@ -177,30 +177,31 @@ while not got and time.time() < deadline: time.sleep(0.05)
 print("got SIGUSR1" if got else "no signal", flush=True)
 time.sleep(0.3); print("still running", flush=True)'
 
-test_signals_to_handle_forwards_usr1_and_the_run_goes_on() {
-  "$AIR_RUN" --nproc-per-node 2 --signals-to-handle SIGTERM,SIGUSR1 --no-python /usr/bin/python3 -c "$USR1_RANK" 20 \
+# start_usr1_ranks SIGNALS SECONDS: two ranks of $USR1_RANK under
+# --signals-to-handle SIGNALS, each waiting SECONDS for SIGUSR1; returns once
+# both are ready, with air-run's pid in $air.
+start_usr1_ranks() {
+  "$AIR_RUN" --nproc-per-node 2 --signals-to-handle "$1" --no-python /usr/bin/python3 -c "$USR1_RANK" "$2" \
     >stdout 2>stderr &
   air=$!
   wait_for "[[ \$(grep -c ready stdout) -ge 2 ]]" 30 || fail "ranks did not start: $(tail -3 stderr)"
+}
+
+test_signals_to_handle_forwards_usr1_and_the_run_goes_on() {
+  start_usr1_ranks SIGTERM,SIGUSR1 20 || return
   kill -USR1 "$air"
   finish_air 30
   expect_rc 0
   expect_eq "$(grep -c 'got SIGUSR1' stdout)" 2
   expect_eq "$(grep -c 'still running' stdout)" 2
   # Not listed: SIGUSR1 reaches no rank (and air-run is not killed by it).
-  "$AIR_RUN" --nproc-per-node 2 --signals-to-handle SIGTERM --no-python /usr/bin/python3 -c "$USR1_RANK" 2 \
-    >stdout 2>stderr &
-  air=$!
-  wait_for "[[ \$(grep -c ready stdout) -ge 2 ]]" 30 || fail "ranks did not start: $(tail -3 stderr)"
+  start_usr1_ranks SIGTERM 2 || return
   kill -USR1 "$air"
   finish_air 30
   expect_rc 0
   expect_eq "$(grep -c 'no signal' stdout)" 2
   # A listed SIGTERM keeps its meaning: forwarded, then the run stops.
-  "$AIR_RUN" --nproc-per-node 2 --signals-to-handle SIGUSR1,SIGTERM --no-python /usr/bin/python3 -c "$USR1_RANK" 20 \
-    >stdout 2>stderr &
-  air=$!
-  wait_for "[[ \$(grep -c ready stdout) -ge 2 ]]" 30 || fail "ranks did not start: $(tail -3 stderr)"
+  start_usr1_ranks SIGUSR1,SIGTERM 20 || return
   kill -TERM "$air"
   finish_air 30
   expect_rc 143
