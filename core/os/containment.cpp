@@ -41,6 +41,7 @@ bool cgroup_wanted() {
 std::unique_ptr<Containment> Containment::start(const Options& options) {
   std::unique_ptr<Containment> c(new Containment());
   c->subreaper_ = ::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
+  c->spared_ = options.spared;
   c->own_session_ = ::getsid(0);
   c->own_group_ = ::getpgrp();
   if (options.cgroup && cgroup_wanted()) {
@@ -180,7 +181,7 @@ void Containment::record_descendants() {
     return;
   }
   const auto table = read_proc_table();
-  for (const auto& e : live_descendants(table, {::getpid()}, watchdog_)) {
+  for (const auto& e : live_descendants(table, {::getpid()}, left_alone())) {
     learn(e);
     if (watch_fd_ >= 0 && told_.insert({e.pid, e.start}).second) send(k_watch_process, e.pid, e.start);
   }
@@ -200,7 +201,7 @@ std::vector<ProcEntry> Containment::targets() const {
   if (scan) {
     const auto table = read_proc_table();
     if (!cgroup_.active() || !cgroup_checked_)
-      for (const auto& e : live_descendants(table, {::getpid()}, watchdog_)) add(e);
+      for (const auto& e : live_descendants(table, {::getpid()}, left_alone())) add(e);
     for (const auto& e : members_of(table, sessions_, made_groups_)) add(e);
   }
   for (const pid_t p : cgroup_.members()) {
@@ -208,6 +209,12 @@ std::vector<ProcEntry> Containment::targets() const {
     if (read_proc_entry(p, e) && !e.zombie) add(e);
   }
   return found;
+}
+
+std::vector<pid_t> Containment::left_alone() const {
+  std::vector<pid_t> pids = spared_;
+  pids.push_back(watchdog_);
+  return pids;
 }
 
 void Containment::signal_all(int sig) {

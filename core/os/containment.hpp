@@ -51,6 +51,11 @@ public:
     std::chrono::milliseconds grace{30'000}; ///< the watchdog's SIGTERM-to-SIGKILL wait
     bool cgroup = true;                      ///< try a cgroup (AIR_RUN_CGROUP=off also says no)
     bool watchdog = true;
+    /// Processes of air-run's that outlive the run and are none of its
+    /// ranks (the warm start's interpreter, core/run/warm_start.hpp): they
+    /// and what they fork are left alone by the scans and the sweep. Ranks
+    /// they fork are re-parented to air-run and contained as any rank.
+    std::vector<pid_t> spared;
   };
 
   /// Becomes a subreaper, creates the cgroup if it can and forks the
@@ -106,10 +111,13 @@ private:
   void reap_adopted();
   void learn(const ProcEntry& e);
   void forget_emptied(const std::vector<ProcEntry>& table);
+  /// The subtrees the scans leave out: the watchdog and Options::spared.
+  std::vector<pid_t> left_alone() const;
 
   RunCgroup cgroup_;
   bool subreaper_ = false;
   pid_t watchdog_ = -1;
+  std::vector<pid_t> spared_;
   int watch_fd_ = -1;
   bool cgroup_checked_ = false;
   std::set<pid_t> groups_;

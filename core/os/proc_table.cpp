@@ -77,7 +77,7 @@ bool read_proc_entry(pid_t pid, ProcEntry& entry) {
 }
 
 std::vector<ProcEntry> live_descendants(const std::vector<ProcEntry>& table, const std::vector<pid_t>& roots,
-                                        pid_t skip) {
+                                        const std::vector<pid_t>& skip) {
   std::unordered_multimap<pid_t, const ProcEntry*> children;
   for (const auto& e : table) children.emplace(e.ppid, &e);
   std::vector<ProcEntry> found;
@@ -88,7 +88,7 @@ std::vector<ProcEntry> live_descendants(const std::vector<ProcEntry>& table, con
     const auto [first, last] = children.equal_range(parent);
     for (auto it = first; it != last; ++it) {
       const ProcEntry& child = *it->second;
-      if (child.pid == skip || child.pid == parent) continue;
+      if (child.pid == parent || std::find(skip.begin(), skip.end(), child.pid) != skip.end()) continue;
       stack.push_back(child.pid);
       if (!child.zombie) found.push_back(child);
     }

@@ -36,7 +36,7 @@ bool read_proc_entry(pid_t pid, ProcEntry& entry);
 /// of `roots`, roots excluded, and none below `skip` (a process and its
 /// subtree left out, such as air-run's own watchdog).
 std::vector<ProcEntry> live_descendants(const std::vector<ProcEntry>& table, const std::vector<pid_t>& roots,
-                                        pid_t skip = -1);
+                                        const std::vector<pid_t>& skip = {});
 
 /// The live processes of `table` in one of `sessions` or one of `groups`:
 /// what a process that keeps changing its pid (fork, then the parent exits)

@@ -181,6 +181,7 @@ std::uint64_t own_signals() {
 PendingExec::PendingExec() = default;
 PendingExec::PendingExec(pid_t pid, UniqueFd status, std::unique_ptr<SpawnMemory> memory)
     : pid_(pid), status_(std::move(status)), memory_(std::move(memory)) {}
+PendingExec::PendingExec(pid_t pid, UniqueFd status) : pid_(pid), status_(std::move(status)) {}
 PendingExec::PendingExec(PendingExec&& other) noexcept
     : pid_(std::exchange(other.pid_, -1)), status_(std::move(other.status_)),
       memory_(std::move(other.memory_)) {}
@@ -217,6 +218,34 @@ int PendingExec::wait() {
   return 0;
 }
 
+Expected<ChildStreams> open_child_streams(const SpawnOptions& options) {
+  // Every fd is close-on-exec from birth (pipe2/open flags, not a later
+  // fcntl), so no other rank, spawned concurrently or later, inherits it.
+  ChildStreams s;
+  if (options.stdin_pipe) {
+    auto r = make_pipe(s.parent.stdin_fd);
+    if (!r) return r.error();
+    s.stdin_end = std::move(*r);
+    // Nonblocking: a rank that does not read must never stall air-run's loop.
+    const int flags = ::fcntl(s.parent.stdin_fd.get(), F_GETFL);
+    ::fcntl(s.parent.stdin_fd.get(), F_SETFL, flags | O_NONBLOCK);
+  } else if (options.stdin_from < 0) {
+    s.stdin_end.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (!s.stdin_end) return sys_error("open /dev/null", errno);
+  }
+  auto out_read = make_output(s.stdout_end, options.stdout_tty, options, s.parent.stdout_tty);
+  if (!out_read) return out_read.error();
+  auto err_read = make_output(s.stderr_end, options.stderr_tty, options, s.parent.stderr_tty);
+  if (!err_read) return err_read.error();
+  s.parent.stdout_fd = std::move(*out_read);
+  s.parent.stderr_fd = std::move(*err_read);
+  for (int fd : {s.parent.stdout_fd.get(), s.parent.stderr_fd.get()}) {
+    const int flags = ::fcntl(fd, F_GETFL);
+    ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+  }
+  return s;
+}
+
 Expected<StartedProcess> start_process(const std::vector<std::string>& argv, const Environment& env,
                                        CgroupTarget cgroup, const SpawnOptions& options) {
   if (argv.empty() || argv[0].empty()) return usage_error("empty command");
@@ -231,23 +260,9 @@ Expected<StartedProcess> start_process(const std::vector<std::string>& argv, con
   memory->cwd = options.working_dir;
   lay_out(*memory, argv, env);
 
-  // Every fd is close-on-exec from birth (pipe2/open flags, not a later
-  // fcntl), so no other rank, spawned concurrently or later, inherits it.
-  UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  if (!dev_null) return sys_error("open /dev/null", errno);
-  UniqueFd out_write, err_write, exec_write, in_write;
-  UniqueFd in_read;
-  if (options.stdin_pipe) {
-    auto r = make_pipe(in_write);
-    if (!r) return r.error();
-    in_read = std::move(*r);
-  }
-  bool out_tty = false;
-  bool err_tty = false;
-  auto out_read = make_output(out_write, options.stdout_tty, options, out_tty);
-  if (!out_read) return out_read.error();
-  auto err_read = make_output(err_write, options.stderr_tty, options, err_tty);
-  if (!err_read) return err_read.error();
+  auto streams = open_child_streams(options);
+  if (!streams) return streams.error();
+  UniqueFd exec_write;
   auto exec_read = make_pipe(exec_write);
   if (!exec_read) return exec_read.error();
 
@@ -256,9 +271,9 @@ Expected<StartedProcess> start_process(const std::vector<std::string>& argv, con
   request.argv = memory->argv.data();
   request.envp = memory->envp.data();
   request.cwd = memory->cwd.empty() ? nullptr : memory->cwd.c_str();
-  request.stdin_fd = in_read ? in_read.get() : dev_null.get();
-  request.stdout_fd = out_write.get();
-  request.stderr_fd = err_write.get();
+  request.stdin_fd = options.stdin_from >= 0 ? options.stdin_from : streams->stdin_end.get();
+  request.stdout_fd = streams->stdout_end.get();
+  request.stderr_fd = streams->stderr_end.get();
   request.exec_error_fd = exec_write.get();
   request.parent = ::getpid();
   const long open_max = ::sysconf(_SC_OPEN_MAX);
@@ -291,28 +306,13 @@ Expected<StartedProcess> start_process(const std::vector<std::string>& argv, con
   ::setpgid(static_cast<pid_t>(pid), static_cast<pid_t>(pid));
   // Drop our copies of the child's ends now, or the pipes never reach EOF.
   // (The child has its own fd table even when it shares our memory.)
-  out_write.reset();
-  err_write.reset();
+  streams->stdin_end.reset();
+  streams->stdout_end.reset();
+  streams->stderr_end.reset();
   exec_write.reset();
-  dev_null.reset();
-  in_read.reset();
-  if (in_write) {
-    // Nonblocking: a rank that does not read must never stall air-run's loop.
-    const int flags = ::fcntl(in_write.get(), F_GETFL);
-    ::fcntl(in_write.get(), F_SETFL, flags | O_NONBLOCK);
-  }
-
-  for (int fd : {out_read->get(), err_read->get()}) {
-    const int flags = ::fcntl(fd, F_GETFL);
-    ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-  }
   StartedProcess started;
+  started.child = std::move(streams->parent);
   started.child.pid = static_cast<pid_t>(pid);
-  started.child.stdout_fd = std::move(*out_read);
-  started.child.stderr_fd = std::move(*err_read);
-  started.child.stdin_fd = std::move(in_write);
-  started.child.stdout_tty = out_tty;
-  started.child.stderr_tty = err_tty;
   started.exec = PendingExec(static_cast<pid_t>(pid), std::move(*exec_read), std::move(memory));
   started.name = argv[0];
   started.searched = searched;

@@ -57,7 +57,26 @@ struct SpawnOptions {
   /// The child's working directory; empty: air-run's own. A directory that
   /// cannot be entered is an exec error (not_found for ENOENT).
   std::string working_dir;
+  /// An fd of the caller's to become the child's stdin (a socket, say);
+  /// -1: /dev/null, or the pipe of `stdin_pipe`. The caller keeps its fd.
+  int stdin_from = -1;
 };
+
+/// The three streams of a child not yet born: the ends it gets as fds 0, 1
+/// and 2 (close-on-exec, so only a dup2 hands them on), and air-run's ends in
+/// `parent` (pid unset; read ends and the stdin pipe's write end
+/// nonblocking). start_process and the warm start (core/run/warm_start.hpp)
+/// make them the same way. Stdin is /dev/null unless SpawnOptions says otherwise.
+struct ChildStreams {
+  ChildProcess parent;
+  UniqueFd stdin_end;
+  UniqueFd stdout_end;
+  UniqueFd stderr_end;
+};
+
+/// Opens a child's streams as `options` asks (pipes, pseudo-terminals, a
+/// stdin pipe). Errors: system, naming the call that failed.
+Expected<ChildStreams> open_child_streams(const SpawnOptions& options);
 
 /// Fills `options` so the child runs on `cpus` (empty: unchanged) with its
 /// memory preferred on `memory_node` (-1: unchanged). CPUs and nodes beyond
@@ -105,6 +124,8 @@ class PendingExec {
 public:
   PendingExec();
   PendingExec(pid_t pid, UniqueFd status, std::unique_ptr<SpawnMemory> memory);
+  /// A child that reads none of air-run's memory (the warm start's ranks).
+  PendingExec(pid_t pid, UniqueFd status);
   PendingExec(PendingExec&& other) noexcept;
   PendingExec& operator=(PendingExec&& other) noexcept;
   PendingExec(const PendingExec&) = delete;

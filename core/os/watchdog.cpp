@@ -93,7 +93,7 @@ std::set<pid_t> run_processes(Watched& w) {
     roots.push_back(e.pid);
     if (!e.zombie && e.pid != self && found.insert(e.pid).second) live.push_back(e);
   }
-  for (const auto& e : live_descendants(table, roots, self))
+  for (const auto& e : live_descendants(table, roots, {self}))
     if (found.insert(e.pid).second) live.push_back(e);
   // A process that hops from pid to pid keeps its session and group: follow those.
   for (const auto& e : live) {

@@ -109,6 +109,7 @@ Json rank_json(const RunReport& report, std::size_t i) {
   out["stopped_by_air_run"] = r.stopped_by_air_run;
   out["oom_killed"] = r.oom_killed;
   out["spawn_error"] = string_or_null(r.spawn_error);
+  out["warm"] = r.warm;
   out["end_order"] = r.end_order > 0 ? Json(r.end_order) : Json(nullptr);
   out["duration_s"] = seconds(r.duration_s);
   out["user_s"] = seconds(r.user_s);
@@ -226,6 +227,7 @@ Json spec_settings_json(const LaunchSpec& s) {
   out["master_port"] = setting(s.master_port, s.master_port.value);
   out["log_dir"] = setting(s.log_dir, s.log_dir.value);
   out["checkpoint_dir"] = setting(s.checkpoint_dir, s.checkpoint_dir.value);
+  out["preload"] = setting(s.preload, s.preload.value);
   out["console_ranks"] = setting(s.console_ranks, s.console_ranks.value);
   out["isolate_gpus"] = setting(s.isolate_gpus, s.isolate_gpus.value);
   out["run_id"] = setting(s.run_id, s.run_id.value);

@@ -3,6 +3,7 @@
 
 #include "core/os/signals.hpp"
 #include "core/run/resume.hpp"
+#include "core/run/warm_start.hpp"
 
 #include <fmt/format.h>
 
@@ -88,6 +89,32 @@ AttemptRecord attempt_record(const LaunchPlan& plan, const RunOutcome& outcome) 
   return r;
 }
 
+namespace {
+
+/// The run's warm interpreter, or null when --preload is off or it cannot
+/// be started (then said, and the ranks start fresh).
+std::unique_ptr<WarmStart> start_warm_interpreter(const LaunchPlan& plan, const ConsoleOptions& console) {
+  if (plan.preload.empty() || plan.ranks.empty()) return nullptr;
+  std::vector<const Environment*> envs;
+  for (const auto& r : plan.ranks) envs.push_back(&r.env);
+  Environment env = common_environment(envs);
+  // The interpreter is no rank: with one rank, its variables would be common.
+  for (const char* name : {"RANK", "LOCAL_RANK", "ROLE_RANK", "AIR_RESULT_FILE", "TORCHELASTIC_ERROR_FILE",
+                           "AIR_RUN_STACK_FILE", "AIR_RUN_STACK_SIGNAL", "AIR_RUN_PROGRESS_FILE"})
+    env.erase(name);
+  const auto& argv = plan.ranks.front().argv;
+  const bool unbuffered = argv.size() > 1 && argv[1] == "-u";
+  auto warm = WarmStart::start(plan.python, unbuffered, env, plan.preload, plan.run_dir);
+  if (!warm) {
+    say(console, "--preload: the warm interpreter could not start (" + warm.error().message +
+                     "); the ranks start fresh");
+    return nullptr;
+  }
+  return std::move(*warm);
+}
+
+} // namespace
+
 RunOutcome run_attempts(LaunchPlan& plan, const ConsoleOptions& console, SupervisorHooks* supervisor_hooks,
                         AttemptHooks& attempt_hooks) {
   const LaunchPlan first = plan;
@@ -96,13 +123,16 @@ RunOutcome run_attempts(LaunchPlan& plan, const ConsoleOptions& console, Supervi
   const auto started_wall = std::chrono::system_clock::now();
   std::vector<AttemptRecord> earlier; // every attempt that ended before this one
   RunOutcome outcome;
+  // One warm interpreter for every attempt (--preload): its imports run
+  // once, and each restart forks the ranks from it.
+  const std::unique_ptr<WarmStart> warm = start_warm_interpreter(plan, console);
   for (int attempt = 0;; ++attempt) {
     // Every attempt, the first included (a requeued job is a new launch),
     // starts from the newest complete checkpoint there is now.
     choose_resume_point(plan);
     if (!plan.resume_from.empty())
       say(console, fmt::format("attempt {} resumes from {} (AIR_RESUME_FROM)", attempt, plan.resume_from));
-    outcome = supervise(plan, console, supervisor_hooks);
+    outcome = supervise(plan, console, supervisor_hooks, warm.get());
     if (attempt > 0 && outcome.status == RunOutcome::Status::timed_out && first.timeout) {
       outcome.reason = fmt::format("timed out after {} (the whole run, {} attempts)",
                                    format_duration(*first.timeout), attempt + 1);

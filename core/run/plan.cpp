@@ -178,6 +178,11 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
   // Python ranks get faulthandler armed through a sitecustomize shim (no
   // change to user code), so a timeout can show where each one was stuck.
   const bool python_target = !spec.no_python.value && argv.size() > 1 && argv.front() == spec.python.value;
+  plan.python = spec.python.value;
+  if (python_target && !plan.run_dir.empty()) plan.preload = spec.preload.value;
+  if (!python_target && !spec.preload.value.empty())
+    plan.notices.push_back("preload is left unused: the ranks are not Python programs run by " +
+                           spec.python.value);
   if (python_target && ctx.stack_signal > 0 && !plan.run_dir.empty()) {
     plan.stack_signal = ctx.stack_signal;
     plan.stack_shim_dir = plan.run_dir + "/pyshim";
@@ -289,6 +294,12 @@ std::vector<std::string> describe_plan(const LaunchPlan& plan) {
     lines.push_back(
         fmt::format("checkpoints in {}; resume from {}", plan.checkpoint_dir,
                     plan.resume_from.empty() ? "none (no complete checkpoint)" : plan.resume_from));
+  }
+  if (!plan.preload.empty()) {
+    std::string modules;
+    for (const auto& m : plan.preload) modules += (modules.empty() ? "" : ", ") + m;
+    lines.push_back(
+        fmt::format("warm start: ranks fork from one {} that imported {} (--preload)", plan.python, modules));
   }
   static constexpr std::string_view k_shown[] = {"RANK",
                                                  "LOCAL_RANK",

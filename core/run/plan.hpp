@@ -57,6 +57,11 @@ struct LaunchPlan {
   int attempt = 0;               ///< TORCHELASTIC_RESTART_COUNT (core/run/attempts.hpp)
   std::string checkpoint_dir;    ///< absolute AIR_CHECKPOINT_DIR, "" = none (core/run/resume.hpp)
   std::string resume_from;       ///< this attempt's AIR_RESUME_FROM, "" = none
+  /// --preload: the modules the warm interpreter imports, and that
+  /// interpreter (the ranks'); empty when off or the target is no Python
+  /// program (core/run/warm_start.hpp).
+  std::vector<std::string> preload;
+  std::string python;
   Millis grace_period{30'000};
   /// --hang-timeout: diagnose the run after this long without a step or a
   /// line of output from any rank (nullopt: never); --on-hang stop ends it.

@@ -327,6 +327,27 @@ class _AirRunImportHook:
         loader.exec_module = exec_and_patch
         return spec
 
+    def patch_loaded(self):
+        """Patches the modules imported before the rank began (a warm start's
+        interpreter imported torch before forking it). torch.distributed
+        re-exported c10d's functions when it loaded: those names are pointed
+        at the patched ones too."""
+        for name in [n for n in self._patches if n in sys.modules]:
+            module = sys.modules[name]
+            patch = self._patches.pop(name)
+            before = dict(vars(module))
+            try:
+                patch(module, self._progress)
+            except Exception:
+                continue
+            exports = sys.modules.get(name.rpartition(".")[0])
+            if exports is None:
+                continue
+            for attr, old in before.items():
+                new = getattr(module, attr, old)
+                if new is not old and getattr(exports, attr, None) is old:
+                    setattr(exports, attr, new)
+
 
 def _air_run_progress():
     path = os.environ.get("AIR_RUN_PROGRESS_FILE")
@@ -344,11 +365,21 @@ def _air_run_progress():
             os.close(fd)
         progress = _AirRunProgress(mm, path)
         sys._air_run_progress = progress
-        sys.meta_path.insert(0, _AirRunImportHook(progress))
+        hook = _AirRunImportHook(progress)
+        sys.meta_path.insert(0, hook)
+        hook.patch_loaded()
     except Exception:
         pass
 
 
+def _air_run_rank_start():
+    """A rank forked from the warm start's interpreter, whose own start-up
+    ran this file without a rank's variables: armed now, with them."""
+    _air_run_arm()
+    _air_run_progress()
+
+
+sys._air_run_rank_start = _air_run_rank_start
 _air_run_arm()
 _air_run_progress()
 _air_run_chain()

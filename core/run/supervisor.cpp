@@ -16,6 +16,7 @@
 #include "core/run/progress_watch.hpp"
 #include "core/run/signal_actions.hpp"
 #include "core/run/terminal_line.hpp"
+#include "core/run/warm_start.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -204,8 +205,8 @@ struct RankState {
 
 class Supervisor {
 public:
-  Supervisor(const LaunchPlan& plan, const ConsoleOptions& console, SupervisorHooks* hooks)
-      : plan_(plan), console_(console), hooks_(hooks), stdout_sink_(console.stdout_fd),
+  Supervisor(const LaunchPlan& plan, const ConsoleOptions& console, SupervisorHooks* hooks, WarmStart* warm)
+      : plan_(plan), console_(console), hooks_(hooks), warm_(warm), stdout_sink_(console.stdout_fd),
         stderr_sink_(console.stderr_fd), read_buf_(k_read_size) {}
 
   RunOutcome run();
@@ -214,6 +215,7 @@ private:
   bool open_logs();
   void spawn_all();
   void spawn_failed(RankState& r, const Error& e);
+  Expected<StartedProcess> start_rank_process(RankState& r);
   void iterate();
   std::optional<Clock::time_point> next_deadline(Clock::time_point now) const;
   void handle_signals();
@@ -264,6 +266,8 @@ private:
   const LaunchPlan& plan_;
   ConsoleOptions console_;
   SupervisorHooks* hooks_ = nullptr;
+  WarmStart* warm_ = nullptr;
+  bool warm_notice_ = false; ///< the warm start's failure has been said
   bool hooks_told_ = false;
   LineSink stdout_sink_;
   LineSink stderr_sink_;
@@ -349,6 +353,7 @@ RunOutcome Supervisor::run() {
     raise_open_file_limit();
     Containment::Options containment;
     containment.grace = std::chrono::duration_cast<std::chrono::milliseconds>(plan_.grace_period);
+    if (warm_ != nullptr && warm_->pid() > 0) containment.spared.push_back(warm_->pid());
     containment_ = Containment::start(containment);
     spawn_all();
     start_live();
@@ -415,7 +420,7 @@ void Supervisor::spawn_all() {
     // one (a full disk) it runs uncounted, like a non-Python rank.
     if (!r.plan->progress_file.empty()) progress_.create(r.index, r.plan->progress_file);
     r.started = Clock::now();
-    auto s = start_process(r.plan->argv, r.plan->env, containment_->cgroup_target(), spawn_options(r));
+    auto s = start_rank_process(r);
     if (!s) {
       spawn_failed(r, s.error());
       break; // later ranks are not started; pid stays -1, status not_exited
@@ -446,6 +451,28 @@ void Supervisor::spawn_all() {
     r->streams[1].tty = child->stderr_tty;
     containment_->rank_confirmed(r->pid);
   }
+}
+
+/// A rank forked from the warm interpreter where it can be, else started
+/// fresh. The interpreter failing (an import error, a refusal, its death) is
+/// said once, and every rank then starts fresh: the run goes on, slower.
+Expected<StartedProcess> Supervisor::start_rank_process(RankState& r) {
+  const SpawnOptions options = spawn_options(r);
+  if (warm_ != nullptr && warm_start_accepts(r.plan->argv, warm_->python())) {
+    const bool was_ready = warm_->failure().empty();
+    auto s = warm_->start_rank(r.plan->argv, r.plan->env, containment_->cgroup_target(), options);
+    if (s) {
+      out_.ranks[r.index].warm = true;
+      return s;
+    }
+    if (was_ready && !warm_notice_) {
+      warm_notice_ = true;
+      const std::string line = "air-run: --preload: rank " + std::to_string(r.plan->rank) +
+                               " starts a fresh interpreter: " + s.error().message + "\n";
+      console_write(stderr_sink_, console_.stderr_fd, line, 1);
+    }
+  }
+  return start_process(r.plan->argv, r.plan->env, containment_->cgroup_target(), options);
 }
 
 void Supervisor::spawn_failed(RankState& r, const Error& e) {
@@ -1438,8 +1465,9 @@ LiveSnapshot Supervisor::live_snapshot(Clock::time_point now) const {
 
 } // namespace
 
-RunOutcome supervise(const LaunchPlan& plan, const ConsoleOptions& console, SupervisorHooks* hooks) {
-  Supervisor supervisor(plan, console, hooks);
+RunOutcome supervise(const LaunchPlan& plan, const ConsoleOptions& console, SupervisorHooks* hooks,
+                     WarmStart* warm) {
+  Supervisor supervisor(plan, console, hooks, warm);
   return supervisor.run();
 }
 

@@ -16,6 +16,8 @@
 
 namespace air {
 
+class WarmStart;
+
 /// Where console output goes. `--json` sends rank stdout to fd 2 so fd 1 stays parseable.
 struct ConsoleOptions {
   int stdout_fd = 1;
@@ -81,6 +83,11 @@ public:
 /// both before returning.
 ///
 /// `hooks` (optional, not owned) adds external events to the loop; see SupervisorHooks.
-RunOutcome supervise(const LaunchPlan& plan, const ConsoleOptions& console, SupervisorHooks* hooks = nullptr);
+///
+/// `warm` (optional, not owned): the run's warm interpreter (--preload,
+/// core/run/warm_start.hpp); Python ranks it accepts are forked from it, the
+/// others, and all of them when it failed, start fresh.
+RunOutcome supervise(const LaunchPlan& plan, const ConsoleOptions& console, SupervisorHooks* hooks = nullptr,
+                     WarmStart* warm = nullptr);
 
 } // namespace air

@@ -15,6 +15,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -688,6 +689,7 @@ void apply(LaunchSpec& s, const Assignment& a, bool append) {
   }
   if (k == "max_restarts") return put(s.max_restarts, integer(), o);
   if (k == "checkpoint_dir") return put(s.checkpoint_dir, std::get<std::string>(v), o);
+  if (k == "preload") return put_list(s.preload, std::get<std::vector<std::string>>(v), o, append);
   if (k == "rdzv_backend") return put(s.rdzv_backend, std::get<std::string>(v), o);
   if (k == "rdzv_endpoint") return put(s.rdzv_endpoint, std::get<std::string>(v), o);
   if (k == "rdzv_id") return put(s.rdzv_id, std::get<std::string>(v), o);
@@ -831,6 +833,7 @@ std::pair<std::string, Origin> show(const LaunchSpec& s, std::string_view k) {
   }
   if (k == "max_restarts") return {std::to_string(s.max_restarts.value), s.max_restarts.origin};
   if (k == "checkpoint_dir") return {show_string(s.checkpoint_dir.value), s.checkpoint_dir.origin};
+  if (k == "preload") return {show_list(s.preload.value), s.preload.origin};
   if (k == "rdzv_backend") return {s.rdzv_backend.value, s.rdzv_backend.origin};
   if (k == "rdzv_endpoint") return {show_string(s.rdzv_endpoint.value), s.rdzv_endpoint.origin};
   if (k == "rdzv_id") return {show_string(s.rdzv_id.value), s.rdzv_id.origin};
@@ -947,6 +950,47 @@ Status check_torchrun_values(const LaunchSpec& spec) {
   return ok_status();
 }
 
+/// `preload` as a list of module names: items split at commas, "none"
+/// clearing what came before (a flag turning a file's list off), each name a
+/// dotted Python identifier. The warm start forks ranks from an interpreter
+/// that imported them; a name that is no module would fail every run there.
+Status settle_preload(LaunchSpec& spec) {
+  std::vector<std::string> modules;
+  const std::string place = place_of(spec.preload.origin, "preload");
+  for (const auto& item : spec.preload.value) {
+    std::size_t from = 0;
+    for (;;) {
+      const std::size_t comma = item.find(',', from);
+      const std::string name(trim(std::string_view(item).substr(from, comma - from)));
+      if (name == "none") {
+        modules.clear();
+      } else if (!name.empty()) {
+        bool ok = true;
+        bool start = true;
+        for (const char c : name) {
+          const bool letter = std::isalpha(static_cast<unsigned char>(c)) != 0 || c == '_';
+          const bool digit = std::isdigit(static_cast<unsigned char>(c)) != 0;
+          if (c == '.') {
+            ok = ok && !start;
+            start = true;
+          } else {
+            ok = ok && (letter || (digit && !start));
+            start = false;
+          }
+        }
+        if (!ok || start)
+          return usage_error(place + ": " + single_quoted(name) +
+                             " is not a Python module name (like torch or torch.distributed)");
+        if (std::find(modules.begin(), modules.end(), name) == modules.end()) modules.push_back(name);
+      }
+      if (comma == std::string::npos) break;
+      from = comma + 1;
+    }
+  }
+  spec.preload.value = std::move(modules);
+  return ok_status();
+}
+
 /// Defaults that depend on how air-run was started. torchrun stops a run only
 /// when it ends: a torchrun command line gets no timeout unless one is asked
 /// for (a 3 h default would end a multi-day job with exit 124). A Python
@@ -988,6 +1032,7 @@ Expected<ResolvedSpec> resolve_spec(const SpecInputs& inputs) {
                        ": cannot be used together with module (" + spec.module.origin.describe() + ")");
   }
   AIR_TRY(check_torchrun_values(spec));
+  AIR_TRY(settle_preload(spec));
   apply_invocation_defaults(spec, inputs);
   AIR_TRY(settle_rendezvous(spec, [](const Origin& o, std::string_view key) { return place_of(o, key); }));
   return resolved;

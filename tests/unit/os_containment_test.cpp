@@ -83,7 +83,7 @@ TEST_CASE("proc_table: descendants follow parent links, skip a subtree and zombi
       {17, 1, 17, 0, false},                          // a stranger
   };
   std::vector<int> pids;
-  for (const auto& e : air::live_descendants(t, {10}, 14)) pids.push_back(e.pid);
+  for (const auto& e : air::live_descendants(t, {10}, {14})) pids.push_back(e.pid);
   std::sort(pids.begin(), pids.end());
   CHECK(pids == std::vector<int>{11, 12, 13});
 }

@@ -66,6 +66,7 @@ TEST_CASE("summary document shape", "[summary]") {
                                                       "master_port",
                                                       "log_dir",
                                                       "checkpoint_dir",
+                                                      "preload",
                                                       "console_ranks",
                                                       "isolate_gpus",
                                                       "run_id",

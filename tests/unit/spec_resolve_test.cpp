@@ -80,6 +80,7 @@ TEST_CASE("key table has one row per LaunchSpec field, unique names", "[spec]") 
                                              "control_port",
                                              "max_restarts",
                                              "checkpoint_dir",
+                                             "preload",
                                              "rdzv_backend",
                                              "rdzv_endpoint",
                                              "rdzv_id",

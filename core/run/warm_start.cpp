@@ -1,0 +1,324 @@
+#include "core/run/warm_start.hpp"
+
+#include "core/base/text.hpp"
+#include "core/os/atomic_file.hpp"
+#include "core/os/spawn_request.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstring>
+
+namespace air {
+
+namespace {
+
+/// How long a fork may take before the interpreter counts as stuck (a
+/// loaded host forking a process of a few GB).
+constexpr int k_fork_reply_ms = 30'000;
+/// How long the interpreter gets to leave after its socket closes.
+constexpr auto k_exit_wait = std::chrono::milliseconds(1000);
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void replace_all(std::string& text, std::string_view from, const std::string& to) {
+  for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+}
+
+/// Writes all of `data`; false on an error (EPIPE: the interpreter is gone).
+bool send_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return true;
+}
+
+/// Sends `data` with `fds` attached (SCM_RIGHTS) to its first byte.
+bool send_with_fds(int fd, std::string_view data, const std::vector<int>& fds) {
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()));
+  iovec io{const_cast<char*>(data.data()), data.size()};
+  msghdr msg{};
+  msg.msg_iov = &io;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.data();
+  msg.msg_controllen = control.size();
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  if (c == nullptr) return false;
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+  std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  ssize_t n;
+  do {
+    n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) return false;
+  return send_all(fd, data.substr(static_cast<std::size_t>(n)));
+}
+
+/// What is in `fd` now, appended to `into` (kept to its last `keep` bytes).
+void drain(int fd, std::string& into, std::size_t keep) {
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    into.append(buf, static_cast<std::size_t>(n));
+    if (into.size() > keep) into.erase(0, into.size() - keep);
+  }
+}
+
+} // namespace
+
+std::string warm_start_program() {
+  std::string text(warm_start_source());
+  replace_all(text, "%FAILED_CHDIR%", std::to_string(k_failed_chdir));
+  replace_all(text, "%FAILED_AFFINITY%", std::to_string(k_failed_affinity));
+  replace_all(text, "%FAILED_MEMPOLICY%", std::to_string(k_failed_mempolicy));
+  return text;
+}
+
+bool warm_start_accepts(const std::vector<std::string>& argv, const std::string& python) {
+  if (argv.size() < 2 || argv[0] != python) return false;
+  std::size_t at = 1;
+  while (at < argv.size() && argv[at] == "-u") ++at;
+  if (at >= argv.size()) return false;
+  if (argv[at] == "-m") return at + 1 < argv.size() && !argv[at + 1].empty() && argv[at + 1][0] != '-';
+  return !argv[at].empty() && argv[at][0] != '-';
+}
+
+Environment common_environment(const std::vector<const Environment*>& ranks) {
+  Environment common;
+  if (ranks.empty()) return common;
+  for (const auto& [name, value] : *ranks.front()) {
+    bool everywhere = true;
+    for (std::size_t i = 1; i < ranks.size() && everywhere; ++i) {
+      const auto it = ranks[i]->find(name);
+      everywhere = it != ranks[i]->end() && it->second == value;
+    }
+    if (everywhere) common.emplace(name, value);
+  }
+  return common;
+}
+
+std::string warm_start_request(pid_t parent, const std::string& cwd, bool unbuffered, int memory_node,
+                               const std::vector<int>& cpus, const std::vector<std::string>& argv,
+                               const Environment& env) {
+  std::string out;
+  const auto field = [&out](std::string_view text) {
+    out.append(text);
+    out.push_back('\0');
+  };
+  std::string cpu_list;
+  for (int cpu : cpus) cpu_list += (cpu_list.empty() ? "" : ",") + std::to_string(cpu);
+  field("air-run-warm-1");
+  field(std::to_string(parent));
+  field(cwd);
+  field(unbuffered ? "1" : "0");
+  field(std::to_string(memory_node));
+  field(cpu_list);
+  field(std::to_string(argv.size()));
+  for (const auto& a : argv) field(a);
+  for (const auto& [name, value] : env) field(name + "=" + value);
+  return out;
+}
+
+Expected<std::unique_ptr<WarmStart>> WarmStart::start(const std::string& python, bool unbuffered,
+                                                      const Environment& env,
+                                                      const std::vector<std::string>& modules,
+                                                      const std::string& dir) {
+  std::unique_ptr<WarmStart> w(new WarmStart());
+  w->python_ = python;
+  w->modules_ = modules;
+  w->unbuffered_ = unbuffered;
+  w->started_s_ = now_s();
+  AIR_TRY(write_file_atomically(dir + "/air_run_warm.py", warm_start_program()));
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return sys_error("socketpair", errno);
+  w->socket_.reset(pair[0]);
+  UniqueFd theirs(pair[1]);
+  // The program is imported from `dir` and `dir` is taken off sys.path again,
+  // so the ranks' sys.path is what it would be.
+  std::vector<std::string> argv = {python};
+  if (unbuffered) argv.push_back("-u");
+  argv.insert(argv.end(), {"-c",
+                           "import sys; d = sys.argv[1]; sys.path.insert(0, d); import air_run_warm as w; "
+                           "sys.path.remove(d); w.main(sys.argv[2:])",
+                           dir});
+  argv.insert(argv.end(), modules.begin(), modules.end());
+  SpawnOptions options;
+  options.stdin_from = theirs.get();
+  auto started = start_process(argv, env, {}, options);
+  if (!started) return started.error();
+  w->pid_ = started->child.pid;
+  auto child = confirm_exec(std::move(*started));
+  if (!child) return child.error();
+  // Read until it is ready: its stderr for the reason it fails; its stdout
+  // kept open so that a print while importing does not fail.
+  w->stderr_ = std::move(child->stderr_fd);
+  w->stdout_ = std::move(child->stdout_fd);
+  return w;
+}
+
+WarmStart::~WarmStart() {
+  socket_.reset(); // EOF: the interpreter leaves
+  if (pid_ <= 0) return;
+  const auto until = std::chrono::steady_clock::now() + k_exit_wait;
+  for (;;) {
+    const pid_t got = ::waitpid(pid_, nullptr, WNOHANG);
+    if (got != 0) return; // reaped now, or by someone else (ECHILD): not ours to signal
+    if (std::chrono::steady_clock::now() >= until) break;
+    ::usleep(2000);
+  }
+  ::kill(pid_, SIGKILL);
+  while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+  }
+}
+
+void WarmStart::broken(std::string why) {
+  if (failure_.empty()) failure_ = std::move(why);
+  ready_ = false;
+  socket_.reset();
+  stderr_.reset();
+  stdout_.reset();
+}
+
+bool WarmStart::read_line(std::string& line, int timeout_ms) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    const auto nl = buffer_.find('\n');
+    if (nl != std::string::npos) {
+      line = buffer_.substr(0, nl);
+      buffer_.erase(0, nl + 1);
+      return true;
+    }
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count();
+    if (left <= 0 || !socket_) return false;
+    pollfd fds[2] = {{socket_.get(), POLLIN, 0}, {stderr_ ? stderr_.get() : -1, POLLIN, 0}};
+    const int n = ::poll(fds, 2, static_cast<int>(std::min<long long>(left, INT_MAX)));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;
+    if (stderr_ && (fds[1].revents & (POLLIN | POLLHUP)) != 0) {
+      const std::size_t before = printed_.size();
+      drain(stderr_.get(), printed_, 2000); // its traceback, if it dies
+      if (printed_.size() == before && (fds[1].revents & POLLHUP) != 0) stderr_.reset();
+    }
+    if ((fds[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+      char buf[256];
+      const ssize_t got = ::read(socket_.get(), buf, sizeof buf);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) return false; // the interpreter is gone
+      buffer_.append(buf, static_cast<std::size_t>(got));
+    }
+  }
+}
+
+bool WarmStart::ready() {
+  if (ready_) return true;
+  if (!socket_) return false;
+  std::string line;
+  if (!read_line(line, INT_MAX)) {
+    std::string printed(trim(printed_));
+    const auto last = printed.rfind('\n');
+    if (last != std::string::npos) printed = printed.substr(last + 1); // the exception's line
+    broken("the interpreter ended while importing" + (printed.empty() ? std::string() : ": " + printed));
+    return false;
+  }
+  if (line != "ready") {
+    broken(line.starts_with("error ") ? line.substr(6) : "unexpected answer " + line);
+    return false;
+  }
+  stderr_.reset(); // it writes to /dev/null from now on
+  stdout_.reset();
+  printed_.clear();
+  ready_ = true;
+  ready_after_s_ = now_s() - started_s_;
+  return true;
+}
+
+Expected<StartedProcess> WarmStart::start_rank(const std::vector<std::string>& argv, const Environment& env,
+                                               CgroupTarget cgroup, const SpawnOptions& options) {
+  if (!ready()) return Error{ErrorKind::system, failure_};
+  auto streams = open_child_streams(options);
+  if (!streams) return streams.error();
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return sys_error("pipe2", errno);
+  UniqueFd set_up(pipe_fds[0]);
+  UniqueFd set_up_write(pipe_fds[1]);
+
+  std::string cwd = options.working_dir;
+  if (cwd.empty()) {
+    char buf[PATH_MAX];
+    if (::getcwd(buf, sizeof buf) == nullptr) return sys_error("getcwd", errno);
+    cwd = buf;
+  }
+  std::vector<int> cpus;
+  if (options.bind_cpus)
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+      if (CPU_ISSET(cpu, &options.cpus)) cpus.push_back(cpu);
+  int memory_node = -1;
+  if (options.bind_memory) {
+    constexpr int bits = static_cast<int>(sizeof(unsigned long) * 8);
+    for (int node = 0; node < 16 * bits && memory_node < 0; ++node)
+      if ((options.memory_nodes[node / bits] >> (node % bits)) & 1UL) memory_node = node;
+  }
+  bool unbuffered = false;
+  for (std::size_t i = 1; i < argv.size() && argv[i] == "-u"; ++i) unbuffered = true;
+  const std::string payload = warm_start_request(::getpid(), cwd, unbuffered, memory_node, cpus, argv, env);
+  const std::uint32_t size = static_cast<std::uint32_t>(payload.size());
+  unsigned char header[4] = {static_cast<unsigned char>(size), static_cast<unsigned char>(size >> 8),
+                             static_cast<unsigned char>(size >> 16), static_cast<unsigned char>(size >> 24)};
+  std::vector<int> fds = {streams->stdin_end.get(), streams->stdout_end.get(), streams->stderr_end.get(),
+                          set_up_write.get()};
+  if (cgroup.procs_fd >= 0) fds.push_back(cgroup.procs_fd);
+  if (!send_with_fds(socket_.get(), std::string_view(reinterpret_cast<char*>(header), 4), fds) ||
+      !send_all(socket_.get(), payload)) {
+    broken("the interpreter is gone");
+    return Error{ErrorKind::system, failure_};
+  }
+  // Only the rank holds its ends now: the pipes reach EOF when it ends.
+  streams->stdin_end.reset();
+  streams->stdout_end.reset();
+  streams->stderr_end.reset();
+  set_up_write.reset();
+
+  std::string line;
+  if (!read_line(line, k_fork_reply_ms)) {
+    broken("the interpreter did not answer a fork");
+    return Error{ErrorKind::system, failure_};
+  }
+  if (!line.starts_with("pid ")) {
+    // One rank could not be forked; the next may be. Started fresh instead.
+    return Error{ErrorKind::system, line.starts_with("error ") ? line.substr(6) : line};
+  }
+  const pid_t pid = static_cast<pid_t>(std::atol(line.c_str() + 4));
+  if (pid <= 0) return Error{ErrorKind::system, "a fork reply without a pid: " + line};
+  StartedProcess started;
+  started.child = std::move(streams->parent);
+  started.child.pid = pid;
+  started.exec = PendingExec(pid, std::move(set_up));
+  started.name = argv.size() > 1 ? argv.back() : argv[0];
+  for (std::size_t i = 1; i < argv.size(); ++i)
+    if (argv[i] != "-u") {
+      started.name = argv[i] == "-m" && i + 1 < argv.size() ? argv[i + 1] : argv[i];
+      break;
+    }
+  started.working_dir = options.working_dir;
+  return started;
+}
+
+} // namespace air

@@ -1,0 +1,118 @@
+#pragma once
+
+#include "core/base/environment.hpp"
+#include "core/base/error.hpp"
+#include "core/base/unique_fd.hpp"
+#include "core/os/process.hpp"
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// The warm start (--preload): restarts that do not wait on `import torch`.
+// Most of the time between a failure and every rank back in its training
+// loop is each new interpreter starting and importing torch again (seconds,
+// and more when eight ranks import at once on few cores). With --preload,
+// air-run starts one interpreter per run that imports the named modules
+// once, and every rank of every attempt is forked from it, with the rank's
+// environment, argv, working directory, CPUs and streams applied in the
+// child before any of the rank's code runs.
+//
+// What makes the fork safe: the interpreter forks before any CUDA call (it
+// refuses to serve if importing the modules initialised CUDA or started a
+// thread), and each rank is re-parented to air-run (a double fork under
+// air-run's child subreaper), so air-run reaps it, signals its process group,
+// moves it into the run's cgroup and sees its exit status exactly as for a
+// rank it started itself. What a fresh interpreter would have done
+// differently is listed in docs/restarts.md ("Warm restarts").
+
+namespace air {
+
+/// The Python source of the interpreter (written to the run folder).
+/// Pure: the template with the set-up error codes of
+/// core/os/spawn_request.hpp filled in.
+std::string warm_start_program();
+
+/// The raw template of warm_start_program, placeholders included.
+std::string_view warm_start_source();
+
+/// Whether `argv` is a rank the warm start can fork: `python [-u] SCRIPT ...`
+/// or `python [-u] -m MODULE ...` under the interpreter `python`. Anything
+/// else (other interpreter options, -c, an executable) starts fresh. Pure.
+bool warm_start_accepts(const std::vector<std::string>& argv, const std::string& python);
+
+/// The variables every rank has with the same value: the environment the
+/// interpreter starts with (what Python reads at start-up, such as
+/// PYTHONPATH, is the same for all ranks). Pure.
+Environment common_environment(const std::vector<const Environment*>& ranks);
+
+/// The request for one rank, as the interpreter parses it: NUL-terminated
+/// fields after a version tag (parent pid, cwd, -u, memory node, CPUs, argc,
+/// argv, env as NAME=VALUE). Pure.
+std::string warm_start_request(pid_t parent, const std::string& cwd, bool unbuffered, int memory_node,
+                               const std::vector<int>& cpus, const std::vector<std::string>& argv,
+                               const Environment& env);
+
+/// One warm interpreter, alive from start() until destroyed, across every
+/// attempt of a run. Not a rank: it lives in its own process group outside
+/// the attempts' containment (Containment::Options::spared), dies with
+/// air-run (PR_SET_PDEATHSIG) and exits when air-run closes its socket.
+class WarmStart {
+public:
+  /// Writes the program to `dir`/air_run_warm.py and starts `python` on it
+  /// with `env`, importing `modules`. Returns at once; the imports go on
+  /// while air-run prepares the first attempt. Errors: system (the spawn).
+  static Expected<std::unique_ptr<WarmStart>> start(const std::string& python, bool unbuffered,
+                                                    const Environment& env,
+                                                    const std::vector<std::string>& modules,
+                                                    const std::string& dir);
+
+  /// Closes the socket (the interpreter exits on EOF) and reaps it, killing
+  /// it after a short wait.
+  ~WarmStart();
+  WarmStart(const WarmStart&) = delete;
+  WarmStart& operator=(const WarmStart&) = delete;
+
+  /// Blocks until the imports are done (first call). False when the
+  /// interpreter failed or refused: `failure()` says why, and every rank
+  /// then starts fresh.
+  bool ready();
+  const std::string& failure() const { return failure_; }
+  /// Seconds from start() to the interpreter's "ready" (0 before).
+  double ready_after_s() const { return ready_after_s_; }
+  pid_t pid() const { return pid_; }
+  const std::string& python() const { return python_; }
+  const std::vector<std::string>& modules() const { return modules_; }
+
+  /// Forks one rank, as start_process does: the result's `exec` is the
+  /// rank's set-up (EOF once it is about to run its code, or the errno of a
+  /// step that failed: the working directory, the CPU binding). `cgroup`:
+  /// where the rank moves itself. Errors: system, when the interpreter is
+  /// gone or answers with an error (the caller starts the rank fresh).
+  Expected<StartedProcess> start_rank(const std::vector<std::string>& argv, const Environment& env,
+                                      CgroupTarget cgroup, const SpawnOptions& options);
+
+private:
+  WarmStart() = default;
+  bool read_line(std::string& line, int timeout_ms);
+  void broken(std::string why);
+
+  pid_t pid_ = -1;
+  UniqueFd socket_;
+  UniqueFd stderr_; ///< the interpreter's stderr until it is ready: its import errors
+  UniqueFd stdout_;
+  std::string printed_; ///< the end of what it wrote to stderr before it was ready
+  std::string python_;
+  std::vector<std::string> modules_;
+  std::string buffer_; ///< reply bytes read past the last line
+  std::string failure_;
+  bool ready_ = false;
+  bool unbuffered_ = true;
+  double started_s_ = 0;
+  double ready_after_s_ = 0;
+};
+
+} // namespace air

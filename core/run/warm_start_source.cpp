@@ -1,0 +1,378 @@
+#include "core/run/warm_start.hpp"
+
+namespace air {
+
+std::string_view warm_start_source() {
+  return R"PY(# Written by air-run for one run (--preload). A Python interpreter that has
+# already imported the modules a run's ranks need, and forks one rank per
+# request from air-run instead of every rank starting Python and importing
+# torch again: on a restart the ranks are back in their loop in a fraction of
+# the time. air-run sends each request over the socket that is this process's
+# stdin: a 4-byte length, then NUL-terminated fields (core/run/warm_start.cpp
+# writes them: the parent's pid, cwd, -u, memory node, CPUs, argv, env) and,
+# as SCM_RIGHTS, the rank's stdin, stdout, stderr, a "set up" pipe and the
+# run's cgroup.procs (when there is one). Strings are bytes, decoded as
+# Python decodes argv and environ (os.fsdecode), so any byte survives.
+#
+# Each rank is forked twice: the middle process exits at once, so the rank is
+# re-parented to air-run (a child subreaper while ranks run), which reaps it,
+# signals its process group and sees its exit status exactly as for a rank it
+# started itself. The rank then makes itself what a fresh interpreter would
+# be: its own process group, the parent-death signal, the run's cgroup, the
+# rank's CPUs, working directory, environment, argv, sys.path[0] and standard
+# streams, a fresh seed for numpy's global generator, and air-run's per-rank
+# shim (stacks, steps). Only then does it close the set-up pipe (air-run's
+# "exec" of a rank) and run the target in __main__.
+import ctypes
+import io
+import os
+import socket
+import struct
+import sys
+
+_FAILED_CHDIR = %FAILED_CHDIR%
+_FAILED_AFFINITY = %FAILED_AFFINITY%
+_FAILED_MEMPOLICY = %FAILED_MEMPOLICY%
+_PR_SET_PDEATHSIG = 1
+_SIGKILL = 9
+_MPOL_PREFERRED = 1
+_SET_MEMPOLICY = {"x86_64": 238, "aarch64": 237}
+
+
+def _recv_exactly(sock, n):
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+def _recv_request(sock):
+    """One request: (the JSON object, the fds that came with it), or None
+    when air-run closed the socket (the run is over)."""
+    fds = []
+    size = struct.calcsize("i")
+    msg, ancdata, _flags, _addr = sock.recvmsg(4, socket.CMSG_SPACE(8 * size))
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            usable = len(data) - len(data) % size
+            fds.extend(struct.unpack("%di" % (usable // size), data[:usable]))
+    if not msg:
+        return None
+    if len(msg) < 4:
+        rest = _recv_exactly(sock, 4 - len(msg))
+        if rest is None:
+            return None
+        msg += rest
+    (length,) = struct.unpack("<I", msg)
+    payload = _recv_exactly(sock, length)
+    if payload is None:
+        return None
+    return _parse_request(payload), fds
+
+
+def _parse_request(payload):
+    fields = [os.fsdecode(f) for f in payload.split(b"\0")[:-1]]
+    if len(fields) < 7 or fields[0] != "air-run-warm-1":
+        raise ValueError("not a request of this protocol")
+    request = {"parent": int(fields[1]), "cwd": fields[2], "unbuffered": fields[3] == "1",
+               "mem_node": int(fields[4]), "cpus": [int(c) for c in fields[5].split(",") if c]}
+    argc = int(fields[6])
+    request["argv"] = fields[7:7 + argc]
+    env = {}
+    for item in fields[7 + argc:]:
+        name, _, value = item.partition("=")
+        env[name] = value
+    request["env"] = env
+    return request
+
+
+def _fail_setup(ready_fd, code):
+    try:
+        os.write(ready_fd, struct.pack("i", code))
+    finally:
+        os._exit(127)
+
+
+def _become_rank(request, fds, middle, sock):
+    """In the rank, before any of its code runs."""
+    stdin_fd, stdout_fd, stderr_fd, ready_fd = fds[:4]
+    cgroup_fd = fds[4] if len(fds) > 4 else -1
+    sock.detach()  # the fd is closed below, never again by this object
+    os.setpgid(0, 0)
+    # Wait for the middle process to be gone: from then on the parent is air-run.
+    while os.getppid() == middle:
+        os.sched_yield()
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
+    if os.getppid() != request["parent"]:
+        os._exit(127)  # air-run died before the rank got going
+    if cgroup_fd >= 0:
+        try:
+            os.write(cgroup_fd, str(os.getpid()).encode())
+        except OSError:
+            pass  # air-run finds it outside and gives the cgroup up, as for a refused move
+    if request.get("cpus"):
+        try:
+            os.sched_setaffinity(0, request["cpus"])
+        except OSError as e:
+            _fail_setup(ready_fd, _FAILED_AFFINITY | e.errno)
+    node = request.get("mem_node", -1)
+    number = _SET_MEMPOLICY.get(os.uname().machine)
+    if node >= 0 and number is not None:
+        mask = (ctypes.c_ulong * 16)()
+        mask[node // 64] = 1 << (node % 64)
+        if libc.syscall(number, _MPOL_PREFERRED, mask, 16 * 64 + 1) != 0:
+            _fail_setup(ready_fd, _FAILED_MEMPOLICY | ctypes.get_errno())
+    try:
+        os.chdir(request["cwd"])
+    except OSError as e:
+        _fail_setup(ready_fd, _FAILED_CHDIR | e.errno)
+    for fd, target in ((stdin_fd, 0), (stdout_fd, 1), (stderr_fd, 2)):
+        os.dup2(fd, target)
+    for fd in set(fds) | {3}:  # 3: the zygote's socket
+        if fd > 2 and fd != ready_fd:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    os.environ.clear()
+    os.environ.update(request["env"])
+    _reopen_std_streams(request.get("unbuffered", False))
+    if "numpy.random" in sys.modules:  # seeded from entropy at import: one per rank, as when fresh
+        try:
+            sys.modules["numpy.random"].seed()
+        except Exception:
+            pass
+    start = getattr(sys, "_air_run_rank_start", None)
+    if start is not None:
+        start()
+    os.close(ready_fd)  # the rank is set up: air-run's "exec" is done
+
+
+def _reopen_std_streams(unbuffered):
+    """The standard streams a fresh interpreter would have opened on the
+    rank's fds 0-2 (the zygote's are on fds that now point elsewhere)."""
+    encoding = sys.stdout.encoding if sys.stdout else "utf-8"
+
+    def writer(fd, errors, stderr):
+        raw = io.FileIO(fd, "w", closefd=False)
+        tty = raw.isatty()
+        buffer = raw if unbuffered else io.BufferedWriter(raw)
+        return io.TextIOWrapper(buffer, encoding=encoding, errors=errors,
+                                line_buffering=(stderr or tty) and not unbuffered, write_through=unbuffered)
+
+    reader = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding=encoding,
+                              errors="strict")
+    sys.stdin = sys.__stdin__ = reader
+    sys.stdout = sys.__stdout__ = writer(1, "strict", False)
+    sys.stderr = sys.__stderr__ = writer(2, "backslashreplace", True)
+
+
+def _serve(sock):
+    """Forks a rank for every request. Returns only in a rank, with its request."""
+    while True:
+        got = _recv_request(sock)
+        if got is None:
+            os._exit(0)
+        request, fds = got
+        reply = _fork_rank(request, fds, sock)
+        if isinstance(reply, tuple):
+            return reply  # we are the rank
+        for fd in fds:
+            os.close(fd)
+        sock.sendall(reply.encode() + b"\n")
+
+
+def _fork_rank(request, fds, sock):
+    if len(fds) < 4:
+        return "error expected at least 4 fds, got %d" % len(fds)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    r, w = os.pipe()
+    middle = os.fork()
+    if middle == 0:
+        me = os.getpid()
+        try:
+            rank = os.fork()
+        except BaseException:
+            os._exit(0)
+        if rank == 0:
+            try:
+                os.close(r)
+                os.close(w)
+                _become_rank(request, fds, me, sock)
+            except BaseException:
+                _fail_setup(fds[3], 5)  # EIO: air-run reports a rank that could not be set up
+            return request, fds
+        try:
+            try:
+                os.setpgid(rank, rank)  # both sides, so the group exists before anyone signals it
+            except OSError:
+                pass
+            os.write(w, str(rank).encode())
+        except BaseException:
+            pass
+        os._exit(0)
+    os.close(w)
+    pid = b""
+    while True:
+        chunk = os.read(r, 32)
+        if not chunk:
+            break
+        pid += chunk
+    os.close(r)
+    os.waitpid(middle, 0)
+    return ("pid " + pid.decode()) if pid else "error fork failed"
+
+
+def _exit(code):
+    """The interpreter's exit without its final teardown: non-daemon threads
+    joined, atexit handlers run, streams flushed, as Python does, then gone.
+    Tearing down every module would write to each page the rank shares with
+    the zygote (reference counts), copying them all: seconds of exit for
+    nothing, as the kernel frees the memory anyway."""
+    if isinstance(code, SystemExit):
+        code = code.code
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):
+        try:
+            print(code, file=sys.stderr)
+        except Exception:
+            pass
+        code = 1
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        try:
+            threading._shutdown()
+        except Exception:
+            pass
+    import atexit
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(code & 0xFF)
+
+
+def _run(request):
+    """The rank's target, run as `python [-u] script args` or `python [-u] -m
+    module args` would run it: in __main__, with the interpreter's exit."""
+    import runpy
+
+    argv = request["argv"]
+    at = 1
+    while at < len(argv) and argv[at] == "-u":
+        at += 1
+    sys.orig_argv = list(argv)
+    try:
+        if argv[at] == "-m":
+            sys.argv = argv[at + 1:]
+            sys.path[0] = os.getcwd()
+            runpy._run_module_as_main(argv[at + 1], alter_argv=True)
+        else:
+            script = argv[at]
+            sys.argv = argv[at:]
+            try:
+                with open(script, "rb") as f:
+                    source = f.read()
+            except OSError as e:
+                print("%s: can't open file %r: [Errno %d] %s" % (argv[0], os.path.abspath(script), e.errno,
+                                                                  e.strerror), file=sys.stderr)
+                _exit(2)
+            sys.path[0] = os.path.dirname(os.path.realpath(script))
+            if sys.version_info >= (3, 9):  # __main__.__file__ is absolute since 3.9
+                script = os.path.abspath(script)
+            import __main__
+            import builtins
+
+            main = __main__.__dict__
+            main.clear()
+            main.update(__name__="__main__", __doc__=None, __package__=None, __loader__=None, __spec__=None,
+                        __file__=script, __cached__=None, __builtins__=builtins)
+            exec(compile(source, script, "exec"), main)
+    except SystemExit as e:
+        _exit(e)
+    except BaseException as e:
+        # The traceback a fresh interpreter prints: from the target's frames on.
+        tb = e.__traceback__
+        here = (os.path.abspath(__file__), os.path.abspath(runpy.__file__))
+        while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) in here:
+            tb = tb.tb_next
+        e.__traceback__ = tb  # the hook prints the exception's own traceback
+        sys.excepthook(type(e), e, tb)
+        if isinstance(e, KeyboardInterrupt):
+            import signal
+
+            sys.stdout.flush()
+            sys.stderr.flush()
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+        _exit(1)
+    _exit(0)
+
+
+def _refusal(modules):
+    """Why forking this process would not be safe, or None."""
+    try:
+        threads = len(os.listdir("/proc/self/task"))
+    except OSError:
+        threads = 1
+    if threads > 1:
+        return "importing %s started %d threads: forking would copy them mid-use" % (", ".join(modules),
+                                                                                    threads - 1)
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None) if torch else None
+    if cuda is not None and getattr(cuda, "is_initialized", lambda: False)():
+        return "importing %s initialised CUDA, which a forked child cannot use" % ", ".join(modules)
+    return None
+
+
+def main(modules):
+    # fd 0 is the socket to air-run; the zygote reads nothing else.
+    sock = socket.socket(fileno=os.dup(0))
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    if sock.fileno() != 3:
+        os.dup2(sock.fileno(), 3)
+        old = sock.detach()
+        os.close(old)
+        sock = socket.socket(fileno=3)
+    import importlib
+
+    try:
+        for name in modules:
+            importlib.import_module(name)
+    except BaseException as e:
+        sock.sendall(("error importing %s: %s: %s\n" % (name, type(e).__name__, str(e).splitlines()[0] if str(e)
+                                                         else "")).encode())
+        os._exit(1)
+    import gc
+
+    # What was imported stays out of the collector's sight: a collection in a
+    # rank would otherwise write to (and so copy) every shared object's page.
+    gc.collect()
+    gc.freeze()
+    refusal = _refusal(modules)
+    if refusal:
+        sock.sendall(("error " + refusal + "\n").encode())
+        os._exit(1)
+    sock.sendall(b"ready\n")
+    # From here on nothing is written to air-run's pipes: they are not read.
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    os.close(null)
+    request, _fds = _serve(sock)
+    _run(request)
+)PY";
+}
+
+} // namespace air
