@@ -216,6 +216,7 @@ private:
   void spawn_all();
   void spawn_failed(RankState& r, const Error& e);
   Expected<StartedProcess> start_rank_process(RankState& r);
+  std::vector<std::optional<Expected<StartedProcess>>> start_warm_ranks();
   void iterate();
   std::optional<Clock::time_point> next_deadline(Clock::time_point now) const;
   void handle_signals();
@@ -415,15 +416,24 @@ void Supervisor::spawn_all() {
   // ranks were started; the teardown stops them like any running rank.
   std::vector<std::pair<RankState*, StartedProcess>> started;
   started.reserve(ranks_.size());
-  for (auto& r : ranks_) {
-    // Before the rank starts: its shim maps the page at start-up. Without
-    // one (a full disk) it runs uncounted, like a non-Python rank.
+  // Before the ranks start: a shim maps its page at start-up. Without one
+  // (a full disk) the rank runs uncounted, like a non-Python rank.
+  for (auto& r : ranks_)
     if (!r.plan->progress_file.empty()) progress_.create(r.index, r.plan->progress_file);
+  auto warm = start_warm_ranks();
+  bool failed = false;
+  for (auto& r : ranks_) {
     r.started = Clock::now();
-    auto s = start_rank_process(r);
+    const bool forked = warm[r.index] && *warm[r.index];
+    // After a failure, later ranks are not started (pid stays -1, status
+    // not_exited), but those already forked warm are running: kept, so the
+    // teardown stops them like any rank.
+    if (failed && !forked) continue;
+    auto s = forked ? std::move(*warm[r.index]) : start_rank_process(r);
     if (!s) {
       spawn_failed(r, s.error());
-      break; // later ranks are not started; pid stays -1, status not_exited
+      failed = true;
+      continue;
     }
     r.spawned = true;
     r.reads_stdin = spawn_options(r).stdin_pipe;
@@ -453,26 +463,42 @@ void Supervisor::spawn_all() {
   }
 }
 
-/// A rank forked from the warm interpreter where it can be, else started
-/// fresh. The interpreter failing (an import error, a refusal, its death) is
-/// said once, and every rank then starts fresh: the run goes on, slower.
-Expected<StartedProcess> Supervisor::start_rank_process(RankState& r) {
-  const SpawnOptions options = spawn_options(r);
-  if (warm_ != nullptr && warm_start_accepts(r.plan->argv, warm_->python())) {
-    const bool was_ready = warm_->failure().empty();
-    auto s = warm_->start_rank(r.plan->argv, r.plan->env, containment_->cgroup_target(), options);
-    if (s) {
+/// The ranks the warm interpreter accepts, forked from it in one batch (by
+/// rank index; nullopt: start it fresh). A rank it could not fork is started
+/// fresh too, and the first such failure (an import error, a refusal, its
+/// death) is said: the run goes on, slower.
+std::vector<std::optional<Expected<StartedProcess>>> Supervisor::start_warm_ranks() {
+  std::vector<std::optional<Expected<StartedProcess>>> out(ranks_.size());
+  if (warm_ == nullptr) return out;
+  const bool was_ready = warm_->failure().empty();
+  std::vector<WarmStart::Rank> batch;
+  std::vector<RankState*> whose;
+  for (auto& r : ranks_) {
+    if (!warm_start_accepts(r.plan->argv, warm_->python())) continue;
+    batch.push_back({&r.plan->argv, &r.plan->env, spawn_options(r)});
+    whose.push_back(&r);
+  }
+  if (batch.empty()) return out;
+  auto results = warm_->start_ranks(batch, containment_->cgroup_target());
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    RankState& r = *whose[i];
+    if (results[i]) {
       out_.ranks[r.index].warm = true;
-      return s;
+      out[r.index] = std::move(results[i]);
+      continue;
     }
     if (was_ready && !warm_notice_) {
       warm_notice_ = true;
       const std::string line = "air-run: --preload: rank " + std::to_string(r.plan->rank) +
-                               " starts a fresh interpreter: " + s.error().message + "\n";
+                               " starts a fresh interpreter: " + results[i].error().message + "\n";
       console_write(stderr_sink_, console_.stderr_fd, line, 1);
     }
   }
-  return start_process(r.plan->argv, r.plan->env, containment_->cgroup_target(), options);
+  return out;
+}
+
+Expected<StartedProcess> Supervisor::start_rank_process(RankState& r) {
+  return start_process(r.plan->argv, r.plan->env, containment_->cgroup_target(), spawn_options(r));
 }
 
 void Supervisor::spawn_failed(RankState& r, const Error& e) {

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
+#include <optional>
 
 namespace air {
 
@@ -206,7 +207,8 @@ bool WarmStart::read_line(std::string& line, int timeout_ms) {
       return true;
     }
     const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count();
+        std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now())
+            .count();
     if (left <= 0 || !socket_) return false;
     pollfd fds[2] = {{socket_.get(), POLLIN, 0}, {stderr_ ? stderr_.get() : -1, POLLIN, 0}};
     const int n = ::poll(fds, 2, static_cast<int>(std::min<long long>(left, INT_MAX)));
@@ -250,75 +252,113 @@ bool WarmStart::ready() {
   return true;
 }
 
-Expected<StartedProcess> WarmStart::start_rank(const std::vector<std::string>& argv, const Environment& env,
-                                               CgroupTarget cgroup, const SpawnOptions& options) {
-  if (!ready()) return Error{ErrorKind::system, failure_};
-  auto streams = open_child_streams(options);
-  if (!streams) return streams.error();
-  int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return sys_error("pipe2", errno);
-  UniqueFd set_up(pipe_fds[0]);
-  UniqueFd set_up_write(pipe_fds[1]);
+namespace {
 
-  std::string cwd = options.working_dir;
-  if (cwd.empty()) {
-    char buf[PATH_MAX];
-    if (::getcwd(buf, sizeof buf) == nullptr) return sys_error("getcwd", errno);
-    cwd = buf;
-  }
-  std::vector<int> cpus;
-  if (options.bind_cpus)
-    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
-      if (CPU_ISSET(cpu, &options.cpus)) cpus.push_back(cpu);
-  int memory_node = -1;
-  if (options.bind_memory) {
-    constexpr int bits = static_cast<int>(sizeof(unsigned long) * 8);
-    for (int node = 0; node < 16 * bits && memory_node < 0; ++node)
-      if ((options.memory_nodes[node / bits] >> (node % bits)) & 1UL) memory_node = node;
-  }
-  bool unbuffered = false;
-  for (std::size_t i = 1; i < argv.size() && argv[i] == "-u"; ++i) unbuffered = true;
-  const std::string payload = warm_start_request(::getpid(), cwd, unbuffered, memory_node, cpus, argv, env);
-  const std::uint32_t size = static_cast<std::uint32_t>(payload.size());
-  unsigned char header[4] = {static_cast<unsigned char>(size), static_cast<unsigned char>(size >> 8),
-                             static_cast<unsigned char>(size >> 16), static_cast<unsigned char>(size >> 24)};
-  std::vector<int> fds = {streams->stdin_end.get(), streams->stdout_end.get(), streams->stderr_end.get(),
-                          set_up_write.get()};
-  if (cgroup.procs_fd >= 0) fds.push_back(cgroup.procs_fd);
-  if (!send_with_fds(socket_.get(), std::string_view(reinterpret_cast<char*>(header), 4), fds) ||
-      !send_all(socket_.get(), payload)) {
-    broken("the interpreter is gone");
-    return Error{ErrorKind::system, failure_};
-  }
-  // Only the rank holds its ends now: the pipes reach EOF when it ends.
-  streams->stdin_end.reset();
-  streams->stdout_end.reset();
-  streams->stderr_end.reset();
-  set_up_write.reset();
+/// A request sent, its reply not yet read: what becomes the StartedProcess.
+struct SentRank {
+  ChildProcess parent;
+  UniqueFd set_up;
+  std::string name;
+  std::string working_dir;
+};
 
-  std::string line;
-  if (!read_line(line, k_fork_reply_ms)) {
-    broken("the interpreter did not answer a fork");
-    return Error{ErrorKind::system, failure_};
-  }
-  if (!line.starts_with("pid ")) {
-    // One rank could not be forked; the next may be. Started fresh instead.
-    return Error{ErrorKind::system, line.starts_with("error ") ? line.substr(6) : line};
-  }
-  const pid_t pid = static_cast<pid_t>(std::atol(line.c_str() + 4));
-  if (pid <= 0) return Error{ErrorKind::system, "a fork reply without a pid: " + line};
-  StartedProcess started;
-  started.child = std::move(streams->parent);
-  started.child.pid = pid;
-  started.exec = PendingExec(pid, std::move(set_up));
-  started.name = argv.size() > 1 ? argv.back() : argv[0];
+/// The name a rank's errors go by: the script or module, not "python".
+std::string rank_name(const std::vector<std::string>& argv) {
   for (std::size_t i = 1; i < argv.size(); ++i)
-    if (argv[i] != "-u") {
-      started.name = argv[i] == "-m" && i + 1 < argv.size() ? argv[i + 1] : argv[i];
-      break;
+    if (argv[i] != "-u") return argv[i] == "-m" && i + 1 < argv.size() ? argv[i + 1] : argv[i];
+  return argv.empty() ? std::string() : argv[0];
+}
+
+} // namespace
+
+std::vector<Expected<StartedProcess>> WarmStart::start_ranks(const std::vector<Rank>& ranks,
+                                                             CgroupTarget cgroup) {
+  std::vector<Expected<StartedProcess>> results;
+  std::vector<std::optional<SentRank>> sent(ranks.size());
+  std::vector<std::optional<Error>> errors(ranks.size());
+  char buf[PATH_MAX];
+  const std::string own_cwd = ::getcwd(buf, sizeof buf) != nullptr ? buf : ".";
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (!ready()) {
+      errors[i] = Error{ErrorKind::system, failure_};
+      continue;
     }
-  started.working_dir = options.working_dir;
-  return started;
+    const auto& argv = *ranks[i].argv;
+    const SpawnOptions& options = ranks[i].options;
+    auto streams = open_child_streams(options);
+    if (!streams) {
+      errors[i] = streams.error();
+      continue;
+    }
+    int pipe_fds[2];
+    if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+      errors[i] = sys_error("pipe2", errno);
+      continue;
+    }
+    UniqueFd set_up(pipe_fds[0]);
+    UniqueFd set_up_write(pipe_fds[1]);
+    std::vector<int> cpus;
+    if (options.bind_cpus)
+      for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+        if (CPU_ISSET(cpu, &options.cpus)) cpus.push_back(cpu);
+    int memory_node = -1;
+    if (options.bind_memory) {
+      constexpr int bits = static_cast<int>(sizeof(unsigned long) * 8);
+      for (int node = 0; node < 16 * bits && memory_node < 0; ++node)
+        if ((options.memory_nodes[node / bits] >> (node % bits)) & 1UL) memory_node = node;
+    }
+    bool unbuffered = false;
+    for (std::size_t a = 1; a < argv.size() && argv[a] == "-u"; ++a) unbuffered = true;
+    const std::string payload =
+        warm_start_request(::getpid(), options.working_dir.empty() ? own_cwd : options.working_dir,
+                           unbuffered, memory_node, cpus, argv, *ranks[i].env);
+    const auto size = static_cast<std::uint32_t>(payload.size());
+    const unsigned char header[4] = {static_cast<unsigned char>(size), static_cast<unsigned char>(size >> 8),
+                                     static_cast<unsigned char>(size >> 16),
+                                     static_cast<unsigned char>(size >> 24)};
+    std::vector<int> fds = {streams->stdin_end.get(), streams->stdout_end.get(), streams->stderr_end.get(),
+                            set_up_write.get()};
+    if (cgroup.procs_fd >= 0) fds.push_back(cgroup.procs_fd);
+    if (!send_with_fds(socket_.get(), std::string_view(reinterpret_cast<const char*>(header), 4), fds) ||
+        !send_all(socket_.get(), payload)) {
+      broken("the interpreter is gone");
+      errors[i] = Error{ErrorKind::system, failure_};
+      continue;
+    }
+    // Only the rank will hold its ends: the pipes reach EOF when it ends.
+    SentRank s;
+    s.parent = std::move(streams->parent);
+    s.set_up = std::move(set_up);
+    s.name = rank_name(argv);
+    s.working_dir = options.working_dir;
+    sent[i] = std::move(s);
+  }
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (!sent[i]) {
+      results.push_back(std::move(*errors[i]));
+      continue;
+    }
+    std::string line;
+    if (!socket_ || !read_line(line, k_fork_reply_ms)) {
+      broken("the interpreter did not answer a fork");
+      results.push_back(Error{ErrorKind::system, failure_});
+      continue;
+    }
+    const pid_t pid = line.starts_with("pid ") ? static_cast<pid_t>(std::atol(line.c_str() + 4)) : 0;
+    if (pid <= 0) {
+      // One rank could not be forked; the next may be. Started fresh instead.
+      results.push_back(Error{ErrorKind::system, line.starts_with("error ") ? line.substr(6) : line});
+      continue;
+    }
+    StartedProcess started;
+    started.child = std::move(sent[i]->parent);
+    started.child.pid = pid;
+    started.exec = PendingExec(pid, std::move(sent[i]->set_up));
+    started.name = std::move(sent[i]->name);
+    started.working_dir = std::move(sent[i]->working_dir);
+    results.push_back(std::move(started));
+  }
+  return results;
 }
 
 } // namespace air

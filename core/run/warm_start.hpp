@@ -87,13 +87,21 @@ public:
   const std::string& python() const { return python_; }
   const std::vector<std::string>& modules() const { return modules_; }
 
-  /// Forks one rank, as start_process does: the result's `exec` is the
-  /// rank's set-up (EOF once it is about to run its code, or the errno of a
-  /// step that failed: the working directory, the CPU binding). `cgroup`:
-  /// where the rank moves itself. Errors: system, when the interpreter is
-  /// gone or answers with an error (the caller starts the rank fresh).
-  Expected<StartedProcess> start_rank(const std::vector<std::string>& argv, const Environment& env,
-                                      CgroupTarget cgroup, const SpawnOptions& options);
+  /// One rank to fork: its command, environment and spawn options.
+  struct Rank {
+    const std::vector<std::string>* argv = nullptr;
+    const Environment* env = nullptr;
+    SpawnOptions options;
+  };
+
+  /// Forks `ranks`, as start_process starts one: each result's `exec` is
+  /// the rank's set-up (EOF once it is about to run its code, or the errno
+  /// of a step that failed: the working directory, the CPU binding).
+  /// `cgroup`: where the ranks move themselves. Every request goes out
+  /// before the first reply is read, so the interpreter's forks overlap.
+  /// Errors, per rank: system, when the interpreter is gone or answers
+  /// with an error (the caller starts that rank fresh).
+  std::vector<Expected<StartedProcess>> start_ranks(const std::vector<Rank>& ranks, CgroupTarget cgroup);
 
 private:
   WarmStart() = default;

@@ -29,6 +29,7 @@ import os
 import socket
 import struct
 import sys
+import time
 
 _FAILED_CHDIR = %FAILED_CHDIR%
 _FAILED_AFFINITY = %FAILED_AFFINITY%
@@ -96,15 +97,24 @@ def _fail_setup(ready_fd, code):
         os._exit(127)
 
 
-def _become_rank(request, fds, middle, sock):
-    """In the rank, before any of its code runs."""
+def _become_rank(request, fds, middle, gate, sock):
+    """In the rank, before any of its code runs. `gate`: a pipe's read end
+    whose writer is the middle process, so EOF says it is leaving."""
     stdin_fd, stdout_fd, stderr_fd, ready_fd = fds[:4]
     cgroup_fd = fds[4] if len(fds) > 4 else -1
     sock.detach()  # the fd is closed below, never again by this object
+    import signal
+
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the zygote ignores it; a rank must not
     os.setpgid(0, 0)
-    # Wait for the middle process to be gone: from then on the parent is air-run.
+    # Wait for the middle process to be gone: from then on the parent is
+    # air-run. Blocked, not spinning: on a busy host the spinning ranks would
+    # take the CPU the middle processes need to leave. Its fds close a moment
+    # before its children are handed on, hence the short wait after.
+    os.read(gate, 1)
+    os.close(gate)
     while os.getppid() == middle:
-        os.sched_yield()
+        time.sleep(0.0002)
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
     if os.getppid() != request["parent"]:
@@ -171,22 +181,48 @@ def _reopen_std_streams(unbuffered):
     sys.stderr = sys.__stderr__ = writer(2, "backslashreplace", True)
 
 
+# Requests whose rank's pid has not been read yet, in request order:
+# [read end of the middle process's pipe, bytes read, reply or None].
+_pending = []
+
+
 def _serve(sock):
-    """Forks a rank for every request. Returns only in a rank, with its request."""
+    """Forks a rank for every request. Returns only in a rank, with its
+    request. air-run sends a whole attempt's requests at once: each middle
+    process is forked as its request arrives, and the replies go back in
+    request order as their pids come in, so the forks overlap."""
+    import select
+
     while True:
-        got = _recv_request(sock)
-        if got is None:
-            os._exit(0)
-        request, fds = got
-        reply = _fork_rank(request, fds, sock)
-        if isinstance(reply, tuple):
-            return reply  # we are the rank
-        for fd in fds:
-            os.close(fd)
-        sock.sendall(reply.encode() + b"\n")
+        waiting = [p[0] for p in _pending if p[2] is None]
+        readable, _, _ = select.select([sock] + waiting, [], [])
+        if sock in readable:
+            got = _recv_request(sock)
+            if got is None:
+                os._exit(0)
+            request, fds = got
+            result = _fork_rank(request, fds, sock)
+            if isinstance(result, tuple):
+                return result  # we are the rank
+            for fd in fds:
+                os.close(fd)
+            _pending.append([result, b"", None] if isinstance(result, int) else [-1, b"", result])
+        for p in _pending:
+            if p[2] is None and p[0] in readable:
+                chunk = os.read(p[0], 32)
+                p[1] += chunk
+                if not chunk or p[1].endswith(b"\n"):
+                    os.close(p[0])
+                    text = p[1].decode().strip()
+                    p[2] = ("pid " + text) if text else "error fork failed"
+        while _pending and _pending[0][2] is not None:
+            sock.sendall(_pending.pop(0)[2].encode() + b"\n")
 
 
 def _fork_rank(request, fds, sock):
+    """Forks the middle process, which forks the rank and exits. Returns the
+    read end the rank's pid arrives on (or an error text); in the rank, its
+    (request, fds)."""
     if len(fds) < 4:
         return "error expected at least 4 fds, got %d" % len(fds)
     sys.stdout.flush()
@@ -196,6 +232,7 @@ def _fork_rank(request, fds, sock):
     if middle == 0:
         me = os.getpid()
         try:
+            gate, gate_open = os.pipe()
             rank = os.fork()
         except BaseException:
             os._exit(0)
@@ -203,7 +240,11 @@ def _fork_rank(request, fds, sock):
             try:
                 os.close(r)
                 os.close(w)
-                _become_rank(request, fds, me, sock)
+                os.close(gate_open)
+                for p in _pending:  # other requests' pipes: not the rank's
+                    if p[0] >= 0 and p[2] is None:
+                        os.close(p[0])
+                _become_rank(request, fds, me, gate, sock)
             except BaseException:
                 _fail_setup(fds[3], 5)  # EIO: air-run reports a rank that could not be set up
             return request, fds
@@ -212,20 +253,15 @@ def _fork_rank(request, fds, sock):
                 os.setpgid(rank, rank)  # both sides, so the group exists before anyone signals it
             except OSError:
                 pass
-            os.write(w, str(rank).encode())
+            os.write(w, str(rank).encode() + b"\n")
         except BaseException:
             pass
         os._exit(0)
+    # The middle process leaves (reaped by the kernel: SIGCHLD is ignored
+    # here) on its own. The rank waits until it is air-run's child before it
+    # says it is set up, and air-run reaps nothing of a rank before that.
     os.close(w)
-    pid = b""
-    while True:
-        chunk = os.read(r, 32)
-        if not chunk:
-            break
-        pid += chunk
-    os.close(r)
-    os.waitpid(middle, 0)
-    return ("pid " + pid.decode()) if pid else "error fork failed"
+    return r
 
 
 def _exit(code):
@@ -364,6 +400,9 @@ def main(modules):
     if refusal:
         sock.sendall(("error " + refusal + "\n").encode())
         os._exit(1)
+    import signal
+
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the middle processes reap themselves
     sock.sendall(b"ready\n")
     # From here on nothing is written to air-run's pipes: they are not read.
     null = os.open(os.devnull, os.O_WRONLY)
