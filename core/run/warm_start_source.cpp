@@ -323,8 +323,8 @@ def _run(request):
                                                                   e.strerror), file=sys.stderr)
                 _exit(2)
             sys.path[0] = os.path.dirname(os.path.realpath(script))
-            if sys.version_info >= (3, 9):  # __main__.__file__ is absolute since 3.9
-                script = os.path.abspath(script)
+            if sys.version_info >= (3, 9):  # absolute since 3.9: joined to the cwd, not normalised
+                script = os.path.join(os.getcwd(), script)
             import __main__
             import builtins
 

@@ -243,6 +243,7 @@ stdin: 3
 timestamps: true
 hang_timeout: 90s
 on_hang: stop
+preload: [torch, numpy]
 )");
   const auto& s = r.spec;
   CHECK(r.warnings.empty());
@@ -273,6 +274,7 @@ on_hang: stop
   CHECK(s.control_port.value == 29600);
   CHECK(s.max_restarts.value == 2);
   CHECK(s.checkpoint_dir.value == "ckpt");
+  CHECK(s.preload.value == std::vector<std::string>{"torch", "numpy"});
   CHECK(s.rdzv_conf.value == "join_timeout=90,read_timeout=30");
   CHECK(s.read_timeout.value == std::optional<Millis>(Millis(30'000)));
   CHECK(s.log_dir.value == "logs");
@@ -396,6 +398,7 @@ TEST_CASE("describe_spec prints key = value (origin) in table order", "[spec]") 
       "control_port = 0  (default)",
       "max_restarts = 0  (default)",
       "checkpoint_dir = \"\"  (default)",
+      "preload = []  (default)",
       "rdzv_backend = static  (default)",
       "rdzv_endpoint = \"\"  (default)",
       "rdzv_id = \"\"  (default)",
@@ -883,4 +886,23 @@ TEST_CASE("numa_binding and signals_to_handle are checked where they were given"
   const auto plain = resolve_ok("");
   CHECK(plain.spec.numa_binding.value == "none");
   CHECK(plain.spec.signals_to_handle.value.empty());
+}
+
+TEST_CASE("preload: module names from flags, variables and files, commas split, none clears", "[spec]") {
+  CHECK(resolve_ok("").spec.preload.value.empty());
+  CHECK(resolve_ok("preload: [torch, numpy]\n").spec.preload.value ==
+        std::vector<std::string>{"torch", "numpy"});
+  CHECK(resolve_ok("", {{"AIR_RUN_PRELOAD", "torch, torch.distributed"}}).spec.preload.value ==
+        std::vector<std::string>{"torch", "torch.distributed"});
+  // A flag repeats, each may hold several; a name given twice counts once.
+  CHECK(resolve_ok("", {}, {{"preload", "torch,numpy", "--preload"}, {"preload", "torch", "--preload"}})
+            .spec.preload.value == std::vector<std::string>{"torch", "numpy"});
+  // `none` turns off what came before it, such as a file's list.
+  CHECK(resolve_ok("preload: [torch]\n", {}, {{"preload", "none", "--preload"}}).spec.preload.value.empty());
+  CHECK(resolve_error("", {}, {{"preload", "torch;rm", "--preload"}}) ==
+        "--preload: 'torch;rm' is not a Python module name (like torch or torch.distributed)");
+  CHECK(resolve_error("preload:\n  - torch\n  - 2fast\n") ==
+        "job.yaml:1:1: preload: '2fast' is not a Python module name (like torch or torch.distributed)");
+  for (const char* bad : {"torch.", ".torch", "a..b", "torch/x", "torch-x"})
+    CHECK_FALSE(air::resolve_spec(inputs_from("", {{"AIR_RUN_PRELOAD", bad}})).ok());
 }

@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# --preload: ranks forked from one warm interpreter that imported torch,
+# compared with ranks started fresh, through the built air-run and real
+# PyTorch (gloo on CPU). Uses Debian's /usr/bin/python3, the interpreter that
+# has torch on this machine ($TORCH_PYTHON).
+source "$(dirname "$0")/lib.sh"
+
+if ! "$TORCH_PYTHON" -c 'import torch.distributed' 2>/dev/null; then
+  echo "skip: $TORCH_PYTHON has no torch"
+  exit 0
+fi
+
+# What a rank sees of its own process, as JSON in view.RANK.json.
+write_view() {
+  cat >view.py <<'PY'
+import json, os, sys
+warm = "torch" in sys.modules
+import random
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.ones(1)
+dist.all_reduce(t)
+view = {
+    "argv": sys.argv, "file": __file__, "path0": sys.path[0], "cwd": os.getcwd(), "name": __name__,
+    "leader": os.getpgid(0) == os.getpid(), "parent": open("/proc/%d/comm" % os.getppid()).read().strip(),
+    "fds": sorted(int(f) for f in os.listdir("/proc/self/fd")), "stdin": os.readlink("/proc/self/fd/0"),
+    "world": dist.get_world_size(), "sum": t.item(), "timed": getattr(dist.all_reduce, "_air_run_timed", False),
+    "random": random.random(), "hashseed_env": os.environ.get("PYTHONHASHSEED"),
+}
+with open("view.%s.json" % os.environ["RANK"], "w") as f:
+    json.dump({"warm": warm, "view": view}, f)
+PY
+}
+
+test_warm_ranks_see_what_fresh_ranks_see() {
+  write_view
+  mkdir fresh warm
+  cd fresh || return 1
+  run_air --cpu-ranks 3 --python "$TORCH_PYTHON" --summary ../fresh.json ../view.py a b
+  expect_rc 0
+  cd ../warm || return 1
+  run_air --cpu-ranks 3 --python "$TORCH_PYTHON" --preload torch --summary ../warm.json ../view.py a b
+  expect_rc 0
+  cd .. || return 1
+  expect_eq "$(json_get fresh.json '[r["warm"] for r in d["ranks"]]')" "[False, False, False]"
+  expect_eq "$(json_get warm.json '[r["warm"] for r in d["ranks"]]')" "[True, True, True]"
+  # The warm ranks had torch before their first line; the fresh ones did not.
+  expect_eq "$(json_get warm/view.0.json 'd["warm"]')" "True"
+  expect_eq "$(json_get fresh/view.0.json 'd["warm"]')" "False"
+  local r
+  for r in 0 1 2; do
+    /usr/bin/python3 - "fresh/view.$r.json" "warm/view.$r.json" <<'PY' || fail "rank $r sees another process warm than fresh (above)"
+import json, sys
+fresh, warm = (json.load(open(p))["view"] for p in sys.argv[1:])
+bad = 0
+for key in fresh:
+    a, b = fresh[key], warm[key]
+    if key in ("cwd", "file", "path0"):  # the runs ran in two folders
+        a, b = a.replace("/fresh", "/X"), b.replace("/warm", "/X")
+    if key == "random":
+        continue
+    if a != b:
+        print("%s: fresh %r, warm %r" % (key, a, b))
+        bad += 1
+sys.exit(1 if bad else 0)
+PY
+  done
+  expect_eq "$(json_get warm/view.0.json 'd["view"]["parent"], d["view"]["leader"], d["view"]["timed"]')" \
+    "air-run True True"
+  expect_eq "$(json_get warm/view.1.json 'd["view"]["argv"], d["view"]["stdin"]')" "['../view.py', 'a', 'b'] /dev/null"
+  # Python's random reseeds in a forked child: no two ranks draw alike.
+  expect_eq "$(/usr/bin/python3 -c 'import glob, json
+print(len({json.load(open(p))["view"]["random"] for p in glob.glob("warm/view.*.json")}))')" "3"
+}
+
+test_restart_forks_again_and_counts_steps() {
+  cat >train.py <<'PY'
+import os, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(5):
+    opt.zero_grad()
+    model(torch.ones(2, 4)).sum().backward()
+    for p in model.parameters():
+        dist.all_reduce(p.grad)
+    opt.step()
+if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0" and dist.get_rank() == 1:
+    raise SystemExit(7)
+print("rank %d attempt %s done" % (dist.get_rank(), os.environ["TORCHELASTIC_RESTART_COUNT"]), flush=True)
+PY
+  run_air --cpu-ranks 2 --python "$TORCH_PYTHON" --preload torch --max-restarts 1 --summary summary.json train.py
+  expect_rc 0
+  expect_contains "$out" "rank 1 attempt 1 done"
+  expect_eq "$(json_get summary.json 'len(d["outcome"]["attempts"]), d["outcome"]["attempts"][0]["exit_code"]')" "2 7"
+  expect_eq "$(json_get summary.json '[(r["warm"], r["steps"]) for r in d["ranks"]]')" "[(True, 5), (True, 5)]"
+  expect_eq "$(pgrep -f "$TESTDIR.*air_run_warm|air_run_warm.*$TESTDIR" | wc -l)" "0"
+}
+
+test_exits_and_tracebacks_are_a_fresh_interpreters() {
+  printf 'import sys\nprint("out")\nsys.exit(3)\n' >three.py
+  run_air --python "$TORCH_PYTHON" --preload torch three.py
+  expect_rc 3
+  expect_eq "$out" "out"
+  printf 'def inner():\n    raise ValueError("bad value")\n\ninner()\n' >raise.py
+  run_air --python "$TORCH_PYTHON" --preload torch raise.py
+  expect_rc 1
+  expect_contains "$err" "Traceback (most recent call last):
+  File \"$TESTDIR/raise.py\", line 4, in <module>"
+  expect_contains "$err" "ValueError: bad value"
+  expect_not_contains "$err" "air_run_warm"
+  # python -m under the warm start, with its argv[0] as python sets it
+  mkdir pkg
+  printf 'import sys\nprint(sys.argv[0].endswith("pkg/tool.py"), sys.argv[1:])\n' >pkg/tool.py
+  touch pkg/__init__.py
+  run_air --python "$TORCH_PYTHON" --preload torch -m pkg.tool x --flag
+  expect_rc 0
+  expect_eq "$out" "True ['x', '--flag']"
+}
+
+test_a_module_that_does_not_import_leaves_ranks_fresh() {
+  printf 'import sys\nprint("torch" in sys.modules)\n' >plain.py
+  run_air --cpu-ranks 2 --python "$TORCH_PYTHON" --preload no_such_module_here --summary summary.json plain.py
+  expect_rc 0
+  expect_contains "$err" "--preload: rank 0 starts a fresh interpreter: importing no_such_module_here: \
+ModuleNotFoundError: No module named 'no_such_module_here'"
+  expect_eq "$(json_get summary.json '[r["warm"] for r in d["ranks"]]')" "[False, False]"
+  expect_eq "$(grep -c False stdout)" "2"
+}
+
+test_kill_9_of_air_run_leaves_no_rank_and_no_interpreter() {
+  printf 'import time, torch\nprint("up", flush=True)\ntime.sleep(300)\n' >sleeper.py
+  "$AIR_RUN" --cpu-ranks 2 --python "$TORCH_PYTHON" --preload torch sleeper.py >stdout 2>stderr &
+  air=$!
+  if ! wait_for "[[ \$(grep -c up stdout) -ge 2 ]]" 120; then
+    kill -KILL "$air"
+    fail "ranks did not start: $(tail -5 stderr)"
+    return 1
+  fi
+  # Forked, not exec'd: the ranks carry the warm interpreter's command line.
+  # It is the oldest of them (started before the ranks).
+  local forked warm_pid
+  forked=$(pgrep -P "$air" -f air_run_warm | sort -n)
+  warm_pid=$(echo "$forked" | head -1)
+  rank_pids=$(echo "$forked" | tail -n +2 | tr '\n' ' ')
+  [[ -n $warm_pid ]] || fail "no warm interpreter under air-run: $(ps -o pid,args --ppid "$air")"
+  expect_eq "$(echo $rank_pids | wc -w)" "2"
+  kill -KILL "$air"
+  wait "$air" 2>/dev/null
+  expect_ranks_gone
+  wait_for "! pid_alive $warm_pid" 5 || fail "the warm interpreter $warm_pid outlived air-run"
+}
+
+test_a_warm_rank_that_hangs_is_named() {
+  cat >stuck.py <<'PY'
+import time, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+
+
+def stuck_here():
+    time.sleep(3600)
+
+
+t = torch.ones(1)
+dist.all_reduce(t)
+print("rank %d in the loop" % rank, flush=True)
+if rank == 1:
+    stuck_here()
+dist.all_reduce(t)
+PY
+  run_air --cpu-ranks 3 --python "$TORCH_PYTHON" --preload torch --hang-timeout 4s --on-hang stop \
+    --grace-period 5s --summary summary.json stuck.py
+  expect_rc 124
+  expect_contains "$err" "rank 1 is in stuck_here at stuck.py:7; ranks 0 and 2 wait in all_reduce #2"
+  expect_eq "$(json_get summary.json 'd["outcome"]["hang"]["laggards"], [r["warm"] for r in d["ranks"]]')" \
+    "[1] [True, True, True]"
+}
+
+test_bad_preload_is_refused_before_anything_runs() {
+  printf 'print("ran")\n' >ok.py
+  run_air --python "$TORCH_PYTHON" --preload 'torch;rm' ok.py
+  expect_rc 2
+  expect_contains "$err" "preload: 'torch;rm' is not a Python module name"
+  expect_not_contains "$out" "ran"
+  printf 'command: [ok.py]\npreload:\n  - torch\n  - 2fast\n' >job.yaml
+  run_air -f job.yaml --python "$TORCH_PYTHON"
+  expect_rc 2
+  expect_contains "$err" "job.yaml:2"
+  expect_contains "$err" "'2fast' is not a Python module name"
+  # A shell target has no interpreter to warm: said, and run as usual.
+  printf '#!/bin/sh\necho shell\n' >s.sh
+  chmod +x s.sh
+  run_air --no-python --preload torch ./s.sh
+  expect_rc 0
+  expect_contains "$err" "preload is left unused: the ranks are not Python programs"
+}
+
+run_tests

@@ -1,0 +1,78 @@
+#include "core/os/spawn_request.hpp"
+#include "core/run/warm_start.hpp"
+#include "tests/unit/catch.hpp"
+
+#include <string>
+#include <vector>
+
+namespace {
+
+/// The request's NUL-terminated fields, as the interpreter splits them.
+std::vector<std::string> fields(const std::string& request) {
+  std::vector<std::string> out;
+  std::size_t from = 0;
+  for (std::size_t nul = request.find('\0'); nul != std::string::npos; nul = request.find('\0', from)) {
+    out.push_back(request.substr(from, nul - from));
+    from = nul + 1;
+  }
+  CHECK(from == request.size()); // the last field ends the request
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("the warm start forks python scripts and modules, nothing else", "[warm_start]") {
+  const std::string py = "/usr/bin/python3";
+  CHECK(air::warm_start_accepts({py, "-u", "train.py", "--lr", "1"}, py));
+  CHECK(air::warm_start_accepts({py, "train.py"}, py));
+  CHECK(air::warm_start_accepts({py, "-u", "-m", "pkg.train", "-x"}, py));
+  CHECK_FALSE(air::warm_start_accepts({py, "-u", "-m"}, py));          // no module
+  CHECK_FALSE(air::warm_start_accepts({py, "-u", "-m", "-x"}, py));    // an option, no module
+  CHECK_FALSE(air::warm_start_accepts({py, "-u", "-c", "print(1)"}, py)); // -c and other options start fresh
+  CHECK_FALSE(air::warm_start_accepts({py, "-X", "dev", "train.py"}, py));
+  CHECK_FALSE(air::warm_start_accepts({py, "-u"}, py));
+  CHECK_FALSE(air::warm_start_accepts({"./train.sh"}, py));
+  CHECK_FALSE(air::warm_start_accepts({"/opt/other/python", "train.py"}, py)); // another interpreter
+}
+
+TEST_CASE("the interpreter starts with the variables every rank shares", "[warm_start]") {
+  const air::Environment r0 = {{"PATH", "/bin"}, {"RANK", "0"}, {"PYTHONPATH", "/shim"}, {"ONLY0", "x"}};
+  const air::Environment r1 = {{"PATH", "/bin"}, {"RANK", "1"}, {"PYTHONPATH", "/shim"}};
+  CHECK(air::common_environment({&r0, &r1}) == air::Environment{{"PATH", "/bin"}, {"PYTHONPATH", "/shim"}});
+  CHECK(air::common_environment({&r0}) == r0);
+  CHECK(air::common_environment({}).empty());
+}
+
+TEST_CASE("a fork request carries every byte of argv and env in order", "[warm_start]") {
+  const std::string odd = "caf\xc3\xa9 \xff raw"; // not UTF-8 throughout
+  const auto f = fields(air::warm_start_request(4242, "/work dir", true, 1, {0, 2, 5},
+                                                {"/usr/bin/python3", "-u", "t.py", odd, ""},
+                                                {{"A", "1=2"}, {"EMPTY", ""}}));
+  REQUIRE(f.size() == 14);
+  CHECK(f[0] == "air-run-warm-1");
+  CHECK(f[1] == "4242");
+  CHECK(f[2] == "/work dir");
+  CHECK(f[3] == "1");
+  CHECK(f[4] == "1");
+  CHECK(f[5] == "0,2,5");
+  CHECK(f[6] == "5");
+  CHECK(f[7] == "/usr/bin/python3");
+  CHECK(f[10] == odd);
+  CHECK(f[11].empty()); // an empty argument stays one
+  CHECK(f[12] == "A=1=2");
+  CHECK(f[13] == "EMPTY=");
+  const auto unbound = fields(air::warm_start_request(1, "/", false, -1, {}, {"p", "s.py"}, {}));
+  CHECK(unbound[3] == "0");
+  CHECK(unbound[4] == "-1");
+  CHECK(unbound[5].empty());
+}
+
+TEST_CASE("the interpreter's program carries the spawn's set-up error codes", "[warm_start]") {
+  const std::string program = air::warm_start_program();
+  CHECK(program.find("%FAILED") == std::string::npos);
+  CHECK(program.find("_FAILED_CHDIR = " + std::to_string(air::k_failed_chdir) + "\n") != std::string::npos);
+  CHECK(program.find("_FAILED_AFFINITY = " + std::to_string(air::k_failed_affinity) + "\n") != std::string::npos);
+  CHECK(program.find("_FAILED_MEMPOLICY = " + std::to_string(air::k_failed_mempolicy) + "\n") !=
+        std::string::npos);
+  CHECK(program.find("\"air-run-warm-1\"") != std::string::npos); // the version the requests carry
+}
