@@ -8,8 +8,8 @@ training loop, `import torch` and the process group included.
 Each run starts N ranks of one script with --max-restarts 1. Every rank
 imports torch, joins a gloo process group and does one all_reduce (its first
 step), and stamps the time. On the first attempt the last rank then stamps
-its failure and exits 1, while the others wait in a second all_reduce (they
-are torn down). On the second attempt every rank stamps its first step and
+its failure and exits 1 (after a barrier: every stamp is written), while the
+others wait in a second all_reduce (they are torn down). On the second attempt every rank stamps its first step and
 exits 0. Two figures per run:
 
 - first start: the last rank's first step of attempt 0, from the launch;
@@ -48,6 +48,7 @@ rank = dist.get_rank()
 with open(os.path.join(d, "step.%s.%d" % (attempt, rank)), "w") as f:
     f.write(str(time.time_ns()))
 if attempt == "0":
+    dist.barrier()  # every stamp written before the failure (a slow rank is not torn down mid-write)
     if rank == dist.get_world_size() - 1:
         with open(os.path.join(d, "fail"), "w") as f:
             f.write(str(time.time_ns()))
