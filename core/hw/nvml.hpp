@@ -1,6 +1,7 @@
 #pragma once
 
 #include "core/base/error.hpp"
+#include "core/hw/clock_reading.hpp"
 #include "core/hw/hardware.hpp"
 #include "core/hw/health_reading.hpp"
 
@@ -170,6 +171,9 @@ public:
   /// A query the GPU does not answer leaves its field empty. Error (system
   /// kind) only when no device has that UUID.
   Expected<GpuLiveReading> read_live(const std::string& uuid) const;
+  /// The clocks, clock event reasons, temperature and power of the GPU
+  /// with `uuid`, for naming what slows a straggler. Errors: system (no such GPU).
+  Expected<GpuClockReading> read_clock_reading(const std::string& uuid) const;
 
 private:
   NvmlLibrary(void* handle, const nvml::Api& api) : handle_(handle), api_(api) {}

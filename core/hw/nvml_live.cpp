@@ -17,6 +17,9 @@ struct Utilization {
 };
 
 using GetUtilization = nvml::Return (*)(nvml::Device, Utilization*);
+using GetClock = nvml::Return (*)(nvml::Device, int, unsigned int*); ///< nvmlDeviceGet(Max)ClockInfo
+using GetMilliwatts = nvml::Return (*)(nvml::Device, unsigned int*); ///< power usage and limit, mW
+constexpr int kClockSm = 1;                                          ///< NVML_CLOCK_SM
 
 /// The device with `uuid`, through the UUID lookup or, on drivers without
 /// it, by comparing every device's UUID.
@@ -57,6 +60,40 @@ Expected<GpuLiveReading> NvmlLibrary::read_live(const std::string& uuid) const {
   if (health.device_get_temperature != nullptr &&
       health.device_get_temperature(device, nvml::kTemperatureGpu, &temperature) == nvml::kSuccess)
     reading.temperature_c = temperature;
+  return reading;
+}
+
+Expected<GpuClockReading> NvmlLibrary::read_clock_reading(const std::string& uuid) const {
+  const nvml::HealthApi health = health_api();
+  nvml::Device device = nullptr;
+  if (!find_device(*this, health, uuid, device))
+    return Error{ErrorKind::system, fmt::format("NVML has no GPU {}", uuid)};
+  GpuClockReading reading;
+  const auto ask = [&](const char* name, auto call) {
+    if (void* fn = symbol(name)) call(fn);
+  };
+  unsigned int value = 0;
+  ask("nvmlDeviceGetClockInfo", [&](void* fn) {
+    if (reinterpret_cast<GetClock>(fn)(device, kClockSm, &value) == nvml::kSuccess)
+      reading.sm_clock_mhz = value;
+  });
+  ask("nvmlDeviceGetMaxClockInfo", [&](void* fn) {
+    if (reinterpret_cast<GetClock>(fn)(device, kClockSm, &value) == nvml::kSuccess)
+      reading.sm_clock_max_mhz = value;
+  });
+  ask("nvmlDeviceGetPowerUsage", [&](void* fn) {
+    if (reinterpret_cast<GetMilliwatts>(fn)(device, &value) == nvml::kSuccess) reading.power_mw = value;
+  });
+  ask("nvmlDeviceGetEnforcedPowerLimit", [&](void* fn) {
+    if (reinterpret_cast<GetMilliwatts>(fn)(device, &value) == nvml::kSuccess) reading.power_limit_mw = value;
+  });
+  unsigned long long reasons = 0;
+  if (health.device_get_clocks_event_reasons != nullptr &&
+      health.device_get_clocks_event_reasons(device, &reasons) == nvml::kSuccess)
+    reading.clocks_event_reasons = reasons;
+  if (health.device_get_temperature != nullptr &&
+      health.device_get_temperature(device, nvml::kTemperatureGpu, &value) == nvml::kSuccess)
+    reading.temperature_c = value;
   return reading;
 }
 

@@ -192,32 +192,6 @@ CheckStatus overall_status(const std::vector<CheckResult>& checks) {
   return status;
 }
 
-std::vector<std::string> clocks_event_names(std::uint64_t reasons) {
-  namespace ce = clocks_event;
-  static constexpr std::array<std::pair<std::uint64_t, const char*>, 9> kNames = {{
-      {ce::kGpuIdle, "idle"},
-      {ce::kApplicationsClocksSetting, "app_clocks"},
-      {ce::kSwPowerCap, "sw_power_cap"},
-      {ce::kHwSlowdown, "hw_slowdown"},
-      {ce::kSyncBoost, "sync_boost"},
-      {ce::kSwThermalSlowdown, "sw_thermal_slowdown"},
-      {ce::kHwThermalSlowdown, "hw_thermal_slowdown"},
-      {ce::kHwPowerBrakeSlowdown, "hw_power_brake"},
-      {ce::kDisplayClockSetting, "display_clocks"},
-  }};
-  std::vector<std::string> names;
-  std::uint64_t known = 0;
-  for (const auto& [bit, name] : kNames) {
-    known |= bit;
-    if ((reasons & bit) != 0) names.emplace_back(name);
-  }
-  for (int bit = 0; bit < 64; ++bit) {
-    const std::uint64_t mask = std::uint64_t{1} << bit;
-    if ((reasons & mask) != 0 && (known & mask) == 0) names.push_back(fmt::format("{:#x}", mask));
-  }
-  return names;
-}
-
 std::vector<CheckResult> evaluate_gpu_health(const GpuHealthReading& reading,
                                              const HealthThresholds& thresholds) {
   std::vector<CheckResult> checks;

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "core/hw/clock_reading.hpp"
 #include "core/hw/health_reading.hpp"
 
 #include <cstdint>
@@ -30,10 +31,6 @@ struct CheckResult {
 
 /// The overall verdict of a list of checks: the worst one (skip when empty).
 CheckStatus overall_status(const std::vector<CheckResult>& checks);
-
-/// The names of the set bits, in bit order: "idle", "sw_power_cap",
-/// "hw_slowdown", ...; an unknown bit reads as its hex value ("0x200").
-std::vector<std::string> clocks_event_names(std::uint64_t reasons);
 
 /// The limits the evaluation applies; docs/preflight.md explains each.
 struct HealthThresholds {

@@ -12,7 +12,7 @@ constexpr auto k_rate_window = std::chrono::seconds(3);
 } // namespace
 
 ProgressWatch::ProgressWatch(std::size_t ranks)
-    : files_(ranks), fr_asked_(ranks, 0), readings_(ranks), named_(ranks, false) {}
+    : files_(ranks), fr_asked_(ranks, 0), readings_(ranks), named_(ranks, false), explained_(ranks) {}
 
 std::string ProgressWatch::create(std::size_t index, const std::string& path) {
   readings_[index] = ProgressReading{};
@@ -60,7 +60,9 @@ bool ProgressWatch::flight_recorder_answered() const {
   return true;
 }
 
-std::vector<std::string> ProgressWatch::name_new_stragglers(const std::vector<int>& rank_of) {
+std::vector<std::string>
+ProgressWatch::name_new_stragglers(const std::vector<int>& rank_of,
+                                   const std::function<std::string(std::size_t)>& explain) {
   std::vector<StepStats> stats;
   for (std::size_t i = 0; i < files_.size(); ++i) {
     const ProgressReading& r = readings_[i];
@@ -69,10 +71,12 @@ std::vector<std::string> ProgressWatch::name_new_stragglers(const std::vector<in
   }
   stragglers_ = find_stragglers(stats);
   std::vector<std::string> lines;
-  for (const Straggler& s : stragglers_) {
+  for (Straggler& s : stragglers_) {
     const auto at = std::find(rank_of.begin(), rank_of.end(), s.rank);
     if (at == rank_of.end()) continue;
     const auto index = static_cast<std::size_t>(at - rank_of.begin());
+    if (!named_[index] && explain) explained_[index] = explain(index);
+    s.gpu = explained_[index];
     if (named_[index]) continue;
     named_[index] = true;
     lines.push_back(straggler_line(s));

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,7 +54,11 @@ public:
 
   /// Judges stragglers from the ranks' counters (`rank_of[i]` is index i's
   /// global rank); returns the lines for ranks named for the first time.
-  std::vector<std::string> name_new_stragglers(const std::vector<int>& rank_of);
+  /// `explain(i)`, when given, is asked once per rank, when it is first
+  /// named, for what may explain it (its GPU's readings); the text stays
+  /// with the rank for the later judgements, the summary's included.
+  std::vector<std::string> name_new_stragglers(const std::vector<int>& rank_of,
+                                               const std::function<std::string(std::size_t)>& explain = {});
   /// The last judgement, over every rank that counted steps.
   const std::vector<Straggler>& stragglers() const { return stragglers_; }
 
@@ -62,6 +67,7 @@ private:
   std::vector<std::uint64_t> fr_asked_; ///< the last Flight Recorder request number, per rank
   std::vector<ProgressReading> readings_;
   std::vector<bool> named_;
+  std::vector<std::string> explained_; ///< explain()'s text per rank, taken when first named
   std::vector<Straggler> stragglers_;
   /// For the rate: the median step count and when it was read, a few seconds back.
   std::optional<std::pair<Clock::time_point, double>> rate_base_;

@@ -4,6 +4,7 @@
 #include "core/base/line_splitter.hpp"
 #include "core/base/log_chunker.hpp"
 #include "core/base/text.hpp"
+#include "core/hw/nvml.hpp"
 #include "core/os/containment.hpp"
 #include "core/os/file_read.hpp"
 #include "core/os/log_sink.hpp"
@@ -33,6 +34,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -243,6 +245,7 @@ private:
   enum class StackPurpose { show, timeout, hang };
   bool request_stacks(StackPurpose purpose);
   void watch_progress(Clock::time_point now);
+  std::function<std::string(std::size_t)> explain_straggler();
   Clock::duration hang_quiet_limit() const;
   void begin_hang_diagnosis();
   void finish_hang_diagnosis();
@@ -309,6 +312,9 @@ private:
   Clock::time_point next_straggler_check_{};
   std::vector<int> rank_ids_;    ///< global rank by index, for the diagnosis
   std::optional<LiveView> live_; ///< the live status area, when on
+  /// NVML for the readings of a straggler's GPU, opened when one is first named.
+  std::unique_ptr<NvmlLibrary> straggler_nvml_;
+  bool straggler_nvml_tried_ = false;
   /// Forwarding air-run's stdin to the --stdin rank: the pipe's write end
   /// (nonblocking), what it has not taken yet, and whether stdin has ended.
   UniqueFd rank_stdin_;
@@ -1129,11 +1135,28 @@ void Supervisor::watch_progress(Clock::time_point now) {
   next_straggler_check_ = now + std::chrono::seconds(2);
   std::string batch;
   std::size_t lines = 0;
-  for (const std::string& line : progress_.name_new_stragglers(rank_ids_)) {
+  for (const std::string& line : progress_.name_new_stragglers(rank_ids_, explain_straggler())) {
     batch += "air-run: " + line + "\n";
     ++lines;
   }
   if (lines > 0 && !console_.quiet) console_write(stderr_sink_, console_.stderr_fd, batch, lines);
+}
+
+/// What may explain a straggler on a GPU: that GPU's clocks, the reasons the
+/// driver holds them down, temperature and power, read when the rank is
+/// first named (NVML opened then, once). "" for a CPU rank or without NVML.
+std::function<std::string(std::size_t)> Supervisor::explain_straggler() {
+  return [this](std::size_t index) -> std::string {
+    const std::string& uuid = ranks_[index].plan->gpu_uuid;
+    if (uuid.empty()) return {};
+    if (!straggler_nvml_tried_) {
+      straggler_nvml_tried_ = true;
+      if (auto lib = NvmlLibrary::open()) straggler_nvml_ = std::make_unique<NvmlLibrary>(std::move(*lib));
+    }
+    if (!straggler_nvml_) return {};
+    auto reading = straggler_nvml_->read_clock_reading(uuid);
+    return reading ? describe_gpu_clocks(uuid, *reading) : std::string();
+  };
 }
 
 /// How long the ranks may be quiet before a hang is diagnosed: --hang-timeout,
@@ -1307,7 +1330,7 @@ void Supervisor::finalize() {
   progress_.poll(now);
   for (auto& r : ranks_)
     if (progress_.reading(r.index).attached) out_.ranks[r.index].steps = progress_.reading(r.index).steps;
-  progress_.name_new_stragglers(rank_ids_);
+  progress_.name_new_stragglers(rank_ids_, explain_straggler());
   out_.stragglers = progress_.stragglers();
   // Bounded: a console nobody reads must not keep air-run from reporting.
   stdout_sink_.finish(k_console_stall_ms);

@@ -501,3 +501,21 @@ TEST_CASE("NVML finds the GPUs of a GPU machine", "[.gpu]") {
   CHECK(hw.gpus.size() == *count);
   CHECK(air::detected_accelerator_type(hw).rfind("GPU_", 0) == 0);
 }
+
+TEST_CASE("a straggler's GPU readings say what holds it down", "[hw][straggler]") {
+  air::GpuClockReading r;
+  CHECK(air::describe_gpu_clocks("GPU-1", r).empty()); // nothing read, nothing said
+  r.sm_clock_mhz = 1410;
+  r.sm_clock_max_mhz = 1980;
+  r.clocks_event_reasons = 0x4 | 0x1 | 0x40; // power cap and thermal; idle is a state, left out
+  r.temperature_c = 87;
+  r.power_mw = 698'500;
+  r.power_limit_mw = 700'000;
+  CHECK(air::describe_gpu_clocks("GPU-1", r) ==
+        "GPU-1: SM 1410 of 1980 MHz, held down by sw_power_cap, hw_thermal_slowdown, 87 C, 698 of 700 W");
+  air::GpuClockReading calm;
+  calm.sm_clock_mhz = 1980;
+  calm.clocks_event_reasons = 0x10; // sync boost only: no reason named
+  calm.power_mw = 300'000;
+  CHECK(air::describe_gpu_clocks("GPU-2", calm) == "GPU-2: SM 1980 MHz, 300 W");
+}

@@ -26,8 +26,8 @@ TEST_CASE("the warm start forks python scripts and modules, nothing else", "[war
   CHECK(air::warm_start_accepts({py, "-u", "train.py", "--lr", "1"}, py));
   CHECK(air::warm_start_accepts({py, "train.py"}, py));
   CHECK(air::warm_start_accepts({py, "-u", "-m", "pkg.train", "-x"}, py));
-  CHECK_FALSE(air::warm_start_accepts({py, "-u", "-m"}, py));          // no module
-  CHECK_FALSE(air::warm_start_accepts({py, "-u", "-m", "-x"}, py));    // an option, no module
+  CHECK_FALSE(air::warm_start_accepts({py, "-u", "-m"}, py));             // no module
+  CHECK_FALSE(air::warm_start_accepts({py, "-u", "-m", "-x"}, py));       // an option, no module
   CHECK_FALSE(air::warm_start_accepts({py, "-u", "-c", "print(1)"}, py)); // -c and other options start fresh
   CHECK_FALSE(air::warm_start_accepts({py, "-X", "dev", "train.py"}, py));
   CHECK_FALSE(air::warm_start_accepts({py, "-u"}, py));
@@ -71,7 +71,8 @@ TEST_CASE("the interpreter's program carries the spawn's set-up error codes", "[
   const std::string program = air::warm_start_program();
   CHECK(program.find("%FAILED") == std::string::npos);
   CHECK(program.find("_FAILED_CHDIR = " + std::to_string(air::k_failed_chdir) + "\n") != std::string::npos);
-  CHECK(program.find("_FAILED_AFFINITY = " + std::to_string(air::k_failed_affinity) + "\n") != std::string::npos);
+  CHECK(program.find("_FAILED_AFFINITY = " + std::to_string(air::k_failed_affinity) + "\n") !=
+        std::string::npos);
   CHECK(program.find("_FAILED_MEMPOLICY = " + std::to_string(air::k_failed_mempolicy) + "\n") !=
         std::string::npos);
   CHECK(program.find("\"air-run-warm-1\"") != std::string::npos); // the version the requests carry
