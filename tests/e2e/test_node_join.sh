@@ -26,6 +26,7 @@ echo "$TORCHELASTIC_RESTART_COUNT $GROUP_RANK $RANK $WORLD_SIZE $GROUP_WORLD_SIZ
 steps=5
 [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && steps=1200
 while [ "$steps" -gt 0 ] && [ ! -e stop ]; do sleep 0.1; steps=$((steps - 1)); done
+[ "$TORCHELASTIC_RESTART_COUNT" = "${FAIL_IN_ATTEMPT:-none}" ] && [ "$AGENT" = c ] && exit 3
 exit 0
 SH
   chmod +x work.sh
@@ -65,6 +66,28 @@ test_a_node_that_joins_later_is_admitted_at_the_next_restart() {
   expect_eq "$(attempts_of a.json 'a["status"]')" "membership_change succeeded"
   expect_eq "$(attempts_of b.json 'a["status"]')" "membership_change succeeded"
   expect_contains "$(attempts_of a.json 'a["reason"]')" "joined; the worker group restarts with 3 nodes"
+  wait
+}
+
+test_a_membership_change_leaves_the_restarts_for_failures() {
+  # --max-restarts 1: the restart that admits c is not one, so the failure
+  # on c in attempt 1 still gets its restart.
+  PORT=$(free_port)
+  write_worker
+  local args=("${ARGS[@]}")
+  args[3]=1 # --max-restarts 1
+  start_agent a --env FAIL_IN_ATTEMPT=1 "${args[@]}"
+  wait_for "port_listening $PORT" 10 || fail "agent a never listened on $PORT"
+  start_agent b --env FAIL_IN_ATTEMPT=1 "${args[@]}"
+  wait_for "[ -s seen.a ] && [ -s seen.b ]" 30 || fail "attempt 0 did not start on 2 nodes: $(cat a.err)"
+  start_agent c --env FAIL_IN_ATTEMPT=1 "${args[@]}"
+  wait_for "[ -f a.rc ] && [ -f b.rc ] && [ -f c.rc ]" 60 || fail "the agents did not finish: $(tail -5 a.err)"
+  expect_eq "$(cat a.rc) $(cat b.rc) $(cat c.rc)" "0 0 0"
+  expect_eq "$(attempts_of a.json 'a["status"]')" "membership_change failed succeeded"
+  expect_eq "$(attempts_of a.json 'len(a["nodes"])')" "2 3 3"
+  expect_eq "$(cat seen.c)" "1 2 2 3 3
+2 2 2 3 3"
+  expect_contains "$(cat a.err)" "restart 1 of 1"
   wait
 }
 
