@@ -505,6 +505,9 @@ Expected<int> launch_run(const CliOptions& options, const Environment& env, Laun
   }
   std::fflush(stdout);
   std::fflush(stderr);
+  // An agent that joined a running job starts in the attempt node 0 restarted the group in.
+  if (channel != nullptr && channel->first_attempt() > 0)
+    *plan = plan_for_attempt(*plan, channel->first_attempt(), plan->master_port, plan->timeout);
   CliAttemptHooks attempt_hooks(channel, plan->master_addr);
   // A node lost under --nnodes MIN:MAX: the survivors plan their groups again.
   attempt_hooks.set_replanner([&](int node_rank, int num_nodes) -> Expected<LaunchPlan> {

@@ -182,6 +182,7 @@ Expected<std::unique_ptr<ControlChannel>> join_cluster(const ClusterContext& c, 
   if (c.read_timeout) options.heartbeat_timeout = *c.read_timeout;
   options.master_port = c.master_port;
   options.interrupt_fd = interrupt_fd;
+  options.notice = [](const std::string& line) { std::fputs(("air-run: " + line + "\n").c_str(), stderr); };
   return ControlChannel::join(options, interrupted_by);
 }
 

@@ -364,6 +364,7 @@ Expected<std::unique_ptr<ControlChannel>> ControlChannel::join(const ControlOpti
   const auto now = Clock::now();
   for (auto& peer : channel->peers_) peer->last_heard = now;
   channel->next_heartbeat_ = now + options.heartbeat_interval;
+  channel->running_ = true;
   return channel;
 }
 
@@ -634,7 +635,10 @@ Status ControlChannel::serve_join(UniqueFd listener_fd) {
     peers_.push_back(std::move(peer));
   }
   send_members();
-  return ok_status(); // the listener closes here: a late agent finds no one
+  // Elastic: node 0 keeps listening, so an agent that comes later is admitted
+  // at the next restart (admit_late); otherwise the listener closes here.
+  if (elastic()) listener_ = std::move(listener_fd);
+  return ok_status();
 }
 
 Status ControlChannel::client_join() {
@@ -724,9 +728,11 @@ std::optional<Status> ControlChannel::handshake(std::unique_ptr<Peer> peer, cons
       !send_message(*peer, hello))
     return std::nullopt; // closed while we answered: try again
   bool node0_proven = false;
+  bool waiting = false; // node 0 said `wait`: the job runs, this node joins at the next restart
+  bool started = false; // after `wait`: `start` came, its `restart` (the attempt) follows
 
   // Node 0 may itself wait up to join_timeout for slower nodes.
-  const auto start_deadline = deadline + options_.join_timeout;
+  auto start_deadline = deadline + options_.join_timeout;
   for (;;) {
     std::vector<std::string> lines = std::move(early);
     early.clear();
@@ -749,6 +755,15 @@ std::optional<Status> ControlChannel::handshake(std::unique_ptr<Peer> peer, cons
       }
       auto m = parse_control_message(line);
       if (!m) continue;
+      if (m->kind == ControlMessage::Kind::wait && !waiting) {
+        // The job is running: no start within the join timeout, it comes at the
+        // group's next restart, however long the attempt runs.
+        waiting = true;
+        start_deadline = Clock::time_point::max();
+        if (options_.notice)
+          options_.notice("the job is running; node 0 admitted this node, which joins at the next restart");
+        continue;
+      }
       if (m->kind == ControlMessage::Kind::start) {
         run_id_ = m->text;
         options_.node_rank = m->node_rank;
@@ -756,6 +771,17 @@ std::optional<Status> ControlChannel::handshake(std::unique_ptr<Peer> peer, cons
         master_port_ = m->master_port;
         mlflow_experiment_id_ = m->mlflow_experiment_id;
         mlflow_run_id_ = m->mlflow_run_id;
+        started = true;
+      }
+      if (waiting && m->kind == ControlMessage::Kind::restart && started) {
+        first_attempt_ = m->attempt;
+        master_port_ = m->master_port;
+        if (m->node_rank > 0) {
+          options_.node_rank = m->node_rank;
+          options_.num_nodes = m->num_nodes;
+        }
+      }
+      if (started && (!waiting || m->kind == ControlMessage::Kind::restart)) {
         // What came with the start (an abort of a rank that failed at once) belongs to the run.
         peer->unread.assign(lines.begin() + static_cast<std::ptrdiff_t>(i) + 1, lines.end());
         peers_.push_back(std::move(peer));
@@ -801,6 +827,12 @@ std::vector<int> ControlChannel::poll_fds() const {
   std::vector<int> fds;
   for (const auto& peer : peers_)
     if (!peer->closed) fds.push_back(peer->fd.get());
+  if (admitting()) {
+    if (Clock::now() >= accept_resumes_) fds.push_back(listener_.get());
+    for (const auto& group : {&late_, &waiting_})
+      for (const auto& peer : *group)
+        if (!peer->closed) fds.push_back(peer->fd.get());
+  }
   return fds;
 }
 
@@ -844,6 +876,10 @@ std::optional<RemoteFailure> ControlChannel::pump(Clock::time_point now) {
       failure = std::move(f);
     }
   }
+  if (server && admitting()) {
+    auto joined = admit_late(now);
+    if (joined && !failure) failure = std::move(joined);
+  }
   if (now >= next_heartbeat_) {
     ControlMessage hb;
     for (auto& peer : peers_)
@@ -881,6 +917,15 @@ std::optional<RemoteFailure> ControlChannel::on_line(Peer& peer, const std::stri
     // one is still stopping its ranks: kept for agree_restart.
     if (server) early_over_[peer.node_rank] = m->restartable;
     return std::nullopt;
+  case ControlMessage::Kind::regroup: {
+    if (server) return std::nullopt;
+    RemoteFailure f;
+    f.node_rank = 0;
+    f.node_name = members_.empty() ? plain_name(0, "") : members_.front();
+    f.reason = m->text;
+    f.membership_change = true;
+    return f;
+  }
   case ControlMessage::Kind::fail:
   case ControlMessage::Kind::abort: {
     if (m->node_rank == options_.node_rank) return std::nullopt; // our own failure, echoed
@@ -932,7 +977,11 @@ void ControlChannel::send_members() {
 }
 
 void ControlChannel::broadcast_abort(const RemoteFailure& failure, const Peer* except) {
-  const ControlMessage m = failure_message(ControlMessage::Kind::abort, failure);
+  ControlMessage m = failure_message(ControlMessage::Kind::abort, failure);
+  if (failure.membership_change) { // not a failure: the others end the attempt for the restart
+    m.kind = ControlMessage::Kind::regroup;
+    m.text = failure.reason;
+  }
   for (auto& peer : peers_)
     if (peer.get() != except) send_message(*peer, m);
 }
@@ -961,6 +1010,7 @@ void ControlChannel::local_failure(const RunOutcome& outcome) {
 void ControlChannel::settle(RunOutcome& outcome) {
   if (settled_) return;
   settled_ = true;
+  running_ = false; // the ranks here are done: no agent is admitted until the next attempt
   const bool local_ok = outcome.status == RunOutcome::Status::succeeded;
   if (!local_ok && !outcome.remote_failure)
     report_failure(outcome.exit_code(), outcome.root_cause_rank, outcome.reason);
@@ -1095,6 +1145,21 @@ std::optional<int> ControlChannel::agree_restart(RunOutcome& outcome, bool resta
           const auto it = said.find(p->node_rank);
           return it != said.end() && it->second;
         });
+    // The agents waiting to join (admit_late) become the last nodes of the
+    // next attempt; when there is none, they are told the job ends.
+    std::vector<const Peer*> joining;
+    if (all) {
+      for (auto& peer : waiting_) {
+        if (peer->closed) continue;
+        peer->last_heard = Clock::now(); // it waited in silence: its heartbeats start now
+        joining.push_back(peer.get());
+        peers_.push_back(std::move(peer));
+        regroup = true;
+      }
+      waiting_.clear();
+    } else {
+      refuse_waiting(125, "the job ended before a restart could admit this node");
+    }
     ControlMessage m;
     m.kind = all ? ControlMessage::Kind::restart : ControlMessage::Kind::stop;
     m.attempt = attempt;
@@ -1103,10 +1168,22 @@ std::optional<int> ControlChannel::agree_restart(RunOutcome& outcome, bool resta
     int next_rank = 1;
     for (auto& peer : peers_) {
       if (peer->closed) continue;
-      if (all && regroup) { // contiguous again, in the old order
+      if (all && regroup) { // contiguous again, in the old order, those joining last
         peer->node_rank = next_rank++;
         m.node_rank = peer->node_rank;
         m.num_nodes = options_.num_nodes;
+      }
+      if (std::find(joining.begin(), joining.end(), peer.get()) != joining.end()) {
+        // A joining agent learns the run first, as at the start; `restart` then names its attempt.
+        ControlMessage start;
+        start.kind = ControlMessage::Kind::start;
+        start.node_rank = peer->node_rank;
+        start.num_nodes = options_.num_nodes;
+        start.master_port = master_port;
+        start.text = run_id_;
+        start.mlflow_experiment_id = mlflow_experiment_id_;
+        start.mlflow_run_id = mlflow_run_id_;
+        send_message(*peer, start);
       }
       send_message(*peer, m);
     }
@@ -1122,11 +1199,15 @@ std::optional<int> ControlChannel::agree_restart(RunOutcome& outcome, bool resta
   finished_ = false;
   settled_ = false;
   master_port_ = *decided_port;
+  running_ = true;
   for (auto& peer : peers_) peer->done = false;
   return decided_port;
 }
 
 void ControlChannel::close_gracefully() {
+  refuse_waiting(125, "the job ended before a restart could admit this node");
+  late_.clear();
+  listener_.reset();
   const auto deadline = Clock::now() + k_linger;
   for (auto& peer : peers_)
     if (!peer->closed) ::shutdown(peer->fd.get(), SHUT_WR);
@@ -1144,6 +1225,160 @@ void ControlChannel::close_gracefully() {
     for (Peer* peer : open) read_lines(*peer); // read and discard until the peer's EOF
   }
   peers_.clear();
+}
+
+// A node that joins later (c10d --nnodes MIN:MAX). Node 0 keeps the control
+// port open while the ranks run; an agent that connects then goes through the
+// same authentication and hello as at the start, and is admitted (`wait`)
+// while the nodes, those waiting included, stay at most MAX. Its admission
+// ends the attempt everywhere (`regroup`), as torchrun's agent restarts the
+// workers when num_nodes_waiting() > 0, and agree_restart makes it the last
+// node of the next attempt. A bad or surplus agent is refused alone: the
+// running job never stops for it.
+
+bool ControlChannel::admitting() const {
+  return options_.node_rank == 0 && listener_ && running_ && !remote_ && !failure_reported_;
+}
+
+void ControlChannel::accept_late(Clock::time_point now) {
+  if (now < accept_resumes_) return;
+  for (int taken = 0; taken < k_max_accepts_per_wake; ++taken) {
+    sockaddr_storage from{};
+    socklen_t from_len = sizeof from;
+    const int fd = ::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&from), &from_len, // NOLINT
+                             SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0 && (errno == EINTR || errno == ECONNABORTED)) continue;
+    if (fd < 0) {
+      // Out of descriptors the listener stays readable: rest instead of spinning.
+      if (errno == EMFILE || errno == ENFILE) accept_resumes_ = now + k_accept_pause;
+      return;
+    }
+    UniqueFd connection(fd);
+    const std::string source = source_address(from);
+    std::vector<WaitingConnection> view;
+    for (const auto& p : late_) view.push_back({p->source, p->authenticated, p->connected});
+    const Admission admission = admit_connection(view, source, now, k_admission);
+    if (admission.verdict == Admission::Verdict::refuse) continue; // closed: a real agent retries
+    if (admission.verdict == Admission::Verdict::evict_then_admit)
+      late_.erase(late_.begin() + static_cast<std::ptrdiff_t>(admission.evict));
+    set_nodelay(fd);
+    auto peer = std::make_unique<Peer>();
+    peer->fd = std::move(connection);
+    peer->source = source;
+    peer->connected = now;
+    peer->nonce = make_nonce();
+    if (!send_all(fd, format_challenge(peer->nonce))) peer->closed = true;
+    late_.push_back(std::move(peer));
+  }
+}
+
+std::optional<std::string> ControlChannel::hear_late(Peer& p, Clock::time_point now) {
+  const auto refuse = [&p](int code, const std::string& text) {
+    ControlMessage m;
+    m.kind = ControlMessage::Kind::refuse;
+    m.exit_code = code;
+    m.text = text;
+    send_message(p, m);
+    p.closed = true;
+  };
+  const auto lines = read_lines(p);
+  const auto age = now - p.connected;
+  if ((!p.authenticated && lines.empty() && age > k_auth_timeout) || age > k_hello_timeout) {
+    p.closed = true; // silent: not an agent, or one that will connect again
+    return std::nullopt;
+  }
+  if (lines.empty() || p.closed) return std::nullopt;
+  std::size_t next = 0; // the line that must be hello
+  if (!p.authenticated) {
+    const JoinSecret secret{options_.join_token, options_.job_id};
+    const auto auth = parse_auth(lines.front());
+    if (!auth ||
+        !equal_in_constant_time(auth->proof, join_proof(secret, JoinRole::agent, p.nonce, auth->nonce))) {
+      refuse(2, "node 0's agent refused the connection: wrong join token or job id (AIR_RUN_JOIN_TOKEN)");
+      return std::nullopt;
+    }
+    p.authenticated = true;
+    if (!send_all(p.fd.get(), format_proof(join_proof(secret, JoinRole::node0, p.nonce, auth->nonce)))) {
+      p.closed = true;
+      return std::nullopt;
+    }
+    next = 1;
+    if (lines.size() < 2) return std::nullopt;
+  }
+  auto hello = parse_control_message(lines[next]);
+  if (!hello || hello->kind != ControlMessage::Kind::hello) {
+    refuse(2, "node 0's agent refused the connection: " +
+                  (hello ? fmt::format("expected hello, got '{}'", lines[next]) : hello.error().message));
+    return std::nullopt;
+  }
+  const int min_nodes = options_.min_nodes;
+  if (hello->node_rank >= 0) {
+    refuse(2, fmt::format("the agent on {} uses static rendezvous but node 0 ({}) uses c10d: give every "
+                          "node the same --rdzv-backend",
+                          hello->name, options_.node_name));
+    return std::nullopt;
+  }
+  if (hello->num_nodes != max_nodes_ || hello->ranks_per_node != options_.ranks_per_node) {
+    refuse(2, fmt::format("the agent on {} was started for up to {} nodes of {} rank(s) but the running job "
+                          "has --nnodes {}:{} and {} rank(s) per node: give every node the same --nnodes "
+                          "and ranks per node",
+                          hello->name, hello->num_nodes, hello->ranks_per_node, min_nodes, max_nodes_,
+                          options_.ranks_per_node));
+    return std::nullopt;
+  }
+  int nodes = 1 + static_cast<int>(waiting_.size());
+  for (const auto& peer : peers_) nodes += peer->closed ? 0 : 1;
+  if (nodes >= max_nodes_) {
+    refuse(2, fmt::format("the job already has its {} nodes (--nnodes {}:{}); this agent ({}) was not "
+                          "admitted",
+                          max_nodes_, min_nodes, max_nodes_, hello->name));
+    return std::nullopt;
+  }
+  p.name = hello->name;
+  ControlMessage wait;
+  wait.kind = ControlMessage::Kind::wait;
+  if (!send_message(p, wait)) return std::nullopt;
+  return hello->name;
+}
+
+std::optional<RemoteFailure> ControlChannel::admit_late(Clock::time_point now) {
+  accept_late(now);
+  std::vector<std::string> joined;
+  for (auto& p : late_) {
+    if (auto name = hear_late(*p, now)) {
+      joined.push_back(*name);
+      waiting_.push_back(std::move(p));
+    }
+  }
+  late_.erase(std::remove_if(late_.begin(), late_.end(), [](const auto& p) { return !p || p->closed; }),
+              late_.end());
+  // A waiting agent says nothing until it starts; one that leaves (or is
+  // interrupted: `fail`) is no longer waiting.
+  for (auto& p : waiting_)
+    for (const auto& line : read_lines(*p))
+      if (auto m = parse_control_message(line); m && m->kind == ControlMessage::Kind::fail) p->closed = true;
+  waiting_.erase(std::remove_if(waiting_.begin(), waiting_.end(), [](const auto& p) { return p->closed; }),
+                 waiting_.end());
+  if (joined.empty()) return std::nullopt;
+  int nodes = 1 + static_cast<int>(waiting_.size());
+  for (const auto& peer : peers_) nodes += peer->closed ? 0 : 1;
+  std::string names;
+  for (const auto& name : joined) names += (names.empty() ? "" : ", ") + name;
+  RemoteFailure change;
+  change.node_rank = 0;
+  change.node_name = options_.node_name;
+  change.membership_change = true;
+  change.reason = fmt::format("{} joined; the worker group restarts with {} nodes", names, nodes);
+  return change;
+}
+
+void ControlChannel::refuse_waiting(int exit_code, const std::string& why) {
+  ControlMessage m;
+  m.kind = ControlMessage::Kind::refuse;
+  m.exit_code = exit_code;
+  m.text = why;
+  for (auto& peer : waiting_) send_message(*peer, m);
+  waiting_.clear();
 }
 
 } // namespace air

@@ -5,6 +5,7 @@
 #include "core/run/supervisor.hpp"
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -39,6 +40,9 @@ struct ControlOptions {
   std::chrono::milliseconds last_call_timeout{30'000}; ///< c10d: wait this long for more once min joined
   int master_port = 0;   ///< node 0: the ranks' MASTER_PORT, handed to every node with `start`
   int interrupt_fd = -1; ///< a signalfd (InterruptWatch): a signal ends every wait with exit 128+N
+  /// A line for the user while joining (an agent that joined a running job
+  /// waits for the next restart); nullptr: none.
+  std::function<void(const std::string&)> notice;
 };
 
 /// The small TCP connection every agent keeps to node 0's agent during a
@@ -89,6 +93,10 @@ public:
   /// (the others are renumbered) instead of ending the run, while at least
   /// MIN nodes are left.
   bool elastic() const { return options_.c10d && options_.min_nodes > 0 && options_.min_nodes < max_nodes_; }
+  /// The attempt this node starts in: 0, or, for an agent that joined a
+  /// running job (c10d MIN:MAX), the attempt node 0 restarted the group in
+  /// to admit it.
+  int first_attempt() const { return first_attempt_; }
   /// The signal that ended `join` or `agree_restart` (0: none); the CLI exits 128+N.
   int interrupted_by() const { return interrupted_by_; }
 
@@ -167,6 +175,27 @@ private:
   int max_nodes_ = 0;                ///< --nnodes MAX (num_nodes is what joined)
   std::vector<std::string> members_; ///< node_names()
   void send_members();               ///< node 0: `nodes` to every other node
+
+  // A node that joins later (c10d MIN:MAX; core/cluster/control.cpp, at the end).
+  /// Node 0 while its ranks run: whether it takes agents that connect now.
+  bool admitting() const;
+  /// Node 0: takes new connections, hears the late ones, and admits an agent
+  /// to the next attempt (`wait`) while the nodes stay at most MAX; more are
+  /// refused (exit 2). Returns the membership change that ends the attempt
+  /// when one was admitted.
+  std::optional<RemoteFailure> admit_late(std::chrono::steady_clock::time_point now);
+  void accept_late(std::chrono::steady_clock::time_point now);
+  /// One late connection's lines: authentication, then its hello. The name it
+  /// joins with when admitted.
+  std::optional<std::string> hear_late(Peer& peer, std::chrono::steady_clock::time_point now);
+  /// Node 0: refuses the agents still waiting to join, and closes them.
+  void refuse_waiting(int exit_code, const std::string& why);
+  UniqueFd listener_;                          ///< node 0, elastic: the control port, open for late agents
+  std::vector<std::unique_ptr<Peer>> late_;    ///< node 0: late connections before their hello
+  std::vector<std::unique_ptr<Peer>> waiting_; ///< node 0: agents admitted to the next attempt
+  std::chrono::steady_clock::time_point accept_resumes_{}; ///< out of descriptors: the listener rests
+  bool running_ = false; ///< this attempt's ranks run (join/restart to settle)
+  int first_attempt_ = 0;
 };
 
 } // namespace air

@@ -78,6 +78,10 @@ std::string format_control_message(const ControlMessage& m) {
     return fmt::format("done {}\n", m.node_rank);
   case ControlMessage::Kind::finish:
     return "finish\n";
+  case ControlMessage::Kind::wait:
+    return "wait\n";
+  case ControlMessage::Kind::regroup:
+    return fmt::format("regroup {}\n", one_line(m.text));
   }
   return "hb\n";
 }
@@ -114,6 +118,15 @@ Expected<ControlMessage> parse_control_message(std::string_view line) {
   }
   if (verb == "stop" && rest.empty()) {
     m.kind = ControlMessage::Kind::stop;
+    return m;
+  }
+  if (verb == "wait" && rest.empty()) {
+    m.kind = ControlMessage::Kind::wait;
+    return m;
+  }
+  if (verb == "regroup") {
+    m.kind = ControlMessage::Kind::regroup;
+    m.text = std::string(rest);
     return m;
   }
   if (verb == "start") {

@@ -30,11 +30,31 @@ namespace air {
 ///   nodes NAME...                                     node 0 -> all, after start and restart: the
 ///                                                     attempt's nodes in node-rank order
 ///   stop                                              node 0 -> all: no restart, the run ends
+///   wait                                              node 0 -> a late agent (c10d MIN:MAX, the job
+///                                                     running): admitted; `start` and `restart` follow
+///                                                     when the group restarts with it
+///   regroup TEXT                                      node 0 -> all: a node is waiting to join; end the
+///                                                     attempt, the group restarts with it (not a failure)
 ///
 /// RANK is the root cause's global rank (-1: none, e.g. an interrupt); CODE is
 /// the failing node's exit code, which every node then exits with.
 struct ControlMessage {
-  enum class Kind { hello, start, refuse, heartbeat, fail, abort, done, finish, over, restart, stop, nodes };
+  enum class Kind {
+    hello,
+    start,
+    refuse,
+    heartbeat,
+    fail,
+    abort,
+    done,
+    finish,
+    over,
+    restart,
+    stop,
+    nodes,
+    wait,
+    regroup
+  };
   Kind kind = Kind::heartbeat;
   int node_rank = -1;       ///< restart: -1 = unchanged
   int num_nodes = 0;        ///< hello
@@ -45,7 +65,8 @@ struct ControlMessage {
   int attempt = 0;          ///< restart
   bool restartable = false; ///< over
   std::string name;         ///< hello, fail, abort: the node's name
-  std::string text;         ///< start: run id; refuse, fail, abort: one line of explanation; nodes: the names
+  /// start: run id; refuse, fail, abort, regroup: one line of explanation; nodes: the names
+  std::string text;
   /// start: the MLflow run node 0 created (`start ... RUN_ID EXPERIMENT_ID MLFLOW_RUN_ID`); "" when none.
   std::string mlflow_experiment_id, mlflow_run_id;
 };

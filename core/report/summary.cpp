@@ -326,6 +326,7 @@ Json summary_json(const RunReport& report) {
     item["exit_code"] = a.exit_code;
     item["root_cause_rank"] = a.root_cause_rank >= 0 ? Json(a.root_cause_rank) : Json(nullptr);
     item["reason"] = a.reason;
+    item["status"] = a.status;
     item["error"] = string_or_null(a.error);
     item["remote_failure"] = remote_json(a.remote_failure);
     item["master_port"] = a.master_port;

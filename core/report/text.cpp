@@ -91,13 +91,23 @@ void append_stacks(std::string& out, const RunOutcome& o) {
 /// One line per restarted attempt, numbered from 0 as TORCHELASTIC_RESTART_COUNT,
 /// the log files and the summary number them: "  attempt 0 failed after 2.1s
 /// (exit code 3): rank 1 exited with exit code 3: ValueError: bad batch; restart 1 of 2 followed".
+/// An attempt ended to admit a node that joined says so instead: "  attempt 0
+/// ended after 4.0s: stopped for a membership change: node3 joined, ...;
+/// attempt 1 followed (a membership change: no restart counted)".
 std::string format_attempts(const RunOutcome& o, int max_restarts) {
   std::string out;
+  int restarts = 0; // restarts after a failure, which --max-restarts counts
   for (std::size_t i = 0; i + 1 < o.attempts.size(); ++i) {
     const AttemptRecord& a = o.attempts[i];
+    if (a.status == "membership_change") {
+      out += fmt::format("  attempt {} ended after {}: {}; attempt {} followed (a membership change: no "
+                         "restart counted)\n",
+                         a.attempt, format_seconds(a.duration_s), a.reason, a.attempt + 1);
+      continue;
+    }
     out += fmt::format("  attempt {} failed after {} (exit code {}): {}{}; restart {} of {} followed\n",
                        a.attempt, format_seconds(a.duration_s), a.exit_code, a.reason,
-                       a.error.empty() ? "" : ": " + a.error, a.attempt + 1, max_restarts);
+                       a.error.empty() ? "" : ": " + a.error, ++restarts, max_restarts);
   }
   return out;
 }

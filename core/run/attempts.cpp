@@ -79,6 +79,9 @@ AttemptRecord attempt_record(const LaunchPlan& plan, const RunOutcome& outcome) 
   r.exit_code = outcome.exit_code();
   r.root_cause_rank = outcome.root_cause_rank;
   r.reason = outcome.reason;
+  r.status = outcome.remote_failure && outcome.remote_failure->membership_change
+                 ? "membership_change"
+                 : std::string(to_string(outcome.status));
   r.remote_failure = outcome.remote_failure;
   r.master_port = plan.master_port;
   r.resumed_from = plan.resume_from;
@@ -126,7 +129,11 @@ RunOutcome run_attempts(LaunchPlan& plan, const ConsoleOptions& console, Supervi
   // One warm interpreter for every attempt (--preload): its imports run
   // once, and each restart forks the ranks from it.
   const std::unique_ptr<WarmStart> warm = start_warm_interpreter(plan, console);
-  for (int attempt = 0;; ++attempt) {
+  // Restarts after a failure, which --max-restarts limits; a restart to admit
+  // a node that joined is not one (torchrun's agent does not count those either).
+  int restarts_used = 0;
+  // An agent that joined a running job starts at the attempt the others are in.
+  for (int attempt = plan.attempt;; ++attempt) {
     // Every attempt, the first included (a requeued job is a new launch),
     // starts from the newest complete checkpoint there is now.
     choose_resume_point(plan);
@@ -137,9 +144,11 @@ RunOutcome run_attempts(LaunchPlan& plan, const ConsoleOptions& console, Supervi
       outcome.reason = fmt::format("timed out after {} (the whole run, {} attempts)",
                                    format_duration(*first.timeout), attempt + 1);
     }
-    if (attempt >= first.max_restarts) break;
+    const bool membership_change = outcome.remote_failure && outcome.remote_failure->membership_change;
+    if (!membership_change && restarts_used >= first.max_restarts) break;
     const auto port = attempt_hooks.next_attempt(outcome, attempt + 1, restartable_outcome(outcome));
     if (!port) break;
+    if (!membership_change) ++restarts_used;
 
     AttemptRecord record = attempt_record(plan, outcome);
     attempt_hooks.record_attempt(plan, outcome, record);
@@ -166,10 +175,17 @@ RunOutcome run_attempts(LaunchPlan& plan, const ConsoleOptions& console, Supervi
     earlier.push_back(std::move(record));
     // Attempts are numbered from 0 everywhere (TORCHELASTIC_RESTART_COUNT, log
     // files, the report and the summary): the restart that starts attempt N is restart N.
-    say(console,
-        fmt::format("restarting the worker group: attempt {} (restart {} of {}, "
-                    "TORCHELASTIC_RESTART_COUNT={}, MASTER_PORT={}) after {}",
-                    attempt + 1, attempt + 1, first.max_restarts, attempt + 1, *port, outcome.reason));
+    if (membership_change) {
+      say(console, fmt::format("restarting the worker group: attempt {} (TORCHELASTIC_RESTART_COUNT={}, "
+                               "MASTER_PORT={}; a membership change, not counted against --max-restarts) "
+                               "after {}",
+                               attempt + 1, attempt + 1, *port, outcome.reason));
+    } else {
+      say(console,
+          fmt::format("restarting the worker group: attempt {} (restart {} of {}, "
+                      "TORCHELASTIC_RESTART_COUNT={}, MASTER_PORT={}) after {}",
+                      attempt + 1, restarts_used, first.max_restarts, attempt + 1, *port, outcome.reason));
+    }
     if (auto regrouped = attempt_hooks.regroup(base)) base = std::move(*regrouped);
     plan = plan_for_attempt(base, attempt + 1, *port, left);
   }

@@ -48,7 +48,11 @@ LaunchPlan plan_for_attempt(const LaunchPlan& first, int attempt, int master_por
 AttemptRecord attempt_record(const LaunchPlan& plan, const RunOutcome& outcome);
 
 /// Runs the worker group, and again after a failure up to plan.max_restarts
-/// times (torchrun's --max-restarts): every attempt is one `supervise` call
+/// times (torchrun's --max-restarts), and again without limit when node 0
+/// ended an attempt to admit a node that joined (RemoteFailure::
+/// membership_change: not a failure, not counted, as in torchrun). The first
+/// attempt is plan.attempt (0, or the attempt a node that joined a running
+/// job starts in). Every attempt is one `supervise` call
 /// with a fresh master port, the timeout counts from the first attempt, an
 /// interrupt queued between attempts ends the run there. Returns the last
 /// attempt's outcome with every attempt in `attempts` and

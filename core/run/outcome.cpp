@@ -70,6 +70,7 @@ bool ended_by_teardown_signal(const ExitStatus& status, int sent_signal) {
 }
 
 std::string remote_failure_reason(const RemoteFailure& f) {
+  if (f.membership_change) return "stopped for a membership change: " + f.reason;
   std::string node = "node " + std::to_string(f.node_rank);
   if (!f.node_name.empty()) node += " (" + f.node_name + ")";
   return "stopped because " + node + " failed: " + f.reason;

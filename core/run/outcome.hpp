@@ -88,9 +88,14 @@ struct RemoteFailure {
   int rank = -1;      ///< global rank of the root cause there, -1 when no rank failed (agent lost, interrupt)
   int exit_code = 1;  ///< that node's exit code, which this node exits with too
   std::string reason; ///< that node's one-line reason ("rank 3 exited with exit code 5")
+  /// Not a failure: node 0 ended the attempt because a node is waiting to
+  /// join (c10d --nnodes MIN:MAX), so the group restarts with it. Such a
+  /// restart does not count against --max-restarts, as in torchrun.
+  bool membership_change = false;
 };
 
-/// "stopped because node 1 (node2) failed: rank 3 exited with exit code 5".
+/// "stopped because node 1 (node2) failed: rank 3 exited with exit code 5";
+/// for a membership change "stopped for a membership change: node3 joined, ...".
 std::string remote_failure_reason(const RemoteFailure& failure);
 
 /// One attempt of a run that was restarted (--max-restarts): how the
@@ -100,7 +105,10 @@ struct AttemptRecord {
   int exit_code = 0;        ///< the failing rank's code (or the failing node's)
   int root_cause_rank = -1; ///< global rank, -1 when another node's failure ended it
   std::string reason;       ///< the attempt's one line, as a run's `reason`
-  std::string error;        ///< the root cause's error file headline ("ValueError: bad batch"), "" if none
+  /// How it ended: a run status's name ("failed", "interrupted"...), or
+  /// "membership_change" when node 0 ended it to admit a waiting node.
+  std::string status;
+  std::string error; ///< the root cause's error file headline ("ValueError: bad batch"), "" if none
   std::optional<RemoteFailure> remote_failure;
   int master_port = 0;
   std::string resumed_from;       ///< the checkpoint its ranks got in AIR_RESUME_FROM, "" = none

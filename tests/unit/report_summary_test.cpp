@@ -295,6 +295,7 @@ TEST_CASE("summary validates against docs/summary.schema.json", "[summary]") {
   restarted.outcome.attempts = {first, air::attempt_record(restarted.plan, restarted.outcome)};
   restarted.outcome.attempts[1].attempt = 1;
   restarted.outcome.attempts[1].resumed_from = "/ckpt/checkpoint-000002";
+  restarted.outcome.attempts[1].status = "membership_change"; // the schema knows it
   air::RunReport restarted_report = air::test::sample_report(restarted);
   const Json doc = air::summary_json(restarted_report);
   CHECK(doc["outcome"]["restarts"] == 1);
@@ -304,6 +305,8 @@ TEST_CASE("summary validates against docs/summary.schema.json", "[summary]") {
   CHECK(doc["outcome"]["attempts"][1]["attempt"] == 1);
   CHECK(doc["outcome"]["attempts"][0]["resumed_from"].is_null());
   CHECK(doc["outcome"]["attempts"][1]["resumed_from"] == "/ckpt/checkpoint-000002");
+  CHECK(doc["outcome"]["attempts"][0]["status"] == std::string(air::to_string(restarted.outcome.status)));
+  CHECK(doc["outcome"]["attempts"][1]["status"] == "membership_change");
   CHECK(doc["launch"]["max_restarts"] == 1);
   CHECK(validate(restarted_report, "restarted.json") == 0);
 

@@ -121,6 +121,38 @@ TEST_CASE("report: every restarted attempt is one line", "[attempts][report]") {
                    0) == 0);
 }
 
+TEST_CASE("an attempt ended to admit a node is a membership change, not a failure", "[attempts][join]") {
+  air::test::SampleRun run;
+  CHECK(air::attempt_record(run.plan, run.outcome).status == "failed");
+  air::RemoteFailure change;
+  change.node_rank = 0;
+  change.reason = "node3 joined; the worker group restarts with 3 nodes";
+  change.membership_change = true;
+  run.outcome.remote_failure = change;
+  run.outcome.reason = air::remote_failure_reason(change);
+  const air::AttemptRecord r = air::attempt_record(run.plan, run.outcome);
+  CHECK(r.status == "membership_change");
+  CHECK(r.reason == "stopped for a membership change: node3 joined; the worker group restarts with 3 nodes");
+
+  // The report says so, and counts only the restarts after a failure.
+  air::test::SampleRun later;
+  later.plan.max_restarts = 1;
+  air::AttemptRecord failed = air::attempt_record(later.plan, later.outcome);
+  failed.attempt = 1;
+  failed.duration_s = 1;
+  air::AttemptRecord last = air::attempt_record(later.plan, later.outcome);
+  last.attempt = 2;
+  air::AttemptRecord first = r;
+  first.duration_s = 4;
+  later.outcome.attempts = {first, failed, last};
+  const std::string text = air::format_report(air::test::sample_report(later));
+  CHECK(
+      text.find("  attempt 0 ended after 4.0s: stopped for a membership change: node3 joined; the worker "
+                "group restarts with 3 nodes; attempt 1 followed (a membership change: no restart counted)\n"
+                "  attempt 1 failed after 1.0s (exit code 3): rank 1 exited with exit code 3; restart 1 of 1 "
+                "followed\n") != std::string::npos);
+}
+
 TEST_CASE("nnodes takes N or MIN:MAX", "[spec][rendezvous]") {
   auto s = resolve_ok({{"nnodes", "1:4", "--nnodes"},
                        {"rdzv_backend", "c10d", "--rdzv-backend"},
