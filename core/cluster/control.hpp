@@ -39,6 +39,10 @@ struct ControlOptions {
   std::chrono::milliseconds last_call_timeout{30'000}; ///< c10d: wait this long for more once min joined
   int master_port = 0;   ///< node 0: the ranks' MASTER_PORT, handed to every node with `start`
   int interrupt_fd = -1; ///< a signalfd (InterruptWatch): a signal ends every wait with exit 128+N
+  /// Node 0: how long a job-wide hang diagnosis waits for the nodes' places:
+  /// a node's stack dumps take up to 5 s (with Flight Recorder traces), then
+  /// a round trip. A node still silent then is named as missing.
+  std::chrono::milliseconds places_wait{10'000};
 };
 
 /// The small TCP connection every agent keeps to node 0's agent during a
@@ -130,6 +134,15 @@ public:
   std::optional<std::chrono::steady_clock::time_point> next_deadline() const override;
   std::optional<RemoteFailure> check(std::chrono::steady_clock::time_point now) override;
   void local_failure(const RunOutcome& outcome) override;
+  /// Hangs across nodes: a quiet node says `quiet`; node 0 then asks every
+  /// node (itself included) for its ranks' places with `where`, gathers the
+  /// `place` lines for up to places_wait and hands them to its supervisor,
+  /// which names the job's laggards. A stop for a hang goes out as `hung`.
+  bool job_wide_hangs() const override { return options_.num_nodes > 1; }
+  void ranks_quiet() override;
+  bool places_asked() override;
+  void ranks_placed(const std::vector<HangRank>& ranks) override;
+  std::optional<JobPlaces> job_places(std::chrono::steady_clock::time_point now) override;
 
   struct Peer; ///< one connection (defined in control.cpp)
 
@@ -167,6 +180,16 @@ private:
   int max_nodes_ = 0;                ///< --nnodes MAX (num_nodes is what joined)
   std::vector<std::string> members_; ///< node_names()
   void send_members();               ///< node 0: `nodes` to every other node
+
+  // Hang diagnosis across nodes
+  void start_round(std::chrono::steady_clock::time_point now); ///< node 0: `where` to every node
+  int hang_round_ = 0;        ///< node 0: the latest round; others: the latest one asked for
+  int answered_round_ = 0;    ///< others: the round whose places went out
+  bool places_asked_ = false; ///< places_asked() has news
+  bool hang_stop_ = false;    ///< this node's failure is a hang: node 0 tells the others with `hung`
+  std::optional<std::chrono::steady_clock::time_point> round_deadline_; ///< node 0: while a round gathers
+  std::map<int, std::vector<HangRank>> round_places_; ///< node 0: this round's places by node
+  std::map<int, int> round_counts_;                   ///< node 0: how many ranks each node sends
 };
 
 } // namespace air

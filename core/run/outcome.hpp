@@ -87,9 +87,12 @@ struct RemoteFailure {
   int rank = -1;      ///< global rank of the root cause there, -1 when no rank failed (agent lost, interrupt)
   int exit_code = 1;  ///< that node's exit code, which this node exits with too
   std::string reason; ///< that node's one-line reason ("rank 3 exited with exit code 5")
+  /// Node 0 found the whole job hung (--on-hang stop): this node ends as hung too.
+  bool hung = false;
 };
 
-/// "stopped because node 1 (node2) failed: rank 3 exited with exit code 5".
+/// "stopped because node 1 (node2) failed: rank 3 exited with exit code 5";
+/// for a hang: "stopped because node 0 (node1) found the job hung: ...".
 std::string remote_failure_reason(const RemoteFailure& failure);
 
 /// One attempt of a run that was restarted (--max-restarts): how the
