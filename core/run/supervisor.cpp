@@ -601,6 +601,8 @@ void Supervisor::iterate() {
   reap(); // cheap, and catches exits whose SIGCHLD merged with another
   watch_progress(Clock::now());
   check_deadlines();
+  // Again: a diagnosis that just began or ended here moves the job's on at once.
+  if (hooks_) check_job_hang();
   tell_hooks();
   containment_->record_descendants();
   live_tick();
