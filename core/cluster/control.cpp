@@ -953,10 +953,15 @@ void ControlChannel::send_members() {
 }
 
 void ControlChannel::broadcast_abort(const RemoteFailure& failure, const Peer* except) {
-  const ControlMessage m =
-      failure_message(hang_stop_ ? ControlMessage::Kind::hung : ControlMessage::Kind::abort, failure);
-  for (auto& peer : peers_)
-    if (peer.get() != except) send_message(*peer, m);
+  const ControlMessage m = failure_message(ControlMessage::Kind::abort, failure);
+  // A hang stop says `hung` first; the `abort` after it stops an agent that
+  // does not know `hung` (the first failure a node hears is the one it keeps).
+  const ControlMessage hung = failure_message(ControlMessage::Kind::hung, failure);
+  for (auto& peer : peers_) {
+    if (peer.get() == except) continue;
+    if (hang_stop_) send_message(*peer, hung);
+    send_message(*peer, m);
+  }
 }
 
 void ControlChannel::report_failure(int exit_code, int rank, const std::string& reason) {

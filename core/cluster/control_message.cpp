@@ -64,8 +64,9 @@ std::string format_place(const ControlMessage& m) {
   const HangRank& p = m.place;
   const std::string flags =
       fmt::format("{}{}{}", p.running ? 1 : 0, p.counted ? 1 : 0, p.in_collective ? 1 : 0);
-  const long long waiting_ms =
-      std::clamp<long long>(static_cast<long long>(p.waiting_s * 1000), 0, 999'999'999);
+  // Clamped as a double first: a NaN or a huge value must not reach the cast.
+  const double ms = p.waiting_s * 1000;
+  const long long waiting_ms = ms > 0 ? static_cast<long long>(std::min(ms, 999'999'999.0)) : 0;
   return fmt::format("place {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n", m.round, m.node_rank, m.count,
                      p.rank, flags, p.steps, p.collective_seq, waiting_ms, place_word(p.since),
                      p.nccl_enqueued ? std::to_string(*p.nccl_enqueued) : "-", place_word(p.nccl_op),

@@ -41,7 +41,8 @@ namespace air {
 ///                                                     a collective as 0/1, e.g. "111"; "-" stands for
 ///                                                     an empty word; PLACE is the rest of the line)
 ///   hung NODE RANK CODE NAME TEXT                     node 0 -> all: as abort, because the job hung
-///                                                     (--on-hang stop): every node ends as hung
+///                                                     (--on-hang stop): every node ends as hung; an
+///                                                     abort follows for agents that do not know hung
 ///
 /// RANK is the root cause's global rank (-1: none, e.g. an interrupt); CODE is
 /// the failing node's exit code, which every node then exits with.

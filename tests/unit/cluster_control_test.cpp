@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <future>
+#include <limits>
 #include <thread>
 
 using air::ControlMessage;
@@ -673,6 +674,11 @@ TEST_CASE("hang messages survive a round trip", "[control][hang]") {
         "hung 0 3 124 alpha hung: no progress for 4s; the others wait for rank 3\n");
   CHECK(round_trip(hung).kind == Kind::hung);
   CHECK(round_trip(hung).exit_code == 124);
+
+  p.waiting_s = std::numeric_limits<double>::quiet_NaN(); // never a number out of range
+  CHECK(round_trip(place).place.waiting_s == 0);
+  p.waiting_s = 1e300;
+  CHECK(round_trip(place).place.waiting_s == 999'999.999);
 
   CHECK_FALSE(air::parse_control_message("where 0").ok());
   CHECK_FALSE(air::parse_control_message("quiet -1").ok());
