@@ -949,7 +949,7 @@ void Supervisor::check_deadlines() {
   }
   if (hang_verdict_deadline_ && now >= *hang_verdict_deadline_) {
     hang_verdict_deadline_.reset();
-    // Node 0 never decided (it is gone quiet itself, or older): stop as one node would.
+    // Node 0 never decided (an older agent, or no --hang-timeout there): stop as one node would.
     if (hang_diagnosed_ && out_.hang && !tearing_down_ && out_.status == RunOutcome::Status::succeeded)
       conclude_hang(std::move(*out_.hang), {});
   }
@@ -1212,7 +1212,7 @@ void Supervisor::finish_hang_diagnosis() {
         asked ? "air-run: node 0 asks where this node's ranks are: " + report.diagnosis.line + "\n"
               : "air-run: no progress on this node for " + quiet +
                     " (no step, no output): " + report.diagnosis.line + "\n" +
-                    "air-run: node 0 puts the job's picture together\n";
+                    "air-run: node 0 names the job's laggards from every node's ranks\n";
     console_write(stderr_sink_, console_.stderr_fd, batch, asked ? 1 : 2);
     if (!asked && plan_.stop_on_hang) hang_verdict_deadline_ = now + k_job_hang_verdict_wait;
     out_.hang = std::move(report);
