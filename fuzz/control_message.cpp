@@ -30,5 +30,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!again || again->kind != m->kind || again->exit_code != m->exit_code ||
       again->node_rank != m->node_rank)
     std::abort();
+  if (m->kind == air::ControlMessage::Kind::place &&
+      (again->round != m->round || again->count != m->count || again->place.rank != m->place.rank ||
+       again->place.steps != m->place.steps || again->place.in_collective != m->place.in_collective))
+    std::abort();
   return 0;
 }

@@ -28,6 +28,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <utility>
 
 namespace air {
 
@@ -296,7 +297,7 @@ UniqueFd connect_once(const std::string& host, int port, milliseconds timeout, s
 
 /// Writes a failure elsewhere into this node's outcome, so it exits with that node's code.
 void adopt(RunOutcome& outcome, const RemoteFailure& failure) {
-  outcome.status = RunOutcome::Status::failed;
+  outcome.status = failure.hung ? RunOutcome::Status::hung : RunOutcome::Status::failed;
   outcome.root_cause_rank = -1;
   outcome.reason = remote_failure_reason(failure);
   outcome.remote_failure = failure;
@@ -838,6 +839,7 @@ std::vector<int> ControlChannel::poll_fds() const {
 
 std::optional<Clock::time_point> ControlChannel::next_deadline() const {
   std::optional<Clock::time_point> next = next_heartbeat_;
+  if (round_deadline_ && *round_deadline_ < *next) next = round_deadline_;
   for (const auto& peer : peers_) {
     if (peer->closed) continue;
     const auto silent = peer->last_heard + options_.heartbeat_timeout;
@@ -926,8 +928,26 @@ std::optional<RemoteFailure> ControlChannel::on_line(Peer& peer, const std::stri
     f.membership_change = true;
     return f;
   }
+  case ControlMessage::Kind::quiet:
+    if (server && !round_deadline_) start_round(Clock::now());
+    return std::nullopt;
+  case ControlMessage::Kind::where:
+    if (!server && m->round > hang_round_) {
+      hang_round_ = m->round;
+      places_asked_ = true;
+    }
+    return std::nullopt;
+  case ControlMessage::Kind::place:
+    // Only this round's, and only a node's own ranks, up to the count it gave.
+    if (server && round_deadline_ && m->round == hang_round_ && m->node_rank == peer.node_rank) {
+      auto& places = round_places_[m->node_rank];
+      round_counts_[m->node_rank] = m->count;
+      if (places.size() < static_cast<std::size_t>(m->count)) places.push_back(m->place);
+    }
+    return std::nullopt;
   case ControlMessage::Kind::fail:
-  case ControlMessage::Kind::abort: {
+  case ControlMessage::Kind::abort:
+  case ControlMessage::Kind::hung: {
     if (m->node_rank == options_.node_rank) return std::nullopt; // our own failure, echoed
     RemoteFailure f;
     f.node_rank = m->node_rank;
@@ -935,6 +955,7 @@ std::optional<RemoteFailure> ControlChannel::on_line(Peer& peer, const std::stri
     f.rank = m->rank;
     f.exit_code = m->exit_code;
     f.reason = m->text;
+    f.hung = m->kind == ControlMessage::Kind::hung;
     return f;
   }
   default:
@@ -982,8 +1003,14 @@ void ControlChannel::broadcast_abort(const RemoteFailure& failure, const Peer* e
     m.kind = ControlMessage::Kind::regroup;
     m.text = failure.reason;
   }
-  for (auto& peer : peers_)
-    if (peer.get() != except) send_message(*peer, m);
+  // A hang stop says `hung` first; the `abort` after it stops an agent that
+  // does not know `hung` (the first failure a node hears is the one it keeps).
+  const ControlMessage hung = failure_message(ControlMessage::Kind::hung, failure);
+  for (auto& peer : peers_) {
+    if (peer.get() == except) continue;
+    if (hang_stop_) send_message(*peer, hung);
+    send_message(*peer, m);
+  }
 }
 
 void ControlChannel::report_failure(int exit_code, int rank, const std::string& reason) {
@@ -1004,13 +1031,83 @@ void ControlChannel::report_failure(int exit_code, int rank, const std::string& 
 }
 
 void ControlChannel::local_failure(const RunOutcome& outcome) {
+  // Node 0 stopping for a hang stops the others as hung, not as failed.
+  hang_stop_ = options_.node_rank == 0 && outcome.status == RunOutcome::Status::hung;
   report_failure(outcome.exit_code(), outcome.root_cause_rank, outcome.reason);
+}
+
+void ControlChannel::start_round(Clock::time_point now) {
+  ++hang_round_;
+  round_deadline_ = now + options_.places_wait;
+  round_places_.clear();
+  round_counts_.clear();
+  places_asked_ = true; // node 0's own ranks too
+  ControlMessage where;
+  where.kind = ControlMessage::Kind::where;
+  where.round = hang_round_;
+  for (auto& peer : peers_)
+    if (!peer->closed) send_message(*peer, where);
+}
+
+void ControlChannel::ranks_quiet() {
+  if (options_.node_rank == 0) {
+    if (!round_deadline_) start_round(Clock::now());
+    return;
+  }
+  ControlMessage quiet;
+  quiet.kind = ControlMessage::Kind::quiet;
+  quiet.node_rank = options_.node_rank;
+  for (auto& peer : peers_)
+    if (!peer->closed) send_message(*peer, quiet);
+}
+
+bool ControlChannel::places_asked() { return std::exchange(places_asked_, false); }
+
+void ControlChannel::ranks_placed(const std::vector<HangRank>& ranks) {
+  if (options_.node_rank == 0) {
+    if (!round_deadline_) return; // a diagnosis of node 0's own: the round that follows asks again
+    round_places_[0] = ranks;
+    round_counts_[0] = static_cast<int>(ranks.size());
+    return;
+  }
+  if (hang_round_ <= answered_round_) return; // not asked (yet): `where` comes after our `quiet`
+  answered_round_ = hang_round_;
+  for (const HangRank& rank : ranks) {
+    ControlMessage place;
+    place.kind = ControlMessage::Kind::place;
+    place.round = hang_round_;
+    place.node_rank = options_.node_rank;
+    place.count = static_cast<int>(ranks.size());
+    place.place = rank;
+    for (auto& peer : peers_)
+      if (!peer->closed) send_message(*peer, place);
+  }
+}
+
+std::optional<JobPlaces> ControlChannel::job_places(Clock::time_point now) {
+  if (options_.node_rank != 0 || !round_deadline_) return std::nullopt;
+  const auto complete = [this](int node) {
+    const auto count = round_counts_.find(node);
+    const auto places = round_places_.find(node);
+    return count != round_counts_.end() && places != round_places_.end() &&
+           places->second.size() >= static_cast<std::size_t>(count->second);
+  };
+  bool all = complete(0);
+  for (const auto& peer : peers_)
+    if (!peer->closed && !complete(peer->node_rank)) all = false;
+  if (!all && now < *round_deadline_) return std::nullopt;
+  round_deadline_.reset();
+  JobPlaces job = merge_places(round_places_, options_.num_nodes);
+  round_places_.clear();
+  round_counts_.clear();
+  return job;
 }
 
 void ControlChannel::settle(RunOutcome& outcome) {
   if (settled_) return;
   settled_ = true;
   running_ = false; // the ranks here are done: no agent is admitted until the next attempt
+  round_deadline_.reset(); // a hang diagnosis still gathering belongs to the attempt that ended
   const bool local_ok = outcome.status == RunOutcome::Status::succeeded;
   if (!local_ok && !outcome.remote_failure)
     report_failure(outcome.exit_code(), outcome.root_cause_rank, outcome.reason);

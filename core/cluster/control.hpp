@@ -43,6 +43,10 @@ struct ControlOptions {
   /// A line for the user while joining (an agent that joined a running job
   /// waits for the next restart); nullptr: none.
   std::function<void(const std::string&)> notice;
+  /// Node 0: how long a job-wide hang diagnosis waits for the nodes' places:
+  /// a node's stack dumps take up to 5 s (with Flight Recorder traces), then
+  /// a round trip. A node still silent then is named as missing.
+  std::chrono::milliseconds places_wait{10'000};
 };
 
 /// The small TCP connection every agent keeps to node 0's agent during a
@@ -138,6 +142,15 @@ public:
   std::optional<std::chrono::steady_clock::time_point> next_deadline() const override;
   std::optional<RemoteFailure> check(std::chrono::steady_clock::time_point now) override;
   void local_failure(const RunOutcome& outcome) override;
+  /// Hangs across nodes: a quiet node says `quiet`; node 0 then asks every
+  /// node (itself included) for its ranks' places with `where`, gathers the
+  /// `place` lines for up to places_wait and hands them to its supervisor,
+  /// which names the job's laggards. A stop for a hang goes out as `hung`.
+  bool job_wide_hangs() const override { return options_.num_nodes > 1; }
+  void ranks_quiet() override;
+  bool places_asked() override;
+  void ranks_placed(const std::vector<HangRank>& ranks) override;
+  std::optional<JobPlaces> job_places(std::chrono::steady_clock::time_point now) override;
 
   struct Peer; ///< one connection (defined in control.cpp)
 
@@ -196,6 +209,15 @@ private:
   std::chrono::steady_clock::time_point accept_resumes_{}; ///< out of descriptors: the listener rests
   bool running_ = false; ///< this attempt's ranks run (join/restart to settle)
   int first_attempt_ = 0;
+  // Hang diagnosis across nodes
+  void start_round(std::chrono::steady_clock::time_point now); ///< node 0: `where` to every node
+  int hang_round_ = 0;        ///< node 0: the latest round; others: the latest one asked for
+  int answered_round_ = 0;    ///< others: the round whose places went out
+  bool places_asked_ = false; ///< places_asked() has news
+  bool hang_stop_ = false;    ///< this node's failure is a hang: node 0 tells the others with `hung`
+  std::optional<std::chrono::steady_clock::time_point> round_deadline_; ///< node 0: while a round gathers
+  std::map<int, std::vector<HangRank>> round_places_; ///< node 0: this round's places by node
+  std::map<int, int> round_counts_;                   ///< node 0: how many ranks each node sends
 };
 
 } // namespace air

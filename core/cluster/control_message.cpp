@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <vector>
 
 namespace air {
@@ -43,6 +45,49 @@ std::vector<std::string_view> split_words(std::string_view line, std::size_t cou
   return words;
 }
 
+/// At most `max` bytes of `text`, not ending inside a UTF-8 character (the
+/// text ends up in JSON reports).
+std::string_view cut(std::string_view text, std::size_t max) {
+  if (text.size() <= max) return text;
+  std::size_t end = max;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return text.substr(0, end);
+}
+
+/// A word of a `place` line: "-" stands for an empty one.
+std::string place_word(std::string_view text) {
+  if (text.empty()) return "-";
+  return one_word(cut(text, k_max_place_word));
+}
+
+std::string format_place(const ControlMessage& m) {
+  const HangRank& p = m.place;
+  const std::string flags =
+      fmt::format("{}{}{}", p.running ? 1 : 0, p.counted ? 1 : 0, p.in_collective ? 1 : 0);
+  // Clamped as a double first: a NaN or a huge value must not reach the cast.
+  const double ms = p.waiting_s * 1000;
+  const long long waiting_ms = ms > 0 ? static_cast<long long>(std::min(ms, 999'999'999.0)) : 0;
+  return fmt::format("place {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n", m.round, m.node_rank, m.count,
+                     p.rank, flags, p.steps, p.collective_seq, waiting_ms, place_word(p.since),
+                     p.nccl_enqueued ? std::to_string(*p.nccl_enqueued) : "-", place_word(p.nccl_op),
+                     place_word(p.nccl_state), place_word(p.collective),
+                     one_line(cut(p.place, k_max_place_text)));
+}
+
+/// A count of steps or collectives: up to 19 digits.
+bool big_number(std::string_view word, std::uint64_t& out) {
+  if (word.empty() || word.size() > 19) return false;
+  std::uint64_t n = 0;
+  for (char c : word) {
+    if (c < '0' || c > '9') return false;
+    n = n * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  out = n;
+  return true;
+}
+
+std::string from_place_word(std::string_view word) { return word == "-" ? std::string() : std::string(word); }
+
 } // namespace
 
 std::string format_control_message(const ControlMessage& m) {
@@ -82,6 +127,15 @@ std::string format_control_message(const ControlMessage& m) {
     return "wait\n";
   case ControlMessage::Kind::regroup:
     return fmt::format("regroup {}\n", one_line(m.text));
+  case ControlMessage::Kind::quiet:
+    return fmt::format("quiet {}\n", m.node_rank);
+  case ControlMessage::Kind::where:
+    return fmt::format("where {}\n", m.round);
+  case ControlMessage::Kind::place:
+    return format_place(m);
+  case ControlMessage::Kind::hung:
+    return fmt::format("hung {} {} {} {} {}\n", m.node_rank, m.rank, m.exit_code, one_word(m.name),
+                       one_line(m.text));
   }
   return "hb\n";
 }
@@ -200,8 +254,52 @@ Expected<ControlMessage> parse_control_message(std::string_view line) {
     m.name = std::string(w[4]);
     return m;
   }
-  if (verb == "fail" || verb == "abort") {
-    m.kind = verb == "fail" ? ControlMessage::Kind::fail : ControlMessage::Kind::abort;
+  if (verb == "quiet") {
+    m.kind = ControlMessage::Kind::quiet;
+    if (!number(rest, m.node_rank) || m.node_rank < 0) return bad("expected 'quiet NODE'");
+    return m;
+  }
+  if (verb == "where") {
+    m.kind = ControlMessage::Kind::where;
+    if (!number(rest, m.round) || m.round < 1) return bad("expected 'where ROUND'");
+    return m;
+  }
+  if (verb == "place") {
+    m.kind = ControlMessage::Kind::place;
+    const auto w = split_words(rest, 13); // 13 words, then PLACE
+    HangRank& p = m.place;
+    int waiting_ms = 0;
+    std::uint64_t nccl = 0;
+    const bool shaped = w.size() == 14 && w[4].size() == 3 &&
+                        std::all_of(w.begin(), w.begin() + 13, [](std::string_view x) { return !x.empty(); });
+    if (!shaped || !number(w[0], m.round) || m.round < 1 || !number(w[1], m.node_rank) || m.node_rank < 0 ||
+        !number(w[2], m.count) || m.count < 1 || !number(w[3], p.rank) || p.rank < 0 ||
+        !big_number(w[5], p.steps) || !big_number(w[6], p.collective_seq) || !number(w[7], waiting_ms) ||
+        waiting_ms < 0 || (w[9] != "-" && !big_number(w[9], nccl)))
+      return bad("expected 'place ROUND NODE COUNT RANK FLAGS STEPS SEQ WAITING_MS SINCE NCCL_SEQ NCCL_OP "
+                 "NCCL_STATE COLLECTIVE PLACE'");
+    bool flags[3] = {};
+    for (std::size_t i = 0; i < 3; ++i) {
+      if (w[4][i] != '0' && w[4][i] != '1') return bad(fmt::format("bad flags '{}'", w[4]));
+      flags[i] = w[4][i] == '1';
+    }
+    p.running = flags[0];
+    p.counted = flags[1];
+    p.in_collective = flags[2];
+    p.waiting_s = waiting_ms / 1000.0;
+    p.since = from_place_word(w[8]);
+    if (w[9] != "-") p.nccl_enqueued = nccl;
+    p.nccl_op = from_place_word(w[10]);
+    p.nccl_state = from_place_word(w[11]);
+    p.collective = from_place_word(w[12]);
+    p.place = std::string(w[13]);
+    p.node = m.node_rank;
+    return m;
+  }
+  if (verb == "fail" || verb == "abort" || verb == "hung") {
+    m.kind = verb == "fail"    ? ControlMessage::Kind::fail
+             : verb == "abort" ? ControlMessage::Kind::abort
+                               : ControlMessage::Kind::hung;
     const auto w = split_words(rest, 4);
     if (w.size() != 5 || w[3].empty())
       return bad(fmt::format("expected '{} NODE RANK CODE NAME TEXT'", verb));

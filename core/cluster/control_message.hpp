@@ -1,6 +1,7 @@
 #pragma once
 
 #include "core/base/error.hpp"
+#include "core/run/diagnosis.hpp"
 
 #include <string>
 #include <string_view>
@@ -35,6 +36,18 @@ namespace air {
 ///                                                     when the group restarts with it
 ///   regroup TEXT                                      node 0 -> all: a node is waiting to join; end the
 ///                                                     attempt, the group restarts with it (not a failure)
+///   quiet NODE                                        agent -> node 0: this node's ranks made no
+///                                                     progress for --hang-timeout; diagnose the job
+///   where ROUND                                       node 0 -> all: send your ranks' places for the
+///                                                     job's hang diagnosis number ROUND (from 1)
+///   place ROUND NODE COUNT RANK FLAGS STEPS SEQ WAITING_MS SINCE NCCL_SEQ NCCL_OP NCCL_STATE
+///         COLLECTIVE PLACE                            agent -> node 0: one of its COUNT ranks' places
+///                                                     (one line per rank; FLAGS: running, counted, in
+///                                                     a collective as 0/1, e.g. "111"; "-" stands for
+///                                                     an empty word; PLACE is the rest of the line)
+///   hung NODE RANK CODE NAME TEXT                     node 0 -> all: as abort, because the job hung
+///                                                     (--on-hang stop): every node ends as hung; an
+///                                                     abort follows for agents that do not know hung
 ///
 /// RANK is the root cause's global rank (-1: none, e.g. an interrupt); CODE is
 /// the failing node's exit code, which every node then exits with.
@@ -53,14 +66,19 @@ struct ControlMessage {
     stop,
     nodes,
     wait,
-    regroup
+    regroup,
+    // Hang diagnosis across nodes (docs/hangs.md):
+    quiet,
+    where,
+    place,
+    hung,
   };
   Kind kind = Kind::heartbeat;
-  int node_rank = -1;       ///< restart: -1 = unchanged
+  int node_rank = -1;       ///< restart: -1 = unchanged; quiet, place: the sending node
   int num_nodes = 0;        ///< hello
   int ranks_per_node = 0;   ///< hello
-  int rank = -1;            ///< fail, abort
-  int exit_code = 0;        ///< fail, abort, refuse
+  int rank = -1;            ///< fail, abort, hung
+  int exit_code = 0;        ///< fail, abort, hung, refuse
   int master_port = 0;      ///< start, restart
   int attempt = 0;          ///< restart
   bool restartable = false; ///< over
@@ -69,7 +87,16 @@ struct ControlMessage {
   std::string text;
   /// start: the MLflow run node 0 created (`start ... RUN_ID EXPERIMENT_ID MLFLOW_RUN_ID`); "" when none.
   std::string mlflow_experiment_id, mlflow_run_id;
+  int round = 0; ///< where, place: which job-wide hang diagnosis
+  int count = 0; ///< place: how many ranks the node sends
+  /// place: one rank's place (its `node` is node_rank's, not carried). Long
+  /// text is cut so that the line stays far below the protocol's limit.
+  HangRank place;
 };
+
+/// The longest PLACE and the longest word a `place` line carries; longer ones are cut.
+inline constexpr std::size_t k_max_place_text = 1024;
+inline constexpr std::size_t k_max_place_word = 128;
 
 /// The protocol version `hello` carries; node 0 refuses any other.
 inline constexpr int k_control_protocol_version = 2;

@@ -138,6 +138,7 @@ Json hang_json(const std::optional<HangReport>& hang) {
   for (const HangRank& r : hang->ranks) {
     Json item;
     item["rank"] = r.rank;
+    item["node"] = r.node >= 0 ? Json(r.node) : Json(nullptr);
     item["running"] = r.running;
     item["steps"] = r.counted ? Json(r.steps) : Json(nullptr);
     item["place"] = string_or_null(r.place);

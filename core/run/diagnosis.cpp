@@ -139,12 +139,16 @@ HangDiagnosis diagnose_hang(const std::vector<HangRank>& ranks) {
   const auto place_of = [](const HangRank& r) {
     return r.place.empty() ? std::string("an unknown place (no Python stack)") : r.place;
   };
+  // Across nodes a laggard's node is named too: that is where to look.
+  const auto who = [](const HangRank& r) {
+    return r.node < 0 ? fmt::format("rank {}", r.rank) : fmt::format("rank {} (node {})", r.rank, r.node);
+  };
   std::vector<std::string> parts;
   if (by_nccl) {
     // The ranks' own Python places, with NCCL's sequence saying who is behind.
     for (const HangRank* r : behind)
-      parts.push_back(fmt::format("rank {} is in {}, its last NCCL collective #{} ({}, {})", r->rank,
-                                  place_of(*r), *r->nccl_enqueued, r->nccl_op, r->nccl_state));
+      parts.push_back(fmt::format("{} is in {}, its last NCCL collective #{} ({}, {})", who(*r), place_of(*r),
+                                  *r->nccl_enqueued, r->nccl_op, r->nccl_state));
     std::map<std::uint64_t, std::vector<const HangRank*>> groups;
     for (const HangRank* r : ahead) groups[*r->nccl_enqueued].push_back(r);
     for (const auto& [seq, members] : groups) {
@@ -158,10 +162,10 @@ HangDiagnosis diagnose_hang(const std::vector<HangRank>& ranks) {
   } else if (!behind.empty()) {
     for (const HangRank* r : behind) {
       if (r->in_collective)
-        parts.push_back(fmt::format("rank {} waits in {} #{} at {} since {}", r->rank, r->collective,
+        parts.push_back(fmt::format("{} waits in {} #{} at {} since {}", who(*r), r->collective,
                                     r->collective_seq, place_of(*r), r->since));
       else
-        parts.push_back(fmt::format("rank {} is in {}", r->rank, place_of(*r)));
+        parts.push_back(fmt::format("{} is in {}", who(*r), place_of(*r)));
     }
     // Ranks waiting in the same collective at the same place share a clause.
     std::map<std::tuple<std::string, std::uint64_t, std::string>, std::vector<const HangRank*>> groups;

@@ -23,6 +23,7 @@ std::string user_place(std::string_view faulthandler_dump);
 /// One rank as the hang diagnosis sees it.
 struct HangRank {
   int rank = 0;
+  int node = -1;                    ///< its node, in a job-wide diagnosis across nodes; -1 on one node
   bool running = true;              ///< not yet exited
   bool counted = false;             ///< its shim attached to the progress page
   bool in_collective = false;       ///< inside a torch.distributed collective

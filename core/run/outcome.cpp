@@ -73,6 +73,12 @@ std::string remote_failure_reason(const RemoteFailure& f) {
   if (f.membership_change) return "stopped for a membership change: " + f.reason;
   std::string node = "node " + std::to_string(f.node_rank);
   if (!f.node_name.empty()) node += " (" + f.node_name + ")";
+  if (f.hung) {
+    // Node 0's reason starts "hung: no progress for ..."; say it once.
+    const std::string_view prefix = "hung: ";
+    const std::string rest = f.reason.rfind(prefix, 0) == 0 ? f.reason.substr(prefix.size()) : f.reason;
+    return "stopped because " + node + " found the job hung: " + rest;
+  }
   return "stopped because " + node + " failed: " + f.reason;
 }
 

@@ -92,10 +92,13 @@ struct RemoteFailure {
   /// join (c10d --nnodes MIN:MAX), so the group restarts with it. Such a
   /// restart does not count against --max-restarts, as in torchrun.
   bool membership_change = false;
+  /// Node 0 found the whole job hung (--on-hang stop): this node ends as hung too.
+  bool hung = false;
 };
 
 /// "stopped because node 1 (node2) failed: rank 3 exited with exit code 5";
-/// for a membership change "stopped for a membership change: node3 joined, ...".
+/// for a membership change "stopped for a membership change: node3 joined, ...";
+/// for a hang: "stopped because node 0 (node1) found the job hung: ...".
 std::string remote_failure_reason(const RemoteFailure& failure);
 
 /// One attempt of a run that was restarted (--max-restarts): how the

@@ -38,6 +38,7 @@
 #include <memory>
 #include <optional>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace air {
@@ -58,6 +59,10 @@ constexpr int k_max_poll_wait_ms = 1000;
 /// torch alone takes seconds to tens of seconds on a loaded machine, and a
 /// short --hang-timeout is meant for the training loop, not the start-up.
 constexpr auto k_hang_startup_allowance = std::chrono::seconds(60);
+/// Across nodes with --on-hang stop: how long a node whose ranks hang waits
+/// for node 0's job-wide verdict before it stops on its own (node 0 gathers
+/// the places for up to 10 s; an older node 0 never answers).
+constexpr auto k_job_hang_verdict_wait = std::chrono::seconds(30);
 /// When the first rank to fail reports a lost peer (core/run/lost_peer.hpp), how
 /// long to wait for the rank that caused it before the teardown: the cause
 /// closes its connections when it starts to exit, and a Python rank with torch
@@ -249,6 +254,9 @@ private:
   Clock::duration hang_quiet_limit() const;
   void begin_hang_diagnosis();
   void finish_hang_diagnosis();
+  void conclude_hang(HangReport report, const std::string& lead);
+  void check_job_hang();
+  void finish_job_hang_diagnosis(JobPlaces job);
   bool begin_preemption(int sig);
   bool stacks_ready();
   void collect_stacks();
@@ -309,6 +317,13 @@ private:
   bool progress_seen_ = false; ///< any rank made a step or printed a line
   bool hang_diagnosed_ = false;
   std::optional<Clock::time_point> hang_started_;
+  /// Across nodes (SupervisorHooks::job_wide_hangs): this node's ranks' places
+  /// from its latest diagnosis, sent to node 0; whether that diagnosis was
+  /// node 0's question rather than this node's quiet; and, with --on-hang
+  /// stop, when this node stops on its own if node 0 never decides.
+  std::vector<HangRank> local_places_;
+  bool hang_asked_ = false;
+  std::optional<Clock::time_point> hang_verdict_deadline_;
   Clock::time_point next_straggler_check_{};
   std::vector<int> rank_ids_;    ///< global rank by index, for the diagnosis
   std::optional<LiveView> live_; ///< the live status area, when on
@@ -553,6 +568,7 @@ std::optional<Clock::time_point> Supervisor::next_deadline(Clock::time_point now
   if (!tearing_down_ && timeout_deadline_) consider(*timeout_deadline_);
   if (!tearing_down_ && plan_.hang_timeout && !hang_diagnosed_) consider(last_progress_ + hang_quiet_limit());
   if (settle_deadline_) consider(*settle_deadline_);
+  if (hang_verdict_deadline_) consider(*hang_verdict_deadline_);
   if (stacks_deadline_) consider(std::min(*stacks_deadline_, now + k_stack_check_interval));
   if (tearing_down_ && !kill_sent_) consider(grace_deadline_);
   bool all_quiet = true;
@@ -623,6 +639,7 @@ void Supervisor::iterate() {
   // broken collective) must be judged before that exit is.
   if (hooks_) {
     if (auto remote = hooks_->check(Clock::now())) stop_for_remote(std::move(*remote));
+    check_job_hang();
   }
   if (ready > 0 && stdin_index < fds.size() && fds[stdin_index].revents != 0) {
     const bool from_stdin = fds[stdin_index].fd == STDIN_FILENO;
@@ -643,6 +660,8 @@ void Supervisor::iterate() {
   reap(); // cheap, and catches exits whose SIGCHLD merged with another
   watch_progress(Clock::now());
   check_deadlines();
+  // Again: a diagnosis that just began or ended here moves the job's on at once.
+  if (hooks_) check_job_hang();
   tell_hooks();
   containment_->record_descendants();
   live_tick();
@@ -660,7 +679,7 @@ void Supervisor::stop_for_remote(RemoteFailure failure) {
   // This node already failed on its own, unless all it has is a rank that lost
   // its peer: then the other node's failure is the likelier cause.
   if (out_.status != RunOutcome::Status::succeeded && !settle_deadline_) return;
-  out_.status = RunOutcome::Status::failed;
+  out_.status = failure.hung ? RunOutcome::Status::hung : RunOutcome::Status::failed;
   out_.root_cause_rank = -1;
   out_.reason = remote_failure_reason(failure);
   out_.remote_failure = std::move(failure);
@@ -983,8 +1002,16 @@ void Supervisor::check_deadlines() {
     if (!request_stacks(StackPurpose::timeout)) begin_teardown(SIGTERM);
   }
   if (!tearing_down_ && out_.status == RunOutcome::Status::succeeded && plan_.hang_timeout &&
-      !hang_diagnosed_ && !stacks_deadline_ && now - last_progress_ >= hang_quiet_limit())
+      !hang_diagnosed_ && !stacks_deadline_ && now - last_progress_ >= hang_quiet_limit()) {
     begin_hang_diagnosis();
+    if (hooks_) hooks_->ranks_quiet();
+  }
+  if (hang_verdict_deadline_ && now >= *hang_verdict_deadline_) {
+    hang_verdict_deadline_.reset();
+    // Node 0 never decided (an older agent, or no --hang-timeout there): stop as one node would.
+    if (hang_diagnosed_ && out_.hang && !tearing_down_ && out_.status == RunOutcome::Status::succeeded)
+      conclude_hang(std::move(*out_.hang), {});
+  }
   if (stacks_deadline_ && (now >= *stacks_deadline_ || stacks_ready())) {
     stacks_deadline_.reset();
     const StackPurpose purpose = stacks_purpose_;
@@ -1172,7 +1199,25 @@ void Supervisor::begin_hang_diagnosis() {
   hang_diagnosed_ = true;
   hang_started_ = last_progress_;
   progress_.request_flight_recorder();
-  if (!request_stacks(StackPurpose::hang)) finish_hang_diagnosis();
+  // Stacks already asked for (Ctrl-\\, a timeout) keep their purpose: go on without.
+  if (stacks_deadline_ || !request_stacks(StackPurpose::hang)) finish_hang_diagnosis();
+}
+
+/// Across nodes: answers node 0's question for this node's places (from the
+/// diagnosis of this quiet spell, or a new one), and on node 0 names the
+/// job's laggards once the nodes' places are in.
+void Supervisor::check_job_hang() {
+  if (hooks_->places_asked()) {
+    if (stacks_deadline_ && stacks_purpose_ == StackPurpose::hang) {
+      // finish_hang_diagnosis answers
+    } else if (hang_diagnosed_ && !local_places_.empty()) {
+      hooks_->ranks_placed(local_places_);
+    } else {
+      hang_asked_ = true;
+      begin_hang_diagnosis();
+    }
+  }
+  if (auto job = hooks_->job_places(Clock::now())) finish_job_hang_diagnosis(std::move(*job));
 }
 
 namespace {
@@ -1231,12 +1276,58 @@ void Supervisor::finish_hang_diagnosis() {
     report.ranks.push_back(std::move(h));
   }
   report.diagnosis = diagnose_hang(report.ranks);
-  const bool stop = plan_.stop_on_hang;
-  std::string batch =
-      "air-run: no progress for " +
-      format_duration(std::chrono::duration_cast<Millis>(std::chrono::duration<double>(report.quiet_s))) +
-      " (no step, no output): " + report.diagnosis.line + "\n";
-  std::size_t lines = 1;
+  const std::string quiet =
+      format_duration(std::chrono::duration_cast<Millis>(std::chrono::duration<double>(report.quiet_s)));
+  local_places_ = report.ranks;
+  const bool asked = std::exchange(hang_asked_, false);
+  if (hooks_ && hooks_->job_wide_hangs()) {
+    // Node 0 names the job's laggards and decides; this node's picture goes
+    // to it, to this node's console and to its summary.
+    hooks_->ranks_placed(report.ranks);
+    std::string batch =
+        asked ? "air-run: node 0 asks where this node's ranks are: " + report.diagnosis.line + "\n"
+              : "air-run: no progress on this node for " + quiet +
+                    " (no step, no output): " + report.diagnosis.line + "\n" +
+                    "air-run: node 0 names the job's laggards from every node's ranks\n";
+    console_write(stderr_sink_, console_.stderr_fd, batch, asked ? 1 : 2);
+    if (!asked && plan_.stop_on_hang) hang_verdict_deadline_ = now + k_job_hang_verdict_wait;
+    out_.hang = std::move(report);
+    return;
+  }
+  conclude_hang(std::move(report), "air-run: no progress for " + quiet + " (no step, no output): ");
+}
+
+/// Node 0, across nodes: the nodes' places are in; names the job's laggards
+/// with the same rules, prints the job's diagnosis and records it (laggards
+/// as global ranks); with --on-hang stop, ends the run, and with it the job
+/// (the control channel tells the others with `hung`).
+void Supervisor::finish_job_hang_diagnosis(JobPlaces job) {
+  if (!plan_.hang_timeout) return; // another node's --hang-timeout: this one watches none
+  const auto now = Clock::now();
+  HangReport report;
+  report.at = std::chrono::system_clock::now();
+  // At least one node was quiet for --hang-timeout; node 0's own ranks maybe longer.
+  report.quiet_s = std::max(std::chrono::duration<double>(*plan_.hang_timeout).count(),
+                            hang_diagnosed_ ? seconds_between(hang_started_.value_or(now), now) : 0.0);
+  if (out_.hang) report.flight_recorder_files = out_.hang->flight_recorder_files;
+  report.diagnosis = diagnose_job_hang(job);
+  report.ranks = std::move(job.ranks);
+  const std::string quiet =
+      format_duration(std::chrono::duration_cast<Millis>(std::chrono::duration<double>(report.quiet_s)));
+  conclude_hang(std::move(report), "air-run: the job, across the nodes: no progress for " + quiet + ": ");
+}
+
+/// Prints a diagnosis (`lead` starts its line; none: only the verdict's line)
+/// and records it; with --on-hang stop, ends the run with status hung.
+void Supervisor::conclude_hang(HangReport report, const std::string& lead) {
+  const bool stop = plan_.stop_on_hang && plan_.hang_timeout;
+  hang_verdict_deadline_.reset(); // decided
+  std::string batch;
+  std::size_t lines = 0;
+  if (!lead.empty()) {
+    batch = lead + report.diagnosis.line + "\n";
+    ++lines;
+  }
   if (!report.diagnosis.laggards.empty()) {
     batch += "air-run: the others wait for rank" +
              std::string(report.diagnosis.laggards.size() > 1 ? "s " : " ") +

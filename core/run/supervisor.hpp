@@ -1,5 +1,6 @@
 #pragma once
 
+#include "core/run/job_hang.hpp"
 #include "core/run/live_view.hpp"
 #include "core/run/outcome.hpp"
 #include "core/run/plan.hpp"
@@ -68,6 +69,27 @@ public:
   /// interrupted or could not launch (never for a remote failure), so the
   /// other nodes can be told before this node's grace period even starts.
   virtual void local_failure(const RunOutcome& outcome) = 0;
+
+  // Hang diagnosis across nodes (docs/hangs.md, "Several nodes"). The
+  // defaults are one node's: its own diagnosis is the run's.
+
+  /// Whether node 0's agent names the job's laggards and decides whether the
+  /// run stops: then this node's own diagnosis only goes to its log and
+  /// summary, and to node 0.
+  virtual bool job_wide_hangs() const { return false; }
+  /// This node's ranks made no progress for --hang-timeout (its diagnosis begins).
+  virtual void ranks_quiet() {}
+  /// Whether the job asked for this node's ranks' places since the last call:
+  /// the supervisor answers with ranks_placed, diagnosing at once if it must.
+  virtual bool places_asked() { return false; }
+  /// This node's ranks' places, from its latest diagnosis.
+  virtual void ranks_placed(const std::vector<HangRank>& ranks) { (void)ranks; }
+  /// Node 0: the job's places, once every node answered or the wait for them
+  /// ended; nullopt meanwhile, and on the other nodes.
+  virtual std::optional<JobPlaces> job_places(std::chrono::steady_clock::time_point now) {
+    (void)now;
+    return std::nullopt;
+  }
 };
 
 /// Spawns every rank of the plan and supervises them in one single-threaded

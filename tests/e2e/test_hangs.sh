@@ -9,7 +9,7 @@ if ! "$TORCH_PYTHON" -c 'import torch.distributed' 2>/dev/null; then
   exit 0
 fi
 
-# Three ranks; rank 1 stops in stuck_here() before the all_reduce the others enter.
+# Rank 1 (or $STUCK_RANK) stops in stuck_here() before the all_reduce the others enter.
 write_stuck() {
   cat >stuck.py <<'PY'
 import os, time, torch, torch.distributed as dist
@@ -25,7 +25,7 @@ t = torch.ones(1)
 for step in range(3):
     dist.all_reduce(t)
 print("rank %d entered the loop" % rank, flush=True)
-if rank == 1:
+if rank == int(os.environ.get("STUCK_RANK", "1")):
     stuck_here()
 dist.all_reduce(t)
 print("rank %d done" % rank, flush=True)
@@ -44,6 +44,38 @@ test_hang_stop_names_the_laggard_and_exits_124() {
   expect_eq "$(json_get summary.json 'd["outcome"]["status"], d["outcome"]["hang"]["laggards"]')" "hung [1]"
   expect_eq "$(json_get summary.json 'd["outcome"]["hang"]["ranks"][1]["place"]')" "stuck_here at stuck.py:7"
   expect_eq "$(json_get summary.json 'd["outcome"]["hang"]["ranks"][0]["collective"]')" "all_reduce"
+}
+
+test_hang_across_nodes_is_named_by_node_0_and_stops_every_node() {
+  # Two local agents of two ranks each; global rank 3, on node 1, is stuck:
+  # node 0's ranks only wait, so only the job's picture can name it.
+  write_stuck
+  PORT=$(free_port_pair)
+  [[ -n $PORT ]] || fail "no free port pair"
+  export STUCK_RANK=3
+  local start=$SECONDS node
+  for node in 0 1; do
+    start_node "$node" --cpu-ranks 2 --python "$TORCH_PYTHON" --hang-timeout 4s --on-hang stop \
+      --grace-period 5s --summary "summary$node.json" stuck.py
+  done
+  wait
+  ((SECONDS - start < 90)) || fail "took $((SECONDS - start))s"
+  expect_eq "$(cat node0.rc) $(cat node1.rc)" "124 124"
+  local err0 err1
+  err0=$(cat node0.err) err1=$(cat node1.err)
+  expect_contains "$err0" "the job, across the nodes: no progress for"
+  expect_contains "$err0" "rank 3 (node 1) is in stuck_here at stuck.py:7; ranks 0, 1 and 2 wait in all_reduce #4 at <module> at stuck.py:16"
+  expect_contains "$err0" "the others wait for rank 3; stopping the run (--on-hang stop)"
+  expect_eq "$(json_get summary0.json 'd["outcome"]["status"], d["outcome"]["hang"]["laggards"]')" "hung [3]"
+  expect_eq "$(json_get summary0.json '[(r["rank"], r["node"]) for r in d["outcome"]["hang"]["ranks"]]')" \
+    "[(0, 0), (1, 0), (2, 1), (3, 1)]"
+  expect_eq "$(json_get summary0.json 'd["outcome"]["hang"]["ranks"][3]["place"]')" "stuck_here at stuck.py:7"
+  expect_contains "$(json_get summary0.json 'd["outcome"]["hang"]["diagnosis"]')" "stuck_here"
+  # Node 1 keeps its own ranks' picture, and ends as hung on node 0's word.
+  expect_contains "$err1" "found the job hung"
+  expect_eq "$(json_get summary1.json 'd["outcome"]["status"], [r["rank"] for r in d["outcome"]["hang"]["ranks"]]')" \
+    "hung [2, 3]"
+  expect_eq "$(json_get summary1.json 'd["outcome"]["remote_failure"]["node_rank"]')" "0"
 }
 
 test_hang_report_goes_on_and_reports_in_junit() {

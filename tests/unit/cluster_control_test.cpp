@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <future>
+#include <limits>
 #include <thread>
 
 using air::ControlMessage;
@@ -589,4 +590,199 @@ TEST_CASE("c10d MIN:MAX starts with MIN nodes after the last call", "[control]")
   CHECK((*h)->num_nodes() == 2);
   CHECK((*other)->num_nodes() == 2);
   CHECK(Clock::now() - start >= 300ms);
+}
+
+TEST_CASE("hang messages survive a round trip", "[control][hang]") {
+  ControlMessage quiet;
+  quiet.kind = Kind::quiet;
+  quiet.node_rank = 2;
+  CHECK(air::format_control_message(quiet) == "quiet 2\n");
+  CHECK(round_trip(quiet).node_rank == 2);
+  ControlMessage where;
+  where.kind = Kind::where;
+  where.round = 7;
+  CHECK(air::format_control_message(where) == "where 7\n");
+  CHECK(round_trip(where).round == 7);
+
+  ControlMessage place;
+  place.kind = Kind::place;
+  place.round = 3;
+  place.node_rank = 1;
+  place.count = 2;
+  air::HangRank& p = place.place;
+  p.rank = 3;
+  p.counted = true;
+  p.steps = 12345678901234ULL;
+  p.collective_seq = 3;
+  p.place = "stuck here\nat stuck.py:7";
+  CHECK(air::format_control_message(place) ==
+        "place 3 1 2 3 110 12345678901234 3 0 - - - - - stuck here at stuck.py:7\n");
+  const auto outside = round_trip(place);
+  CHECK(outside.kind == Kind::place);
+  CHECK(outside.round == 3);
+  CHECK(outside.node_rank == 1);
+  CHECK(outside.count == 2);
+  CHECK(outside.place.rank == 3);
+  CHECK(outside.place.node == 1);
+  CHECK(outside.place.running);
+  CHECK(outside.place.counted);
+  CHECK_FALSE(outside.place.in_collective);
+  CHECK(outside.place.steps == 12345678901234ULL);
+  CHECK(outside.place.collective_seq == 3);
+  CHECK_FALSE(outside.place.nccl_enqueued.has_value());
+  CHECK(outside.place.since.empty());
+  CHECK(outside.place.collective.empty());
+  CHECK(outside.place.place == "stuck here at stuck.py:7");
+
+  p.rank = 2;
+  p.in_collective = true;
+  p.collective = "all_reduce";
+  p.collective_seq = 4;
+  p.waiting_s = 2.5;
+  p.since = "12:01:03";
+  p.nccl_enqueued = 11;
+  p.nccl_op = "nccl:all_reduce";
+  p.nccl_state = "started";
+  p.place = "";
+  const auto inside = round_trip(place);
+  CHECK(inside.place.in_collective);
+  CHECK(inside.place.collective == "all_reduce");
+  CHECK(inside.place.waiting_s == 2.5);
+  CHECK(inside.place.since == "12:01:03");
+  CHECK(inside.place.nccl_enqueued == std::optional<std::uint64_t>(11));
+  CHECK(inside.place.nccl_op == "nccl:all_reduce");
+  CHECK(inside.place.nccl_state == "started");
+  CHECK(inside.place.place.empty());
+
+  // A long place is cut, never splitting a UTF-8 character, so the line stays short.
+  p.place = std::string(air::k_max_place_text - 1, 'x') + "\xc3\xa9" + std::string(5000, 'y');
+  p.collective = std::string(500, 'c');
+  const std::string line = air::format_control_message(place);
+  CHECK(line.size() < 2048);
+  const auto cut = round_trip(place);
+  CHECK(cut.place.place == std::string(air::k_max_place_text - 1, 'x'));
+  CHECK(cut.place.collective.size() == air::k_max_place_word);
+
+  ControlMessage hung;
+  hung.kind = Kind::hung;
+  hung.node_rank = 0;
+  hung.rank = 3;
+  hung.exit_code = 124;
+  hung.name = "alpha";
+  hung.text = "hung: no progress for 4s; the others wait for rank 3";
+  CHECK(air::format_control_message(hung) ==
+        "hung 0 3 124 alpha hung: no progress for 4s; the others wait for rank 3\n");
+  CHECK(round_trip(hung).kind == Kind::hung);
+  CHECK(round_trip(hung).exit_code == 124);
+
+  p.waiting_s = std::numeric_limits<double>::quiet_NaN(); // never a number out of range
+  CHECK(round_trip(place).place.waiting_s == 0);
+  p.waiting_s = 1e300;
+  CHECK(round_trip(place).place.waiting_s == 999'999.999);
+
+  CHECK_FALSE(air::parse_control_message("where 0").ok());
+  CHECK_FALSE(air::parse_control_message("quiet -1").ok());
+  CHECK_FALSE(air::parse_control_message("place 1 1 2 3 110 5 3 0 - - - -").ok());     // words missing
+  CHECK_FALSE(air::parse_control_message("place 1 1 2 3 120 5 3 0 - - - - - x").ok()); // bad flags
+  CHECK_FALSE(air::parse_control_message("place 1 1 0 3 110 5 3 0 - - - - - x").ok()); // no ranks
+  CHECK_FALSE(air::parse_control_message("place 1 1 2 3 110 5 3 0 - x - - - x").ok()); // NCCL_SEQ
+  CHECK(air::parse_control_message("place 1 1 2 3 110 5 3 0 - - - - - ").ok());        // no place known
+}
+
+namespace {
+
+/// Polls both channels like their supervisors do, answering `where` with
+/// `places[node]`, until node 0 has the job's places or `limit` passes.
+std::optional<air::JobPlaces> gather(air::ControlChannel& node0, air::ControlChannel& node1,
+                                     const std::vector<air::HangRank> (&places)[2],
+                                     std::chrono::milliseconds limit) {
+  const auto end = Clock::now() + limit;
+  while (Clock::now() < end) {
+    std::vector<pollfd> fds;
+    for (int fd : node0.poll_fds()) fds.push_back({fd, POLLIN, 0});
+    for (int fd : node1.poll_fds()) fds.push_back({fd, POLLIN, 0});
+    ::poll(fds.data(), fds.size(), 20);
+    REQUIRE_FALSE(node0.check(Clock::now()).has_value());
+    REQUIRE_FALSE(node1.check(Clock::now()).has_value());
+    if (node1.places_asked()) node1.ranks_placed(places[1]);
+    if (node0.places_asked()) node0.ranks_placed(places[0]);
+    if (auto job = node0.job_places(Clock::now())) return job;
+    CHECK_FALSE(node1.job_places(Clock::now()).has_value()); // only node 0 puts the picture together
+  }
+  return std::nullopt;
+}
+
+air::HangRank place_of(int rank, bool in_collective) {
+  air::HangRank r;
+  r.rank = rank;
+  r.counted = true;
+  r.in_collective = in_collective;
+  r.collective = in_collective ? "all_reduce" : "";
+  r.collective_seq = in_collective ? 4 : 3;
+  r.since = in_collective ? "12:01:03" : "";
+  r.place = in_collective ? "<module> at stuck.py:16" : "stuck_here at stuck.py:7";
+  return r;
+}
+
+} // namespace
+
+TEST_CASE("a quiet node 1 gets node 0 the job's places, and a hang stop ends node 1 as hung",
+          "[control][hang]") {
+  auto [node0, node1] = join_two(free_port());
+  CHECK(node0->job_wide_hangs());
+  CHECK(node1->job_wide_hangs());
+  const std::vector<air::HangRank> places[2] = {{place_of(0, true), place_of(1, true)},
+                                                {place_of(2, true), place_of(3, false)}};
+  // Node 1's diagnosis before node 0 asked goes nowhere; node 0's question brings it.
+  node1->ranks_placed(places[1]);
+  node1->ranks_quiet();
+  const auto start = Clock::now();
+  auto job = gather(*node0, *node1, places, 5s);
+  REQUIRE(job.has_value());
+  CHECK(Clock::now() - start < 3s); // every node answered: no waiting out the window
+  REQUIRE(job->ranks.size() == 4);
+  CHECK(job->missing_nodes.empty());
+  CHECK(job->ranks[3].node == 1);
+  CHECK(air::diagnose_job_hang(*job).laggards == std::vector<int>{3});
+
+  // A second quiet spell, on node 0 this time: a new round, asked again.
+  node0->ranks_quiet();
+  job = gather(*node0, *node1, places, 5s);
+  REQUIRE(job.has_value());
+  CHECK(job->ranks.size() == 4);
+
+  air::RunOutcome hung;
+  hung.status = air::RunOutcome::Status::hung;
+  hung.reason = "hung: no progress for 4s; the others wait for rank 3";
+  node0->local_failure(hung);
+  auto f = wait_for_failure(*node1, 3s);
+  REQUIRE(f.has_value());
+  CHECK(f->hung);
+  CHECK(f->exit_code == 124);
+  CHECK(air::remote_failure_reason(*f) ==
+        "stopped because node 0 (alpha) found the job hung: no progress for 4s; the others wait for rank 3");
+}
+
+TEST_CASE("node 0 names a node that never sends its places after the wait", "[control][hang]") {
+  const int port = free_port();
+  auto server = std::async(std::launch::async, [port] {
+    auto o = options_for(0, port);
+    o.places_wait = 1500ms;
+    return air::ControlChannel::join(o);
+  });
+  Joined client = air::ControlChannel::join(options_for(1, port));
+  Joined joined0 = server.get();
+  REQUIRE(joined0.ok());
+  REQUIRE(client.ok());
+  auto& node0 = *joined0;
+  auto& node1 = *client;
+  const std::vector<air::HangRank> places[2] = {{place_of(0, true), place_of(1, true)}, {}};
+  node0->ranks_quiet();
+  // Node 1 has no ranks to tell of: node 0 waits out its window, then goes on with what it has.
+  const auto start = Clock::now();
+  auto job = gather(*node0, *node1, places, 5s);
+  REQUIRE(job.has_value());
+  CHECK(Clock::now() - start >= 1400ms);
+  CHECK(job->missing_nodes == std::vector<int>{1});
+  CHECK(air::diagnose_job_hang(*job).line.find("node 1 sent no places") != std::string::npos);
 }

@@ -8,7 +8,9 @@
 
 #include <chrono>
 #include <csignal>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -186,4 +188,105 @@ TEST_CASE("without a failure the hooks are only polled", "[supervisor][hooks]") 
   CHECK(out.status == air::RunOutcome::Status::succeeded);
   CHECK(out.exit_code() == 0);
   CHECK(hooks.local_failures == 0);
+}
+
+namespace {
+
+/// Hooks of a node in a job-wide hang diagnosis (core/cluster/control.hpp
+/// does it over the network): records what the supervisor tells, and plays
+/// node 0's question and answer.
+class JobHangHooks : public air::SupervisorHooks {
+public:
+  std::vector<int> poll_fds() const override { return {}; }
+  std::optional<Clock::time_point> next_deadline() const override { return std::nullopt; }
+  std::optional<air::RemoteFailure> check(Clock::time_point) override { return std::nullopt; }
+  void local_failure(const air::RunOutcome& outcome) override { told_status = outcome.status; }
+  bool job_wide_hangs() const override { return true; }
+  void ranks_quiet() override { ++quiet_calls; }
+  bool places_asked() override { return std::exchange(ask, false); }
+  void ranks_placed(const std::vector<air::HangRank>& ranks) override { placed.push_back(ranks); }
+  std::optional<air::JobPlaces> job_places(Clock::time_point) override {
+    if (!answer || placed.empty()) return std::nullopt;
+    answer = false;
+    // This node's ranks waiting, and node 1's rank 5 stuck outside the collective.
+    air::JobPlaces job;
+    for (air::HangRank r : placed.back()) {
+      r.node = 0;
+      r.in_collective = true;
+      r.collective = "all_reduce";
+      r.collective_seq = 4;
+      job.ranks.push_back(r);
+    }
+    air::HangRank stuck;
+    stuck.rank = 5;
+    stuck.node = 1;
+    stuck.counted = true;
+    stuck.collective_seq = 3;
+    stuck.place = "stuck_here at stuck.py:7";
+    job.ranks.push_back(stuck);
+    return job;
+  }
+
+  bool ask = false;    ///< node 0 asks for this node's places
+  bool answer = false; ///< node 0's picture comes once this node placed its ranks
+  int quiet_calls = 0;
+  std::vector<std::vector<air::HangRank>> placed;
+  std::optional<air::RunOutcome::Status> told_status;
+};
+
+} // namespace
+
+TEST_CASE("across nodes a quiet node tells node 0 and stops on the job's verdict",
+          "[supervisor][hooks][hang]") {
+  // One line, then silence: quiet after the hang timeout.
+  auto plan =
+      plan_of({{"/bin/sh", "-c", "echo up; exec sleep 30"}, {"/bin/sh", "-c", "echo up; exec sleep 30"}});
+  plan.hang_timeout = air::Millis(500);
+  plan.stop_on_hang = true;
+  JobHangHooks hooks;
+  hooks.answer = true;
+  const auto start = Clock::now();
+  const air::RunOutcome out = air::supervise(plan, quiet(), &hooks);
+  CHECK(Clock::now() - start < 10s);
+  CHECK(out.hang.has_value());
+  if (out.hang) CHECK(out.hang->quiet_s < 1.0); // the verdict follows the diagnosis at once
+  CHECK(hooks.quiet_calls == 1);
+  REQUIRE(hooks.placed.size() == 1);
+  CHECK(hooks.placed[0].size() == 2);
+  CHECK(out.status == air::RunOutcome::Status::hung);
+  CHECK(out.exit_code() == 124);
+  CHECK(hooks.told_status == air::RunOutcome::Status::hung); // node 0 tells the others with `hung`
+  REQUIRE(out.hang.has_value());
+  CHECK(out.hang->diagnosis.laggards == std::vector<int>{5});
+  CHECK(out.hang->diagnosis.line.rfind("rank 5 (node 1) is in stuck_here at stuck.py:7", 0) == 0);
+  CHECK(out.hang->ranks.size() == 3);
+  CHECK(out.reason == "hung: no progress for 500ms; the others wait for rank 5");
+}
+
+TEST_CASE("across nodes a node's own diagnosis does not stop it", "[supervisor][hooks][hang]") {
+  // No verdict from node 0 within the run: the ranks end on their own.
+  auto plan = plan_of({{"/bin/sh", "-c", "echo up; exec sleep 2"}});
+  plan.hang_timeout = air::Millis(300);
+  plan.stop_on_hang = true;
+  JobHangHooks hooks;
+  const air::RunOutcome out = air::supervise(plan, quiet(), &hooks);
+  CHECK(hooks.quiet_calls == 1);
+  CHECK(hooks.placed.size() == 1);
+  CHECK(out.status == air::RunOutcome::Status::succeeded);
+  REQUIRE(out.hang.has_value()); // its own picture, in its own summary
+  CHECK(out.hang->ranks.size() == 1);
+}
+
+TEST_CASE("across nodes node 0's question is answered at once by a node that is not quiet",
+          "[supervisor][hooks][hang]") {
+  auto plan = plan_of({{"/bin/sh", "-c", "echo up; exec sleep 1"}});
+  plan.hang_timeout = air::Millis(60'000);
+  JobHangHooks hooks;
+  hooks.ask = true;
+  const air::RunOutcome out = air::supervise(plan, quiet(), &hooks);
+  CHECK(hooks.quiet_calls == 0);
+  REQUIRE(hooks.placed.size() == 1);
+  CHECK(hooks.placed[0].size() == 1);
+  CHECK(hooks.placed[0][0].rank == 0);
+  CHECK(out.status == air::RunOutcome::Status::succeeded);
 }
