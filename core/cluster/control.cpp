@@ -1106,7 +1106,7 @@ std::optional<JobPlaces> ControlChannel::job_places(Clock::time_point now) {
 void ControlChannel::settle(RunOutcome& outcome) {
   if (settled_) return;
   settled_ = true;
-  running_ = false; // the ranks here are done: no agent is admitted until the next attempt
+  running_ = false;        // the ranks here are done: no agent is admitted until the next attempt
   round_deadline_.reset(); // a hang diagnosis still gathering belongs to the attempt that ended
   const bool local_ok = outcome.status == RunOutcome::Status::succeeded;
   if (!local_ok && !outcome.remote_failure)

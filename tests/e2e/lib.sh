@@ -187,3 +187,15 @@ start_node() { # start_node RANK ARGS...: one agent in the background, node$RANK
   echo $? >"node$rank.rc") 2>/dev/null &
   eval "node${rank}_pid=$!"
 }
+
+# start_agent NAME ARGS...: one c10d agent joining at 127.0.0.1:$PORT, in a
+# process group of its own (so that it can be killed with everything it
+# started); NAME.pid is its pid, output in NAME.{out,err}, code in NAME.rc.
+start_agent() {
+  local name=$1
+  shift
+  (setsid sh -c 'echo $$ >"$0.pid"; exec "$@"' "$name" "$AIR_RUN" --rdzv-backend c10d \
+    --rdzv-endpoint "127.0.0.1:$PORT" --env "AGENT=$name" --summary "$name.json" "$@" \
+    >"$name.out" 2>"$name.err"
+  echo $? >"$name.rc") 2>/dev/null &
+}

@@ -6,17 +6,6 @@
 # refused at once (docs/multinode.md, "A node that joins later").
 source "$(dirname "$0")/lib.sh"
 
-# start_agent NAME ARGS...: one c10d agent in a process group of its own;
-# NAME.pid is its pid, output in NAME.{out,err}, code in NAME.rc.
-start_agent() {
-  local name=$1
-  shift
-  (setsid sh -c 'echo $$ >"$0.pid"; exec "$@"' "$name" "$AIR_RUN" --rdzv-backend c10d \
-    --rdzv-endpoint "127.0.0.1:$PORT" --env "AGENT=$name" --summary "$name.json" "$@" \
-    >"$name.out" 2>"$name.err"
-  echo $? >"$name.rc") 2>/dev/null &
-}
-
 # Each rank notes what it runs as, then works in small steps: attempt 0 until
 # the file `stop` appears, a later attempt for a few steps.
 write_worker() {

@@ -5,18 +5,6 @@
 # that does not host the join is killed with its whole process group.
 source "$(dirname "$0")/lib.sh"
 
-# start_agent NAME ARGS...: one c10d agent in a process group of its own (so
-# that it can be killed with everything it started); NAME.pid is its pid,
-# output in NAME.{out,err}, code in NAME.rc.
-start_agent() {
-  local name=$1
-  shift
-  (setsid sh -c 'echo $$ >"$0.pid"; exec "$@"' "$name" "$AIR_RUN" --rdzv-backend c10d \
-    --rdzv-endpoint "127.0.0.1:$PORT" --env "AGENT=$name" --summary "$name.json" "$@" \
-    >"$name.out" 2>"$name.err"
-  echo $? >"$name.rc") 2>/dev/null &
-}
-
 # Each rank notes what it ran as; attempt 0 then waits to be stopped, a
 # later attempt finishes at once.
 write_worker() {

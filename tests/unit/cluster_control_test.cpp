@@ -5,6 +5,7 @@
 #include "core/cluster/control_message.hpp"
 #include "core/os/host.hpp"
 #include "tests/unit/catch.hpp"
+#include "tests/unit/control_fixture.hpp"
 
 #include <netinet/in.h>
 #include <poll.h>
@@ -87,24 +88,6 @@ void authenticate(int fd, const std::string& token) {
   const std::string nonce = "0123456789abcdef0123456789abcdef";
   const air::JoinSecret secret{token, "4242"};
   send_text(fd, air::format_auth(nonce, air::join_proof(secret, air::JoinRole::agent, *challenge, nonce)));
-}
-
-int free_port() {
-  auto port = air::choose_free_port("127.0.0.1");
-  REQUIRE(port.ok());
-  return *port;
-}
-
-/// Polls the channel like the supervisor does until it reports a failure or `limit` passes.
-std::optional<air::RemoteFailure> wait_for_failure(air::ControlChannel& c, std::chrono::milliseconds limit) {
-  const auto end = Clock::now() + limit;
-  while (Clock::now() < end) {
-    std::vector<pollfd> fds;
-    for (int fd : c.poll_fds()) fds.push_back({fd, POLLIN, 0});
-    ::poll(fds.data(), fds.size(), 20);
-    if (auto f = c.check(Clock::now())) return f;
-  }
-  return std::nullopt;
 }
 
 using Joined = air::Expected<std::unique_ptr<air::ControlChannel>>;
@@ -240,7 +223,7 @@ TEST_CASE("malformed control messages are errors quoting the line", "[control]")
 }
 
 TEST_CASE("two agents join, node 0's run id wins, and a success is agreed", "[control]") {
-  auto [node0, node1] = join_two(free_port());
+  auto [node0, node1] = join_two(air_test::free_port());
   CHECK(node0->run_id() == "run-from-node0");
   CHECK(node1->run_id() == "run-from-node0");
 
@@ -259,10 +242,10 @@ TEST_CASE("two agents join, node 0's run id wins, and a success is agreed", "[co
 }
 
 TEST_CASE("a failure on node 1 reaches node 0 with its code and reason", "[control]") {
-  auto [node0, node1] = join_two(free_port());
+  auto [node0, node1] = join_two(air_test::free_port());
   node1->report_failure(5, 3, "rank 3 exited with exit code 5");
   const auto start = Clock::now();
-  auto f = wait_for_failure(*node0, 3s);
+  auto f = air_test::poll_channel(*node0, 3s);
   REQUIRE(f.has_value());
   CHECK(Clock::now() - start < 1s);
   CHECK(f->node_rank == 1);
@@ -279,12 +262,12 @@ TEST_CASE("a failure on node 1 reaches node 0 with its code and reason", "[contr
 }
 
 TEST_CASE("node 0's local failure aborts node 1", "[control]") {
-  auto [node0, node1] = join_two(free_port());
+  auto [node0, node1] = join_two(air_test::free_port());
   air::RunOutcome failed;
   failed.status = air::RunOutcome::Status::timed_out;
   failed.reason = "timed out after 1s";
   node0->local_failure(failed);
-  auto f = wait_for_failure(*node1, 3s);
+  auto f = air_test::poll_channel(*node1, 3s);
   REQUIRE(f.has_value());
   CHECK(f->node_rank == 0);
   CHECK(f->node_name == "alpha");
@@ -293,7 +276,7 @@ TEST_CASE("node 0's local failure aborts node 1", "[control]") {
 }
 
 TEST_CASE("node 1 that succeeded adopts node 0's later failure at the end", "[control]") {
-  auto [node0, node1] = join_two(free_port());
+  auto [node0, node1] = join_two(air_test::free_port());
   auto waiting = std::async(std::launch::async, [&node1 = node1] {
     air::RunOutcome ok;
     node1->finish(ok);
@@ -313,10 +296,10 @@ TEST_CASE("node 1 that succeeded adopts node 0's later failure at the end", "[co
 }
 
 TEST_CASE("a silent or vanished agent is a failure", "[control]") {
-  const int port = free_port();
+  const int port = air_test::free_port();
   auto [node0, node1] = join_two(port);
   node1.reset(); // closes its socket without a word, as a killed agent's kernel would
-  auto f = wait_for_failure(*node0, 3s);
+  auto f = air_test::poll_channel(*node0, 3s);
   REQUIRE(f.has_value());
   CHECK(f->node_rank == 1);
   CHECK(f->exit_code == 1);
@@ -324,7 +307,7 @@ TEST_CASE("a silent or vanished agent is a failure", "[control]") {
 }
 
 TEST_CASE("an agent that stops talking is noticed after the heartbeat timeout", "[control]") {
-  const int port = free_port();
+  const int port = air_test::free_port();
   auto server =
       std::async(std::launch::async, [port] { return air::ControlChannel::join(options_for(0, port)); });
   // A hand-made agent: authenticates, says hello, then never sends a heartbeat.
@@ -335,7 +318,7 @@ TEST_CASE("an agent that stops talking is noticed after the heartbeat timeout", 
   Joined node0 = server.get();
   REQUIRE(node0.ok());
   const auto start = Clock::now();
-  auto f = wait_for_failure(**node0, 3s);
+  auto f = air_test::poll_channel(**node0, 3s);
   REQUIRE(f.has_value());
   CHECK(Clock::now() - start >= 400ms);
   CHECK(f->node_name == "mute");
@@ -344,7 +327,7 @@ TEST_CASE("an agent that stops talking is noticed after the heartbeat timeout", 
 }
 
 TEST_CASE("disagreeing nodes are refused, naming the node, on both sides", "[control]") {
-  const int port = free_port();
+  const int port = air_test::free_port();
   auto server =
       std::async(std::launch::async, [port] { return air::ControlChannel::join(options_for(0, port)); });
   Joined client = air::ControlChannel::join(options_for(1, port, 3));
@@ -361,7 +344,7 @@ TEST_CASE("disagreeing nodes are refused, naming the node, on both sides", "[con
 }
 
 TEST_CASE("a node that never joins is named after the join timeout", "[control]") {
-  auto o = options_for(0, free_port());
+  auto o = options_for(0, air_test::free_port());
   o.join_timeout = 300ms;
   o.node_names = {"alpha", "beta"};
   const auto start = Clock::now();
@@ -382,7 +365,7 @@ TEST_CASE("a node that never joins is named after the join timeout", "[control]"
 }
 
 TEST_CASE("strangers on the control port cannot join, abort the join or inject text", "[control][auth]") {
-  const int port = free_port();
+  const int port = air_test::free_port();
   auto server =
       std::async(std::launch::async, [port] { return air::ControlChannel::join(options_for(0, port)); });
   // 1: no authentication at all, a hello that would abort the join (node 7 of 9).
@@ -412,7 +395,7 @@ TEST_CASE("strangers on the control port cannot join, abort the join or inject t
 }
 
 TEST_CASE("an agent with another join token is refused with a clear error", "[control][auth]") {
-  const int port = free_port();
+  const int port = air_test::free_port();
   auto o0 = options_for(0, port);
   o0.join_timeout = 2s;
   auto server = std::async(std::launch::async, [o0] { return air::ControlChannel::join(o0); });
@@ -427,7 +410,7 @@ TEST_CASE("an agent with another join token is refused with a clear error", "[co
 }
 
 TEST_CASE("an agent does not believe a node 0 that cannot prove the token", "[control][auth]") {
-  const int port = free_port();
+  const int port = air_test::free_port();
   // A fake node 0: sends a challenge, then `start` without a proof.
   auto listener = std::async(std::launch::async, [port] {
     const int l = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -461,7 +444,7 @@ TEST_CASE("peer text loses its control characters", "[control][auth]") {
 }
 
 TEST_CASE("silent connections filling node 0's queue do not lock out a real node", "[control][auth]") {
-  const int port = free_port();
+  const int port = air_test::free_port();
   auto server =
       std::async(std::launch::async, [port] { return air::ControlChannel::join(options_for(0, port)); });
   std::vector<int> silent;
@@ -475,9 +458,9 @@ TEST_CASE("silent connections filling node 0's queue do not lock out a real node
 }
 
 TEST_CASE("after a failure every node agrees on a restart with node 0's port", "[control]") {
-  auto [node0, node1] = join_two(free_port());
+  auto [node0, node1] = join_two(air_test::free_port());
   node1->report_failure(3, 2, "rank 2 exited with exit code 3");
-  REQUIRE(wait_for_failure(*node0, 2s).has_value());
+  REQUIRE(air_test::poll_channel(*node0, 2s).has_value());
   auto later = std::async(std::launch::async, [&node1 = node1] {
     air::RunOutcome failed;
     failed.status = air::RunOutcome::Status::failed;
@@ -495,13 +478,13 @@ TEST_CASE("after a failure every node agrees on a restart with node 0's port", "
 
   // The next attempt starts clean: a failure there is seen again.
   node0->report_failure(5, 0, "rank 0 exited with exit code 5");
-  const auto f = wait_for_failure(*node1, 2s);
+  const auto f = air_test::poll_channel(*node1, 2s);
   REQUIRE(f.has_value());
   CHECK(f->exit_code == 5);
 }
 
 TEST_CASE("a node that may not restart stops every node", "[control]") {
-  auto [node0, node1] = join_two(free_port());
+  auto [node0, node1] = join_two(air_test::free_port());
   auto later = std::async(std::launch::async, [&node1 = node1] {
     air::RunOutcome interrupted;
     interrupted.status = air::RunOutcome::Status::interrupted;
@@ -509,7 +492,7 @@ TEST_CASE("a node that may not restart stops every node", "[control]") {
     node1->settle(interrupted);
     return node1->agree_restart(interrupted, false, 1, 0);
   });
-  REQUIRE(wait_for_failure(*node0, 2s).has_value());
+  REQUIRE(air_test::poll_channel(*node0, 2s).has_value());
   air::RunOutcome mine;
   mine.status = air::RunOutcome::Status::failed;
   node0->settle(mine);
@@ -521,7 +504,7 @@ TEST_CASE("a node's word on restarting that comes with its failure is not lost",
   // Node 1 is interrupted and at once says it may not restart; node 0 is still
   // stopping its ranks and reads both lines in one go. It must still know
   // node 1's answer when it comes to agree (it once waited for it forever).
-  auto [node0, node1] = join_two(free_port());
+  auto [node0, node1] = join_two(air_test::free_port());
   auto later = std::async(std::launch::async, [&node1 = node1] {
     air::RunOutcome interrupted;
     interrupted.status = air::RunOutcome::Status::interrupted;
@@ -530,7 +513,7 @@ TEST_CASE("a node's word on restarting that comes with its failure is not lost",
     return node1->agree_restart(interrupted, false, 2, 0);
   });
   std::this_thread::sleep_for(300ms); // `fail` and `over` both wait in node 0's socket
-  REQUIRE(wait_for_failure(*node0, 2s).has_value());
+  REQUIRE(air_test::poll_channel(*node0, 2s).has_value());
   air::RunOutcome mine;
   mine.status = air::RunOutcome::Status::failed;
   mine.remote_failure = air::RemoteFailure{};
@@ -542,7 +525,7 @@ TEST_CASE("a node's word on restarting that comes with its failure is not lost",
 }
 
 TEST_CASE("c10d: node ranks in order of arrival, the binder is node 0", "[control]") {
-  const int port = free_port();
+  const int port = air_test::free_port();
   const auto c10d = [port](const char* name) {
     air::ControlOptions o = options_for(0, port);
     o.c10d = true;
@@ -570,7 +553,7 @@ TEST_CASE("c10d: node ranks in order of arrival, the binder is node 0", "[contro
 }
 
 TEST_CASE("c10d MIN:MAX starts with MIN nodes after the last call", "[control]") {
-  const int port = free_port();
+  const int port = air_test::free_port();
   const auto c10d = [port](const char* name) {
     air::ControlOptions o = options_for(0, port);
     o.c10d = true;
@@ -728,7 +711,7 @@ air::HangRank place_of(int rank, bool in_collective) {
 
 TEST_CASE("a quiet node 1 gets node 0 the job's places, and a hang stop ends node 1 as hung",
           "[control][hang]") {
-  auto [node0, node1] = join_two(free_port());
+  auto [node0, node1] = join_two(air_test::free_port());
   CHECK(node0->job_wide_hangs());
   CHECK(node1->job_wide_hangs());
   const std::vector<air::HangRank> places[2] = {{place_of(0, true), place_of(1, true)},
@@ -755,7 +738,7 @@ TEST_CASE("a quiet node 1 gets node 0 the job's places, and a hang stop ends nod
   hung.status = air::RunOutcome::Status::hung;
   hung.reason = "hung: no progress for 4s; the others wait for rank 3";
   node0->local_failure(hung);
-  auto f = wait_for_failure(*node1, 3s);
+  auto f = air_test::poll_channel(*node1, 3s);
   REQUIRE(f.has_value());
   CHECK(f->hung);
   CHECK(f->exit_code == 124);
@@ -764,7 +747,7 @@ TEST_CASE("a quiet node 1 gets node 0 the job's places, and a hang stop ends nod
 }
 
 TEST_CASE("node 0 names a node that never sends its places after the wait", "[control][hang]") {
-  const int port = free_port();
+  const int port = air_test::free_port();
   auto server = std::async(std::launch::async, [port] {
     auto o = options_for(0, port);
     o.places_wait = 1500ms;

@@ -4,6 +4,7 @@
 #include "core/cluster/control_message.hpp"
 #include "core/os/host.hpp"
 #include "tests/unit/catch.hpp"
+#include "tests/unit/control_fixture.hpp"
 
 #include <poll.h>
 
@@ -34,24 +35,6 @@ air::ControlOptions elastic_options(int port, const char* name) {
   o.heartbeat_timeout = 10s; // the test polls one channel at a time
   o.join_token = "late-join-token";
   return o;
-}
-
-int free_port() {
-  auto port = air::choose_free_port("127.0.0.1");
-  REQUIRE(port.ok());
-  return *port;
-}
-
-/// Polls the channel as the supervisor does until it reports something or `limit` passes.
-std::optional<air::RemoteFailure> poll_channel(air::ControlChannel& c, std::chrono::milliseconds limit) {
-  const auto end = Clock::now() + limit;
-  while (Clock::now() < end) {
-    std::vector<pollfd> fds;
-    for (int fd : c.poll_fds()) fds.push_back({fd, POLLIN, 0});
-    ::poll(fds.data(), fds.size(), 20);
-    if (auto f = c.check(Clock::now())) return f;
-  }
-  return std::nullopt;
 }
 
 /// Node 0 and node 1 of a 2:3 job, started.
@@ -88,7 +71,7 @@ TEST_CASE("wait and regroup survive a round trip", "[control][join]") {
 }
 
 TEST_CASE("an agent that joins a running job is admitted at the next restart", "[control][join]") {
-  const int port = free_port();
+  const int port = air_test::free_port();
   auto [node0, node1] = start_two(port);
   std::vector<std::string> notices;
   auto late = std::async(std::launch::async, [port, &notices] {
@@ -97,11 +80,11 @@ TEST_CASE("an agent that joins a running job is admitted at the next restart", "
     return air::ControlChannel::join(o);
   });
   // Node 0 admits it and ends the attempt: a membership change, not a failure.
-  const auto change = poll_channel(*node0, 3s);
+  const auto change = air_test::poll_channel(*node0, 3s);
   REQUIRE(change.has_value());
   CHECK(change->membership_change);
   CHECK(change->reason == "third joined; the worker group restarts with 3 nodes");
-  const auto told = poll_channel(*node1, 3s);
+  const auto told = air_test::poll_channel(*node1, 3s);
   REQUIRE(told.has_value());
   CHECK(told->membership_change);
   CHECK(told->node_rank == 0);
@@ -137,7 +120,7 @@ TEST_CASE("an agent that joins a running job is admitted at the next restart", "
 
   // The new node is a full member: its failure reaches node 0.
   (*third)->report_failure(7, 4, "rank 4 exited with exit code 7");
-  const auto f = poll_channel(*node0, 2s);
+  const auto f = air_test::poll_channel(*node0, 2s);
   REQUIRE(f.has_value());
   CHECK_FALSE(f->membership_change);
   CHECK(f->node_rank == 2);
@@ -145,7 +128,7 @@ TEST_CASE("an agent that joins a running job is admitted at the next restart", "
 }
 
 TEST_CASE("an agent beyond MAX is refused while the job runs on", "[control][join]") {
-  const int port = free_port();
+  const int port = air_test::free_port();
   auto host = std::async(std::launch::async,
                          [port] { return air::ControlChannel::join(elastic_options(port, "first")); });
   std::this_thread::sleep_for(100ms);
@@ -164,7 +147,7 @@ TEST_CASE("an agent beyond MAX is refused while the job runs on", "[control][joi
   // Node 0 hears it while it runs: no membership change, no failure.
   const auto end = Clock::now() + 5s;
   while (Clock::now() < end && fourth.wait_for(0s) != std::future_status::ready)
-    REQUIRE_FALSE(poll_channel(**node0, 100ms).has_value());
+    REQUIRE_FALSE(air_test::poll_channel(**node0, 100ms).has_value());
   REQUIRE(fourth.wait_for(0s) == std::future_status::ready);
   Joined refused = fourth.get();
   REQUIRE_FALSE(refused.ok());

@@ -1,0 +1,37 @@
+#pragma once
+// Helpers shared by the tests of the multi-node control channel.
+
+#include "core/cluster/control.hpp"
+#include "core/os/host.hpp"
+#include "tests/unit/catch.hpp"
+
+#include <poll.h>
+
+#include <chrono>
+#include <optional>
+#include <vector>
+
+namespace air_test {
+
+/// A TCP port free on 127.0.0.1 now.
+inline int free_port() {
+  auto port = air::choose_free_port("127.0.0.1");
+  REQUIRE(port.ok());
+  return *port;
+}
+
+/// Polls the channel as the supervisor does until it reports something
+/// (a failure, a membership change) or `limit` passes.
+inline std::optional<air::RemoteFailure> poll_channel(air::ControlChannel& c, std::chrono::milliseconds limit) {
+  using Clock = std::chrono::steady_clock;
+  const auto end = Clock::now() + limit;
+  while (Clock::now() < end) {
+    std::vector<pollfd> fds;
+    for (int fd : c.poll_fds()) fds.push_back({fd, POLLIN, 0});
+    ::poll(fds.data(), fds.size(), 20);
+    if (auto f = c.check(Clock::now())) return f;
+  }
+  return std::nullopt;
+}
+
+} // namespace air_test
