@@ -22,7 +22,8 @@ inline int free_port() {
 
 /// Polls the channel as the supervisor does until it reports something
 /// (a failure, a membership change) or `limit` passes.
-inline std::optional<air::RemoteFailure> poll_channel(air::ControlChannel& c, std::chrono::milliseconds limit) {
+inline std::optional<air::RemoteFailure> poll_channel(air::ControlChannel& c,
+                                                      std::chrono::milliseconds limit) {
   using Clock = std::chrono::steady_clock;
   const auto end = Clock::now() + limit;
   while (Clock::now() < end) {
