@@ -27,10 +27,6 @@ constexpr int k_fork_reply_ms = 30'000;
 /// How long the interpreter gets to leave after its socket closes.
 constexpr auto k_exit_wait = std::chrono::milliseconds(1000);
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 void replace_all(std::string& text, std::string_view from, const std::string& to) {
   for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
     text.replace(at, from.size(), to);
@@ -143,9 +139,6 @@ Expected<std::unique_ptr<WarmStart>> WarmStart::start(const std::string& python,
                                                       const std::string& dir) {
   std::unique_ptr<WarmStart> w(new WarmStart());
   w->python_ = python;
-  w->modules_ = modules;
-  w->unbuffered_ = unbuffered;
-  w->started_s_ = now_s();
   AIR_TRY(write_file_atomically(dir + "/air_run_warm.py", warm_start_program()));
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return sys_error("socketpair", errno);
@@ -248,7 +241,6 @@ bool WarmStart::ready() {
   stdout_.reset();
   printed_.clear();
   ready_ = true;
-  ready_after_s_ = now_s() - started_s_;
   return true;
 }
 

@@ -81,11 +81,8 @@ public:
   /// then starts fresh.
   bool ready();
   const std::string& failure() const { return failure_; }
-  /// Seconds from start() to the interpreter's "ready" (0 before).
-  double ready_after_s() const { return ready_after_s_; }
   pid_t pid() const { return pid_; }
   const std::string& python() const { return python_; }
-  const std::vector<std::string>& modules() const { return modules_; }
 
   /// One rank to fork: its command, environment and spawn options.
   struct Rank {
@@ -114,13 +111,9 @@ private:
   UniqueFd stdout_;
   std::string printed_; ///< the end of what it wrote to stderr before it was ready
   std::string python_;
-  std::vector<std::string> modules_;
   std::string buffer_; ///< reply bytes read past the last line
   std::string failure_;
   bool ready_ = false;
-  bool unbuffered_ = true;
-  double started_s_ = 0;
-  double ready_after_s_ = 0;
 };
 
 } // namespace air
