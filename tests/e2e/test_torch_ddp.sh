@@ -54,7 +54,9 @@ test_ctrl_c_mid_training_is_130() {
 }
 
 test_timeout_mid_training_is_124() {
-  start_training 2 --cpu-ranks 2 --timeout 10s || return
+  # Long enough for two ranks to reach their second epoch under ASan on a
+  # loaded 2-core machine (10 s was not, once: the run timed out before).
+  start_training 2 --cpu-ranks 2 --timeout 30s || return
   finish_air 60
   expect_rc 124
   expect_ranks_gone
