@@ -79,13 +79,13 @@ test_restart_forks_again_and_counts_steps() {
 import os, torch, torch.distributed as dist
 dist.init_process_group("gloo")
 model = torch.nn.Linear(4, 1)
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 for step in range(5):
-    opt.zero_grad()
+    optimizer.zero_grad()
     model(torch.ones(2, 4)).sum().backward()
     for p in model.parameters():
         dist.all_reduce(p.grad)
-    opt.step()
+    optimizer.step()
 if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0" and dist.get_rank() == 1:
     raise SystemExit(7)
 print("rank %d attempt %s done" % (dist.get_rank(), os.environ["TORCHELASTIC_RESTART_COUNT"]), flush=True)
