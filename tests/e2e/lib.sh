@@ -199,3 +199,17 @@ start_agent() {
     >"$name.out" 2>"$name.err"
   echo $? >"$name.rc") 2>/dev/null &
 }
+
+# connections_to PORT: how many established TCP connections go to 127.0.0.1:PORT
+# (agents that have reached node 0's join point).
+connections_to() {
+  python3 -c '
+import sys
+port = "%04X" % int(sys.argv[1])
+n = 0
+for line in open("/proc/net/tcp").readlines()[1:]:
+    f = line.split()
+    if f[2].endswith(":" + port) and f[3] == "01":
+        n += 1
+print(n)' "$1"
+}

@@ -160,9 +160,10 @@ test_sigterm_of_a_joined_agent_stops_the_others() {
   start_agent a --nnodes 4 --no-python true
   wait_for "port_listening $PORT" 10 || fail "agent a never listened"
   start_agent b --nnodes 4 --no-python true
-  sleep 0.3
   start_agent c --nnodes 4 --no-python true
-  sleep 0.5
+  # Both joined before b is stopped (a fixed sleep was too short on a loaded machine).
+  wait_for "(( \$(connections_to $PORT) >= 2 ))" 30 || fail "b and c never reached node 0"
+  sleep 0.3
   local agent
   agent=$(pgrep -P "$b_pid" -f 'air-run' | head -1)
   kill -TERM "$agent"
