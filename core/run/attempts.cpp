@@ -105,9 +105,9 @@ std::unique_ptr<WarmStart> start_warm_interpreter(const LaunchPlan& plan, const 
   for (const char* name : {"RANK", "LOCAL_RANK", "ROLE_RANK", "AIR_RESULT_FILE", "TORCHELASTIC_ERROR_FILE",
                            "AIR_RUN_STACK_FILE", "AIR_RUN_STACK_SIGNAL", "AIR_RUN_PROGRESS_FILE"})
     env.erase(name);
-  const auto& argv = plan.ranks.front().argv;
-  const bool unbuffered = argv.size() > 1 && argv[1] == "-u";
-  auto warm = WarmStart::start(plan.python, unbuffered, env, plan.preload, plan.run_dir);
+  const auto target = warm_target(plan.ranks.front().argv, plan.python);
+  if (!target) return nullptr; // `python -c`, other options: every rank starts fresh anyway
+  auto warm = WarmStart::start(plan.python, target->unbuffered, env, plan.preload, plan.run_dir);
   if (!warm) {
     say(console, "--preload: the warm interpreter could not start (" + warm.error().message +
                      "); the ranks start fresh");

@@ -222,7 +222,6 @@ private:
   bool open_logs();
   void spawn_all();
   void spawn_failed(RankState& r, const Error& e);
-  Expected<StartedProcess> start_rank_process(RankState& r);
   std::vector<std::optional<Expected<StartedProcess>>> start_warm_ranks();
   void iterate();
   std::optional<Clock::time_point> next_deadline(Clock::time_point now) const;
@@ -450,7 +449,9 @@ void Supervisor::spawn_all() {
     // not_exited), but those already forked warm are running: kept, so the
     // teardown stops them like any rank.
     if (failed && !forked) continue;
-    auto s = forked ? std::move(*warm[r.index]) : start_rank_process(r);
+    auto s = forked
+                 ? std::move(*warm[r.index])
+                 : start_process(r.plan->argv, r.plan->env, containment_->cgroup_target(), spawn_options(r));
     if (!s) {
       spawn_failed(r, s.error());
       failed = true;
@@ -516,10 +517,6 @@ std::vector<std::optional<Expected<StartedProcess>>> Supervisor::start_warm_rank
     }
   }
   return out;
-}
-
-Expected<StartedProcess> Supervisor::start_rank_process(RankState& r) {
-  return start_process(r.plan->argv, r.plan->env, containment_->cgroup_target(), spawn_options(r));
 }
 
 void Supervisor::spawn_failed(RankState& r, const Error& e) {

@@ -88,13 +88,15 @@ std::string warm_start_program() {
   return text;
 }
 
-bool warm_start_accepts(const std::vector<std::string>& argv, const std::string& python) {
-  if (argv.size() < 2 || argv[0] != python) return false;
+std::optional<WarmTarget> warm_target(const std::vector<std::string>& argv, const std::string& python) {
+  if (argv.size() < 2 || argv[0] != python) return std::nullopt;
+  WarmTarget target;
   std::size_t at = 1;
-  while (at < argv.size() && argv[at] == "-u") ++at;
-  if (at >= argv.size()) return false;
-  if (argv[at] == "-m") return at + 1 < argv.size() && !argv[at + 1].empty() && argv[at + 1][0] != '-';
-  return !argv[at].empty() && argv[at][0] != '-';
+  for (; at < argv.size() && argv[at] == "-u"; ++at) target.unbuffered = true;
+  if (at < argv.size() && argv[at] == "-m") ++at;
+  if (at >= argv.size() || argv[at].empty() || argv[at][0] == '-') return std::nullopt;
+  target.name = argv[at];
+  return target;
 }
 
 Environment common_environment(const std::vector<const Environment*>& ranks) {
@@ -254,13 +256,6 @@ struct SentRank {
   std::string working_dir;
 };
 
-/// The name a rank's errors go by: the script or module, not "python".
-std::string rank_name(const std::vector<std::string>& argv) {
-  for (std::size_t i = 1; i < argv.size(); ++i)
-    if (argv[i] != "-u") return argv[i] == "-m" && i + 1 < argv.size() ? argv[i + 1] : argv[i];
-  return argv.empty() ? std::string() : argv[0];
-}
-
 } // namespace
 
 std::vector<Expected<StartedProcess>> WarmStart::start_ranks(const std::vector<Rank>& ranks,
@@ -276,6 +271,11 @@ std::vector<Expected<StartedProcess>> WarmStart::start_ranks(const std::vector<R
       continue;
     }
     const auto& argv = *ranks[i].argv;
+    const auto target = warm_target(argv, python_);
+    if (!target) {
+      errors[i] = Error{ErrorKind::usage, "not python [-u] SCRIPT or -m MODULE under " + python_};
+      continue;
+    }
     const SpawnOptions& options = ranks[i].options;
     auto streams = open_child_streams(options);
     if (!streams) {
@@ -299,11 +299,9 @@ std::vector<Expected<StartedProcess>> WarmStart::start_ranks(const std::vector<R
       for (int node = 0; node < 16 * bits && memory_node < 0; ++node)
         if ((options.memory_nodes[node / bits] >> (node % bits)) & 1UL) memory_node = node;
     }
-    bool unbuffered = false;
-    for (std::size_t a = 1; a < argv.size() && argv[a] == "-u"; ++a) unbuffered = true;
     const std::string payload =
         warm_start_request(::getpid(), options.working_dir.empty() ? own_cwd : options.working_dir,
-                           unbuffered, memory_node, cpus, argv, *ranks[i].env);
+                           target->unbuffered, memory_node, cpus, argv, *ranks[i].env);
     const auto size = static_cast<std::uint32_t>(payload.size());
     const unsigned char header[4] = {static_cast<unsigned char>(size), static_cast<unsigned char>(size >> 8),
                                      static_cast<unsigned char>(size >> 16),
@@ -321,7 +319,7 @@ std::vector<Expected<StartedProcess>> WarmStart::start_ranks(const std::vector<R
     SentRank s;
     s.parent = std::move(streams->parent);
     s.set_up = std::move(set_up);
-    s.name = rank_name(argv);
+    s.name = target->name;
     s.working_dir = options.working_dir;
     sent[i] = std::move(s);
   }

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,10 +40,22 @@ std::string warm_start_program();
 /// The raw template of warm_start_program, placeholders included.
 std::string_view warm_start_source();
 
-/// Whether `argv` is a rank the warm start can fork: `python [-u] SCRIPT ...`
-/// or `python [-u] -m MODULE ...` under the interpreter `python`. Anything
-/// else (other interpreter options, -c, an executable) starts fresh. Pure.
-bool warm_start_accepts(const std::vector<std::string>& argv, const std::string& python);
+/// What the warm start reads of a rank's command line.
+struct WarmTarget {
+  bool unbuffered = false; ///< -u
+  std::string name;        ///< the script or module: what its errors are named by
+};
+
+/// `argv` as a rank the warm start can fork: `python [-u] SCRIPT ...` or
+/// `python [-u] -m MODULE ...` under the interpreter `python`; nullopt for
+/// anything else (other interpreter options, -c, an executable), which
+/// starts fresh. Pure.
+std::optional<WarmTarget> warm_target(const std::vector<std::string>& argv, const std::string& python);
+
+/// Whether the warm start can fork `argv` (warm_target has it). Pure.
+inline bool warm_start_accepts(const std::vector<std::string>& argv, const std::string& python) {
+  return warm_target(argv, python).has_value();
+}
 
 /// The variables every rank has with the same value: the environment the
 /// interpreter starts with (what Python reads at start-up, such as

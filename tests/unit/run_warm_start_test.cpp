@@ -77,3 +77,15 @@ TEST_CASE("the interpreter's program carries the spawn's set-up error codes", "[
         std::string::npos);
   CHECK(program.find("\"air-run-warm-1\"") != std::string::npos); // the version the requests carry
 }
+
+TEST_CASE("the warm start reads -u and the target's name from the command line", "[warm_start]") {
+  const std::string py = "/usr/bin/python3";
+  const auto script = air::warm_target({py, "-u", "train.py", "--lr", "1"}, py);
+  REQUIRE(script);
+  CHECK(script->unbuffered);
+  CHECK(script->name == "train.py");
+  const auto module = air::warm_target({py, "-m", "pkg.train"}, py);
+  REQUIRE(module);
+  CHECK_FALSE(module->unbuffered);
+  CHECK(module->name == "pkg.train");
+}
