@@ -62,12 +62,15 @@ def read_ns(path):
         return int(f.read())
 
 
-def one_run(cmd, workdir, ranks, env):
+def one_run(cmd, workdir, ranks, env, limit):
     for name in os.listdir(workdir):
         if name == "fail" or name.startswith("step."):
             os.remove(os.path.join(workdir, name))
     launched = time.time_ns()
-    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600, env=env)
+    try:
+        proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=limit, env=env)
+    except subprocess.TimeoutExpired:
+        return None, "timeout after %d s" % limit
     try:
         failed = read_ns(os.path.join(workdir, "fail"))
         first = max(read_ns(os.path.join(workdir, "step.0.%d" % r)) for r in range(ranks))
@@ -95,6 +98,7 @@ def main():
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", help="write the figures as JSON here")
+    ap.add_argument("--run-timeout", type=int, default=300, help="seconds one launch may take")
     args = ap.parse_args()
 
     workdir = tempfile.mkdtemp(prefix="air-bench-restart-step-")
@@ -103,30 +107,31 @@ def main():
         f.write(RANK_SCRIPT)
     env = dict(os.environ, OMP_NUM_THREADS="1", AIR_RUN_TIMEOUT="none")
     air = os.path.abspath(args.air_run)
-    base = [air, "--quiet", "--python", args.python, "--cpu-ranks", str(args.ranks), "--max-restarts", "1",
-            "--hang-timeout", "none"]
+    # CPU ranks on every machine: on a GPU machine --cpu-ranks alone would give one rank per GPU.
+    base = [air, "--quiet", "--python", args.python, "--accelerator-type", "CPU", "-n", str(args.ranks),
+            "--max-restarts", "1", "--hang-timeout", "none"]
     launchers = {
         "air-run": base + [script, workdir],
         "air-run --preload torch": base + ["--preload", "torch", script, workdir],
     }
     torchrun = shutil.which(args.torchrun) if args.torchrun else None
     if torchrun_works(torchrun, env):
-        launchers["torchrun"] = [torchrun, "--nproc-per-node", str(args.ranks), "--max-restarts", "1",
-                                 "--master-port", "0", script, workdir]
+        launchers["torchrun"] = [torchrun, "--standalone", "--nproc-per-node", str(args.ranks), "--max-restarts", "1",
+                                 script, workdir]
     else:
         print(f"torchrun: not measured ({args.torchrun} not found or does not run here)", file=sys.stderr)
 
     figures = {name: {"first_start_s": [], "restart_to_step_s": []} for name in launchers}
     for round_no in range(args.rounds):
         for name, cmd in launchers.items():
-            got, rc = one_run(cmd, workdir, args.ranks, env)
+            got, rc = one_run(cmd, workdir, args.ranks, env, args.run_timeout)
             if got is None:
                 print(f"round {round_no + 1}: {name}: no figures (exit {rc})", file=sys.stderr)
                 continue
             figures[name]["first_start_s"].append(got[0])
             figures[name]["restart_to_step_s"].append(got[1])
             print(f"round {round_no + 1}: {name}: first start {got[0]:.2f} s, restart to first step {got[1]:.2f} s",
-                  file=sys.stderr)
+                  file=sys.stderr, flush=True)
 
     def median(values):
         return statistics.median(values) if values else None

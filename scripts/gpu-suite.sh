@@ -8,7 +8,8 @@
 #
 #   scripts/gpu-suite.sh [OUTDIR]        (OUTDIR defaults to ./gpu-results)
 #
-# GPU_SUITE_STEPS (default "demo,tests,unit,preflight,bench,hangs") picks steps, so that a
+# GPU_SUITE_STEPS (default "demo,tests,unit,preflight,bench,hangs,stragglers,preempt,binding,launch,restart")
+# picks steps, so that a
 # short device lease can run them in two calls; the build always runs and is
 # incremental (GPU_SUITE_TARGET=air-run builds only the binary, for steps that
 # need nothing else). Each step prints PASS/FAIL; the summary is OUTDIR/gpu-suite.txt.
@@ -19,7 +20,7 @@ LOG="$OUT_DIR/gpu-suite.txt"
 BUILD=build-gpu
 AIR=$PWD/$BUILD/cli/air-run
 PY=${PYTHON:-$(command -v python3)}
-STEPS=${GPU_SUITE_STEPS:-demo,tests,unit,preflight,bench,hangs}
+STEPS=${GPU_SUITE_STEPS:-demo,tests,unit,preflight,bench,hangs,stragglers,preempt,binding,launch,restart}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 # never NVLink multicast on shared hosts
 failures=0
 
@@ -94,6 +95,12 @@ if want bench; then
   fi
 fi
 
+if want steps; then # the step counting benchmark alone (the hangs step runs it too)
+  timeout 300 "$PY" scripts/bench-steps.py --air-run "$AIR" --python "$PY" --device cuda --steps 10000 \
+    --rounds 3 --json "$OUT_DIR/bench-steps.json" 2>&1 | tee -a "$LOG"
+  check bench-steps "exit ${PIPESTATUS[0]}" "${PIPESTATUS[0]}"
+fi
+
 if want hangs; then
   say "== hangs on the GPU: a Flight Recorder dump from a one-rank NCCL run, a hang named, step counting's cost"
   HANG_DIR=$OUT_DIR/hangs
@@ -148,10 +155,143 @@ PY
   check hang-named "exit $rc (124 expected) in $((SECONDS - start)) s, rank 1 named" $?
   if [[ ${GPU_HANGS_BENCH:-1} != 0 ]]; then
     timeout 300 "$PY" scripts/bench-steps.py --air-run "$AIR" --python "$PY" --device cuda --steps 10000 \
-      --rounds 2 --json "$HANG_DIR/bench-steps.json" 2>&1 | tee -a "$LOG"
+      --rounds 3 --json "$HANG_DIR/bench-steps.json" 2>&1 | tee -a "$LOG"
     rc=${PIPESTATUS[0]}
     check bench-steps "exit $rc" "$rc"
   fi
+fi
+
+if want stragglers; then
+  say "== a straggler on the GPU, named with its GPU's NVML readings"
+  S_DIR=$OUT_DIR/stragglers
+  mkdir -p "$S_DIR"
+  cat >"$S_DIR/paced_cuda.py" <<'PY'
+import sys, time, torch, torch.distributed as dist
+import air
+dist.init_process_group("gloo")
+extra = float(sys.argv[1]) if dist.get_rank() == 1 else 0.0
+a = torch.randn(2048, 2048, device="cuda")
+t = torch.ones(1, device="cuda")
+for step in range(40):
+    for _ in range(4):
+        a = torch.tanh(a @ a)
+    torch.cuda.synchronize()
+    time.sleep((20 + extra) / 1000)
+    dist.all_reduce(t)
+    air.step()
+PY
+  for extra in 80 0; do
+    PYTHONPATH=$PWD/python timeout 120 "$AIR" --nproc-per-node 3 --python "$PY" --summary "$S_DIR/summary-$extra.json" \
+      "$S_DIR/paced_cuda.py" "$extra" >"$S_DIR/paced-$extra.log" 2>&1
+    rc=$?
+    grep -E "straggler|air-run: run" "$S_DIR/paced-$extra.log" | tee -a "$LOG"
+    "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print("stragglers:", d["stragglers"])' \
+      "$S_DIR/summary-$extra.json" 2>&1 | tee -a "$LOG"
+    if [[ $extra == 0 ]]; then
+      [[ $rc == 0 ]] && ! grep -q "is a straggler" "$S_DIR/paced-$extra.log"
+      check straggler-even "exit $rc, no straggler among even ranks" $?
+    else
+      [[ $rc == 0 ]] && grep -q "rank 1 is a straggler.*GPU-" "$S_DIR/paced-$extra.log"
+      check straggler-named "exit $rc, rank 1 named with its GPU's readings" $?
+    fi
+  done
+fi
+
+if want preempt; then
+  say "== preemption of DDP training on the GPU: one stop step, a real checkpoint (air.data, DCP), then resume"
+  P_DIR=$OUT_DIR/preempt
+  mkdir -p "$P_DIR"
+  cat >"$P_DIR/ddp_preempt.py" <<'PY'
+import os, sys, time, torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+import air, air.data
+dist.init_process_group("gloo")  # two ranks share the one GPU: NCCL wants a GPU per rank
+rank = dist.get_rank()
+torch.manual_seed(0)
+model = DDP(torch.nn.Sequential(*[torch.nn.Linear(4096, 4096) for _ in range(4)]).cuda())
+opt = torch.optim.SGD(model.parameters(), lr=1e-6)
+start = 0
+if os.environ.get("AIR_RESUME_FROM"):
+    state = {"model": model.module.state_dict(), "step": torch.zeros((), dtype=torch.int64)}
+    air.data.load(state)
+    model.module.load_state_dict(state["model"])
+    start = int(state["step"])
+print("rank %d training from step %d (resume from %s)" % (rank, start, os.environ.get("AIR_RESUME_FROM")), flush=True)
+x = torch.randn(64, 4096, device="cuda")
+step = start
+while step < start + int(sys.argv[1]):
+    opt.zero_grad()
+    model(x).pow(2).mean().backward()
+    opt.step()
+    step += 1
+    time.sleep(0.05 * rank)
+    if air.should_stop():
+        left = air.stop_deadline()
+        t0 = time.time()
+        path = air.data.save({"model": model.module.state_dict(), "step": torch.tensor(step)})
+        print("rank %d stopped at step %d (air.stop_step() %s); checkpoint %s saved in %.2f s, %.1f s were left"
+              % (rank, step, air.stop_step(), os.path.basename(path), time.time() - t0, left), flush=True)
+        sys.exit(0)
+print("rank %d finished at step %d" % (rank, step), flush=True)
+PY
+  rm -rf "$P_DIR/ckpt"
+  PYTHONPATH=$PWD/python timeout 150 "$AIR" --nproc-per-node 2 --python "$PY" --grace-period 60s --checkpoint-dir "$P_DIR/ckpt" \
+    --summary "$P_DIR/preempt-summary.json" "$P_DIR/ddp_preempt.py" 100000 >"$P_DIR/preempt.log" 2>&1 &
+  air_pid=$!
+  for _ in $(seq 120); do
+    [[ $(grep -c "training from" "$P_DIR/preempt.log") -ge 2 ]] && break
+    sleep 0.5
+  done
+  sleep 5
+  kill -TERM $air_pid
+  wait $air_pid
+  rc=$?
+  grep -E "stopped at step|SIGTERM|air-run: run" "$P_DIR/preempt.log" | tee -a "$LOG"
+  "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); o=d["outcome"]; print("status:", o["status"], "preemption:", o["preemption"])' \
+    "$P_DIR/preempt-summary.json" 2>&1 | tee -a "$LOG"
+  ls "$P_DIR/ckpt" | tee -a "$LOG"
+  steps=$(grep -o "stopped at step [0-9]*" "$P_DIR/preempt.log" | sort -u | wc -l)
+  [[ $rc == 143 && $steps == 1 ]]
+  check preempt "exit $rc (143 expected), $steps distinct stop step(s) over 2 ranks" $?
+  PYTHONPATH=$PWD/python timeout 150 "$AIR" --nproc-per-node 2 --python "$PY" --checkpoint-dir "$P_DIR/ckpt" \
+    --summary "$P_DIR/resume-summary.json" "$P_DIR/ddp_preempt.py" 3 >"$P_DIR/resume.log" 2>&1
+  rc=$?
+  grep -E "training from|finished at|air-run: run" "$P_DIR/resume.log" | sed "s|$OUT_DIR/||g" | tee -a "$LOG"
+  [[ $rc == 0 ]] && grep -q "training from step [1-9]" "$P_DIR/resume.log"
+  check resume "exit $rc, the new launch resumed from the checkpoint" $?
+fi
+
+if want binding; then
+  say "== --numa-binding on the GPU: each rank's CPUs against its GPU's NUMA node"
+  B_DIR=$OUT_DIR/binding
+  mkdir -p "$B_DIR"
+  printf 'import os\nprint("rank", os.environ["RANK"], "cpus", len(os.sched_getaffinity(0)), "of", os.cpu_count(), "OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS"))\n' \
+    >"$B_DIR/affinity.py"
+  nvidia-smi topo -m 2>&1 | head -4 | tee -a "$LOG"
+  lscpu | grep -E "NUMA|Socket|L3" | tee -a "$LOG"
+  failed=0
+  for mode in node socket exclusive core-complex; do # 4 ranks share the GPU: exclusive splits its CPUs
+    timeout 60 "$AIR" --numa-binding $mode --nproc-per-node 4 --dry-run --python "$PY" "$B_DIR/affinity.py" 2>&1 |
+      grep -iE "cpus|numa|bind" | head -6 | tee -a "$LOG"
+    timeout 60 "$AIR" --numa-binding $mode --nproc-per-node 4 --python "$PY" --summary "$B_DIR/$mode.json" \
+      "$B_DIR/affinity.py" >"$B_DIR/$mode.log" 2>&1 || failed=1
+    grep -E "rank|warning|OMP" "$B_DIR/$mode.log" | sort | head -6 | tee -a "$LOG"
+  done
+  check binding "every mode ran" $failed
+fi
+
+if want launch; then
+  say "== launch cost: air-run against a bare fork/exec loop, and torchrun"
+  timeout 200 "$PY" scripts/bench-launch.py --air-run "$AIR" --baseline $BUILD/fixtures/baseline_launcher \
+    --ranks 8,128,1024 --repeat 5 --launch-only --json "$OUT_DIR/bench-launch.json" 2>&1 | tail -5 | tee -a "$LOG"
+  check bench-launch "exit ${PIPESTATUS[0]}" "${PIPESTATUS[0]}"
+fi
+
+if want restart; then
+  say "== restart to the first step, 8 ranks with import torch and gloo: fresh, --preload torch, torchrun"
+  timeout 420 "$PY" scripts/bench-restart-to-step.py --air-run "$AIR" --python "$PY" --ranks 8 --rounds 3 \
+    --json "$OUT_DIR/bench-restart-to-step.json" 2>&1 | tail -12 | tee -a "$LOG"
+  check bench-restart "exit ${PIPESTATUS[0]}" "${PIPESTATUS[0]}"
 fi
 
 say "== $failures failure(s)"

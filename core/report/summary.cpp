@@ -173,6 +173,7 @@ Json preemption_json(const std::optional<PreemptionReport>& p) {
   out["asked_ranks"] = p->polling_ranks;
   out["signalled_ranks"] = p->signalled_ranks;
   out["deadline_s"] = seconds(p->deadline_s);
+  out["checkpoint"] = string_or_null(p->checkpoint);
   return out;
 }
 

@@ -177,6 +177,7 @@ std::string format_report(const RunReport& report, bool color) {
     if (!p.signalled_ranks.empty())
       out += "  sent " + signal_name(p.signal) + " at once (never asked air.should_stop()): " +
              (p.signalled_ranks.size() == 1 ? "rank " : "ranks ") + join_ranks(p.signalled_ranks) + "\n";
+    if (!p.checkpoint.empty()) out += "  latest checkpoint: " + p.checkpoint + "\n";
   }
 
   const RankOutcome* root = find_root_cause(o);

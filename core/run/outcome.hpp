@@ -70,6 +70,9 @@ struct PreemptionReport {
   std::vector<int> polling_ranks;   ///< ranks that called air.should_stop() and were asked to stop
   std::vector<int> signalled_ranks; ///< ranks that never asked, sent the signal at once
   double deadline_s = 0;            ///< the grace period they had
+  /// The newest complete checkpoint in --checkpoint-dir once the ranks had
+  /// stopped (what a new launch resumes from); "" = none, or no directory.
+  std::string checkpoint;
 };
 
 /// Whether a rank that air-run signalled (`sent_signal`: SIGTERM, SIGINT or

@@ -15,7 +15,7 @@ namespace air {
 namespace {
 
 // Same order as _AIR_COLLECTIVES in the shim (core/run/stacks.cpp).
-constexpr std::array<std::string_view, 17> k_collectives{"all_reduce",
+constexpr std::array<std::string_view, 18> k_collectives{"all_reduce",
                                                          "broadcast",
                                                          "barrier",
                                                          "all_gather",
@@ -31,7 +31,8 @@ constexpr std::array<std::string_view, 17> k_collectives{"all_reduce",
                                                          "broadcast_object_list",
                                                          "send",
                                                          "recv",
-                                                         "monitored_barrier"};
+                                                         "monitored_barrier",
+                                                         "ddp_all_reduce"};
 
 constexpr char k_magic[8] = {'A', 'I', 'R', 'P', 'R', 'G', '0', '1'};
 

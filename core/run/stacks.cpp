@@ -69,7 +69,8 @@ _AIR_COLLECTIVES = (
     "all_reduce", "broadcast", "barrier", "all_gather", "all_gather_into_tensor",
     "reduce_scatter", "reduce_scatter_tensor", "reduce", "all_to_all", "all_to_all_single",
     "gather", "scatter", "all_gather_object", "broadcast_object_list", "send",
-    "recv", "monitored_barrier")
+    "recv", "monitored_barrier", "ddp_all_reduce")
+_AIR_OP_DDP = len(_AIR_COLLECTIVES)
 
 
 class _AirRunProgress:
@@ -96,6 +97,7 @@ class _AirRunProgress:
         self._coll_ns_at_step = 0
         self._coll_seq = 0
         self._inside = 0
+        self._ddp_forward = False
         self._polled = False
         self._q.pack_into(mm, 8 * _AIR_SLOT_PID, os.getpid())
 
@@ -131,20 +133,28 @@ class _AirRunProgress:
         def collective(*args, **kwargs):
             if progress._inside:  # a collective built on another one counts once
                 return fn(*args, **kwargs)
-            progress._inside = 1
-            progress._coll_seq += 1
-            began = progress._now()
-            progress._coll_slots.pack_into(progress._mm, 8 * _AIR_SLOT_COLL_SEQ, progress._coll_seq,
-                                           began, op)
+            began = progress.enter(op)
             try:
                 return fn(*args, **kwargs)
             finally:
-                progress._coll_ns += progress._now() - began
-                progress._q.pack_into(progress._mm, 8 * _AIR_SLOT_COLL_ENTERED, 0)
-                progress._inside = 0
+                progress.leave(began)
 
         collective._air_run_timed = True
         return collective
+
+    def enter(self, op):
+        """The rank enters collective `op` (1-based, _AIR_COLLECTIVES);
+        returns when, for leave()."""
+        self._inside = 1
+        self._coll_seq += 1
+        began = self._now()
+        self._coll_slots.pack_into(self._mm, 8 * _AIR_SLOT_COLL_SEQ, self._coll_seq, began, op)
+        return began
+
+    def leave(self, began):
+        self._coll_ns += self._now() - began
+        self._q.pack_into(self._mm, 8 * _AIR_SLOT_COLL_ENTERED, 0)
+        self._inside = 0
 
     # Stop requests ----------------------------------------------------------
     def should_stop(self):
@@ -292,6 +302,55 @@ def _air_run_patch_collectives(module, progress):
     module.init_process_group = init_watched
 
 
+def _air_run_patch_ddp(module, progress):
+    """Times DDP's gradient all-reduce, which PyTorch's C++ reducer runs
+    inside backward() without calling torch.distributed's Python functions:
+    a backward() after the forward of a DDP model that syncs gradients over
+    gloo counts as one collective, `ddp_all_reduce`. The reducer waits there
+    for every rank's buckets, so a rank ahead of a straggler spends the
+    difference inside it, as with an explicit all_reduce. Nothing of DDP is
+    replaced (no communication hook: the gradients stay bit for bit DDP's).
+    Not on NCCL: there backward() returns before the GPU has reduced
+    anything, so it would time nothing."""
+    ddp = getattr(module, "DistributedDataParallel", None)
+    autograd = sys.modules.get("torch.autograd")
+    c10d = sys.modules.get("torch.distributed.distributed_c10d")
+    if ddp is None or autograd is None or c10d is None or not callable(getattr(autograd, "backward", None)):
+        return
+    import functools
+
+    forward = ddp.forward
+
+    @functools.wraps(forward)
+    def forward_noted(self, *args, **kwargs):
+        on_gloo = self.__dict__.get("_air_run_on_gloo")
+        if on_gloo is None:
+            try:
+                on_gloo = c10d.get_backend(self.process_group) == "gloo"
+            except Exception:
+                on_gloo = False
+            self.__dict__["_air_run_on_gloo"] = on_gloo
+        if on_gloo and getattr(self, "require_backward_grad_sync", True):  # not under no_sync()
+            progress._ddp_forward = True
+        return forward(self, *args, **kwargs)
+
+    backward = autograd.backward
+
+    @functools.wraps(backward)
+    def backward_timed(*args, **kwargs):
+        if not progress._ddp_forward or progress._inside:
+            return backward(*args, **kwargs)
+        progress._ddp_forward = False
+        began = progress.enter(_AIR_OP_DDP)
+        try:
+            return backward(*args, **kwargs)
+        finally:
+            progress.leave(began)
+
+    ddp.forward = forward_noted
+    autograd.backward = backward_timed
+
+
 class _AirRunImportHook:
     """Patches torch's optimizer and c10d modules right after they load, so
     that counting costs nothing for programs that never import torch."""
@@ -301,6 +360,7 @@ class _AirRunImportHook:
         self._patches = {
             "torch.optim.optimizer": _air_run_patch_optimizers,
             "torch.distributed.distributed_c10d": _air_run_patch_collectives,
+            "torch.nn.parallel.distributed": _air_run_patch_ddp,
         }
 
     def find_spec(self, name, path=None, target=None):

@@ -15,6 +15,7 @@
 #include "core/run/flight_recorder.hpp"
 #include "core/run/lost_peer.hpp"
 #include "core/run/progress_watch.hpp"
+#include "core/run/resume.hpp"
 #include "core/run/signal_actions.hpp"
 #include "core/run/terminal_line.hpp"
 #include "core/run/warm_start.hpp"
@@ -1418,6 +1419,9 @@ void Supervisor::finalize() {
   progress_.poll(now);
   for (auto& r : ranks_)
     if (progress_.reading(r.index).attached) out_.ranks[r.index].steps = progress_.reading(r.index).steps;
+  // Every rank has stopped: what they saved is what a new launch resumes from.
+  if (out_.preemption && !plan_.checkpoint_dir.empty())
+    out_.preemption->checkpoint = latest_checkpoint(plan_.checkpoint_dir).value_or("");
   progress_.name_new_stragglers(rank_ids_, explain_straggler());
   out_.stragglers = progress_.stragglers();
   // Bounded: a console nobody reads must not keep air-run from reporting.

@@ -170,3 +170,62 @@ def test_a_directory_that_cannot_be_made_is_refused_with_its_origin(air_run, tmp
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
     assert run.returncode == 2
     assert "checkpoint_dir (env AIR_RUN_CHECKPOINT_DIR): cannot create directory" in run.stderr
+
+
+PREEMPTED = textwrap.dedent("""\
+    import os, sys, time
+    import torch
+    import torch.distributed as dist
+    import air
+    import air.data
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    open(os.path.join(sys.argv[1], "started%d" % rank), "w").close()
+    while True:
+        opt.zero_grad()
+        model(torch.ones(3)).sum().backward()
+        opt.step()                                # counted: air.steps()
+        time.sleep(0.02 * (rank + 1))             # ranks at different speeds
+        if air.should_stop():
+            air.data.save({"weight": model.weight.detach(), "step": air.steps()})
+            sys.exit(0)
+    """)
+
+
+@pytest.mark.usefixtures("torch")
+def test_a_preempted_run_records_the_checkpoint_its_ranks_saved(air_run, tmp_path):
+    import signal
+    import time
+    (tmp_path / "train.py").write_text(PREEMPTED)
+    ckpt, out, summary = str(tmp_path / "ckpt"), str(tmp_path / "out"), str(tmp_path / "summary.json")
+    os.makedirs(out)
+    proc = subprocess.Popen(
+        [air_run, "--cpu-ranks", "2", "--checkpoint-dir", ckpt, "--summary", summary, "--grace-period", "60s",
+         "--python", sys.executable, str(tmp_path / "train.py"), out],
+        env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+        cwd=str(tmp_path))
+    try:
+        deadline = time.monotonic() + 120
+        while len(os.listdir(out)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1)  # some steps
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err
+    with open(summary) as f:
+        preemption = json.load(f)["outcome"]["preemption"]
+    assert preemption["checkpoint"] == os.path.join(ckpt, "checkpoint-000001"), preemption
+    assert "latest checkpoint: " + preemption["checkpoint"] in err
+    import air.data
+    state = air.data.load({"weight": torch_zeros(), "step": 0}, path=preemption["checkpoint"])
+    assert state["step"] == preemption["stop_step"], (state, preemption)
+
+
+def torch_zeros():
+    import torch
+    return torch.zeros(1, 3)

@@ -172,6 +172,64 @@ test_even_ranks_have_no_straggler() {
   expect_not_contains "$err" "straggler"
 }
 
+# DDP over gloo: ranks sleep 20 ms a step, rank 1 EXTRA ms more, before a
+# forward and backward of a DistributedDataParallel model: 40 steps. DDP's
+# all-reduce runs in PyTorch's C++ reducer, never through torch.distributed's
+# Python functions; with STUCK set, rank 1 stops in load_batch at step 3.
+write_ddp_paced() {
+  cat >ddp_paced.py <<'PY'
+import os, sys, time, torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+extra = float(sys.argv[1]) if rank == 1 else 0.0
+torch.manual_seed(0)
+model = DDP(torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1)))
+opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+
+
+def load_batch(step):
+    if step == 3 and rank == 1 and os.environ.get("STUCK"):
+        time.sleep(3600)
+    time.sleep((20 + extra) / 1000)
+    return torch.randn(32, 64)
+
+
+for step in range(40):
+    x = load_batch(step)
+    opt.zero_grad()
+    model(x).sum().backward()
+    opt.step()
+PY
+}
+
+test_a_slow_ddp_rank_is_the_only_straggler() {
+  write_ddp_paced
+  run_air --cpu-ranks 3 --python "$TORCH_PYTHON" --summary summary.json ddp_paced.py 80
+  expect_rc 0
+  expect_eq "$(json_get summary.json '[s["rank"] for s in d["stragglers"]]')" "[1]"
+  expect_eq "$(json_get summary.json '60 < d["stragglers"][0]["slower_ms_per_step"] < 200')" "True"
+  expect_contains "$err" "rank 1 is a straggler"
+}
+
+test_even_ddp_ranks_have_no_straggler() {
+  write_ddp_paced
+  run_air --cpu-ranks 3 --python "$TORCH_PYTHON" --summary summary.json ddp_paced.py 0
+  expect_rc 0
+  expect_eq "$(json_get summary.json 'd["stragglers"], [r["steps"] for r in d["ranks"]]')" "[] [40, 40, 40]"
+}
+
+test_ddp_hang_names_the_rank_that_never_reached_backward() {
+  write_ddp_paced
+  STUCK=1 run_air --cpu-ranks 3 --python "$TORCH_PYTHON" --hang-timeout 4s --on-hang stop --grace-period 5s \
+    --summary summary.json ddp_paced.py 0
+  expect_rc 124
+  expect_contains "$err" "rank 1 is in load_batch at ddp_paced.py:13"
+  expect_contains "$err" "ranks 0 and 2 wait in ddp_all_reduce #4 at <module> at ddp_paced.py:21"
+  expect_eq "$(json_get summary.json 'd["outcome"]["hang"]["laggards"], d["outcome"]["hang"]["ranks"][2]["collective"]')" \
+    "[1] ddp_all_reduce"
+}
+
 # Three ranks at different speeds, each asking air.should_stop() every step;
 # each writes the step it stopped at.
 write_preemptible() {
