@@ -124,14 +124,17 @@ class _AirRunProgress:
         self.count("air.step", self._by_source.get("air.step", 0) + 1)
 
     # Collectives ------------------------------------------------------------
-    def timed(self, fn, op):
+    def timed(self, fn, op, only_if=None):
+        """fn, timed as collective `op`; with `only_if`, only the calls for
+        which only_if() says so."""
         import functools
 
         progress = self
 
         @functools.wraps(fn)
         def collective(*args, **kwargs):
-            if progress._inside:  # a collective built on another one counts once
+            # A collective built on another one counts once.
+            if progress._inside or (only_if is not None and not only_if()):
                 return fn(*args, **kwargs)
             began = progress.enter(op)
             try:
@@ -334,21 +337,14 @@ def _air_run_patch_ddp(module, progress):
             progress._ddp_forward = True
         return forward(self, *args, **kwargs)
 
-    backward = autograd.backward
-
-    @functools.wraps(backward)
-    def backward_timed(*args, **kwargs):
-        if not progress._ddp_forward or progress._inside:
-            return backward(*args, **kwargs)
+    def after_ddp_forward():
+        """True once per reducing DDP forward: the backward() that follows."""
+        noted = progress._ddp_forward
         progress._ddp_forward = False
-        began = progress.enter(_AIR_OP_DDP)
-        try:
-            return backward(*args, **kwargs)
-        finally:
-            progress.leave(began)
+        return noted
 
     ddp.forward = forward_noted
-    autograd.backward = backward_timed
+    autograd.backward = progress.timed(autograd.backward, _AIR_OP_DDP, only_if=after_ddp_forward)
 
 
 class _AirRunImportHook:
