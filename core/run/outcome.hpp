@@ -70,6 +70,12 @@ struct PreemptionReport {
   std::vector<int> polling_ranks;   ///< ranks that called air.should_stop() and were asked to stop
   std::vector<int> signalled_ranks; ///< ranks that never asked, sent the signal at once
   double deadline_s = 0;            ///< the grace period they had
+  /// Across nodes: the step is the job's, picked by node 0 (docs/preemption.md).
+  bool job_wide = false;
+  int signal_node = -1;           ///< job_wide: the node the signal reached first
+  std::vector<int> missing_nodes; ///< job_wide, on node 0: nodes whose step counts did not come in time
+  /// Node 0 did not answer in time: the step is this node's own.
+  bool fallback = false;
 };
 
 /// Whether a rank that air-run signalled (`sent_signal`: SIGTERM, SIGINT or
