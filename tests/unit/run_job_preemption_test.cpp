@@ -61,4 +61,6 @@ TEST_CASE("nonsense rates and leads neither overflow nor move the step back", "[
   const auto huge = pick_stop_step({node(0, 10, 1e300, 1e300)});
   CHECK(huge > 10);
   CHECK(huge < std::numeric_limits<std::uint64_t>::max() / 2);
+  const auto top = pick_stop_step({node(0, std::numeric_limits<std::uint64_t>::max(), 10, 0)});
+  CHECK(top > std::numeric_limits<std::uint64_t>::max() / 2); // no wrap-around to a small step
 }
