@@ -34,5 +34,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       (again->round != m->round || again->count != m->count || again->place.rank != m->place.rank ||
        again->place.steps != m->place.steps || again->place.in_collective != m->place.in_collective))
     std::abort();
+  if ((m->kind == air::ControlMessage::Kind::preempt || m->kind == air::ControlMessage::Kind::counted ||
+       m->kind == air::ControlMessage::Kind::stopat) &&
+      (again->signal != m->signal || again->grace_ms != m->grace_ms || again->count != m->count ||
+       again->steps != m->steps || again->rate_milli != m->rate_milli))
+    std::abort();
   return 0;
 }

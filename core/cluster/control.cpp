@@ -840,6 +840,7 @@ std::vector<int> ControlChannel::poll_fds() const {
 std::optional<Clock::time_point> ControlChannel::next_deadline() const {
   std::optional<Clock::time_point> next = next_heartbeat_;
   if (round_deadline_ && *round_deadline_ < *next) next = round_deadline_;
+  if (counts_deadline_ && !preempt_decided_ && *counts_deadline_ < *next) next = counts_deadline_;
   for (const auto& peer : peers_) {
     if (peer->closed) continue;
     const auto silent = peer->last_heard + options_.heartbeat_timeout;
@@ -900,6 +901,26 @@ std::optional<RemoteFailure> ControlChannel::pump(Clock::time_point now) {
   return failure;
 }
 
+namespace {
+
+/// A `preempt` or `counted` line's counts.
+NodeSteps steps_of(const ControlMessage& m) {
+  NodeSteps n;
+  n.node = m.node_rank;
+  n.polling = m.count;
+  n.steps = m.steps;
+  n.rate = static_cast<double>(m.rate_milli) / 1000;
+  return n;
+}
+
+/// A rate in steps per 1000 s, as the lines carry it.
+std::uint64_t rate_milli(double rate) {
+  if (!(rate > 0)) return 0;
+  return static_cast<std::uint64_t>(std::min(rate, 1e9) * 1000);
+}
+
+} // namespace
+
 std::optional<RemoteFailure> ControlChannel::on_line(Peer& peer, const std::string& line) {
   auto m = parse_control_message(line);
   if (!m) return std::nullopt; // a newer agent's message this one does not know: ignore it
@@ -943,6 +964,35 @@ std::optional<RemoteFailure> ControlChannel::on_line(Peer& peer, const std::stri
       auto& places = round_places_[m->node_rank];
       round_counts_[m->node_rank] = m->count;
       if (places.size() < static_cast<std::size_t>(m->count)) places.push_back(m->place);
+    }
+    return std::nullopt;
+  case ControlMessage::Kind::preempt:
+    // Only a node's own signal, and only while its ranks run (after the end
+    // that node is on its own fallback anyway).
+    if (server && running_ && m->node_rank == peer.node_rank) {
+      const auto now = Clock::now();
+      take_counts(m->node_rank, steps_of(*m), std::nullopt, now);
+      start_preemption(m->signal, m->node_rank, std::chrono::milliseconds(m->grace_ms), now);
+    }
+    return std::nullopt;
+  case ControlMessage::Kind::count:
+    if (!server) counts_asked_ = true;
+    return std::nullopt;
+  case ControlMessage::Kind::counted:
+    if (server && counts_deadline_ && !preempt_decided_ && m->node_rank == peer.node_rank) {
+      const auto now = Clock::now();
+      take_counts(m->node_rank, steps_of(*m), (now - count_sent_) / 2, now);
+    }
+    return std::nullopt;
+  case ControlMessage::Kind::stopat:
+    if (!server && !job_stop_ && !preempt_decided_) {
+      preempt_decided_ = true; // the first decision counts
+      JobStop stop;
+      stop.signal = m->signal;
+      stop.stop_step = m->steps;
+      stop.grace = std::chrono::milliseconds(m->grace_ms);
+      stop.node = m->node_rank;
+      job_stop_ = std::move(stop);
     }
     return std::nullopt;
   case ControlMessage::Kind::fail:
@@ -1108,6 +1158,7 @@ void ControlChannel::settle(RunOutcome& outcome) {
   settled_ = true;
   running_ = false;        // the ranks here are done: no agent is admitted until the next attempt
   round_deadline_.reset(); // a hang diagnosis still gathering belongs to the attempt that ended
+  reset_preemption();      // so does a preemption (the next attempt starts afresh)
   const bool local_ok = outcome.status == RunOutcome::Status::succeeded;
   if (!local_ok && !outcome.remote_failure)
     report_failure(outcome.exit_code(), outcome.root_cause_rank, outcome.reason);
@@ -1476,6 +1527,136 @@ void ControlChannel::refuse_waiting(int exit_code, const std::string& why) {
   m.text = why;
   for (auto& peer : waiting_) send_message(*peer, m);
   waiting_.clear();
+}
+
+} // namespace air
+
+// Preemption across nodes (docs/preemption.md, "Several nodes").
+
+namespace air {
+
+namespace {
+
+/// Half a round trip to a node whose counts came unasked (a `preempt` line)
+/// when no other node's answer measured one: generous for a data centre's
+/// network, and doubled again by pick_stop_step's margin.
+constexpr auto k_unknown_trip = std::chrono::milliseconds(100);
+
+} // namespace
+
+void ControlChannel::preempt_signalled(int sig, const NodeSteps& mine, std::chrono::milliseconds grace) {
+  const auto now = Clock::now();
+  if (options_.node_rank == 0) {
+    take_counts(0, mine, Clock::duration::zero(), now);
+    start_preemption(sig, 0, grace, now);
+    return;
+  }
+  ControlMessage m;
+  m.kind = ControlMessage::Kind::preempt;
+  m.node_rank = options_.node_rank;
+  m.signal = sig;
+  m.grace_ms = static_cast<int>(std::min<long long>(grace.count(), 999'999'999));
+  m.count = mine.polling;
+  m.steps = mine.steps;
+  m.rate_milli = rate_milli(mine.rate);
+  for (auto& peer : peers_)
+    if (!peer->closed) send_message(*peer, m);
+}
+
+void ControlChannel::start_preemption(int sig, int node, std::chrono::milliseconds grace,
+                                      Clock::time_point now) {
+  if (preempt_decided_) return; // a later signal elsewhere: the stopat is out already
+  if (counts_deadline_) {
+    grace_ends_ = std::min(grace_ends_, now + grace); // the grace period of the first signal
+    return;
+  }
+  preempt_signal_ = sig;
+  preempt_node_ = node;
+  grace_ends_ = now + grace;
+  counts_deadline_ = now + options_.counts_wait;
+  count_sent_ = now;
+  // One round trip: every node whose counts node 0 does not have yet is
+  // asked; node 0's own ranks through its supervisor (counts_asked).
+  if (counted_.count(0) == 0) counts_asked_ = true;
+  ControlMessage count;
+  count.kind = ControlMessage::Kind::count;
+  for (auto& peer : peers_)
+    if (!peer->closed && counted_.count(peer->node_rank) == 0) send_message(*peer, count);
+}
+
+void ControlChannel::take_counts(int node, NodeSteps counts, std::optional<Clock::duration> trip,
+                                 Clock::time_point now) {
+  counts.node = node;
+  counted_[node] = Counted{counts, now, trip};
+}
+
+bool ControlChannel::counts_asked() { return std::exchange(counts_asked_, false); }
+
+void ControlChannel::ranks_counted(const NodeSteps& mine) {
+  if (options_.node_rank == 0) {
+    if (counts_deadline_ && !preempt_decided_) take_counts(0, mine, Clock::duration::zero(), Clock::now());
+    return;
+  }
+  ControlMessage m;
+  m.kind = ControlMessage::Kind::counted;
+  m.node_rank = options_.node_rank;
+  m.count = mine.polling;
+  m.steps = mine.steps;
+  m.rate_milli = rate_milli(mine.rate);
+  for (auto& peer : peers_)
+    if (!peer->closed) send_message(*peer, m);
+}
+
+std::optional<JobStop> ControlChannel::job_stop(Clock::time_point now) {
+  if (options_.node_rank != 0) return std::exchange(job_stop_, std::nullopt);
+  if (!counts_deadline_ || preempt_decided_) return std::nullopt;
+  bool all = counted_.count(0) > 0;
+  for (const auto& peer : peers_)
+    if (!peer->closed && counted_.count(peer->node_rank) == 0) all = false;
+  if (!all && now < *counts_deadline_) return std::nullopt;
+  return decide_stop(now);
+}
+
+JobStop ControlChannel::decide_stop(Clock::time_point now) {
+  preempt_decided_ = true;
+  // A count taken `trip` before it reached node 0 ages until now, and the
+  // stopat takes about as long again to reach that node: its lead.
+  std::optional<Clock::duration> known;
+  for (const auto& [node, c] : counted_)
+    if (c.trip && node != 0) known = std::max(known.value_or(Clock::duration::zero()), *c.trip);
+  std::vector<NodeSteps> nodes;
+  for (auto [node, c] : counted_) {
+    const Clock::duration trip = c.trip.value_or(known.value_or(k_unknown_trip));
+    c.steps.lead_s = std::chrono::duration<double>(now - c.arrived + 2 * trip).count();
+    nodes.push_back(c.steps);
+  }
+  JobStop stop;
+  stop.signal = preempt_signal_;
+  stop.stop_step = pick_stop_step(nodes);
+  stop.grace = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(grace_ends_ - now),
+                        std::chrono::milliseconds(0));
+  stop.node = preempt_node_;
+  for (int node = 0; node < options_.num_nodes; ++node)
+    if (counted_.count(node) == 0) stop.missing_nodes.push_back(node);
+  ControlMessage m;
+  m.kind = ControlMessage::Kind::stopat;
+  m.steps = stop.stop_step;
+  m.signal = stop.signal;
+  m.grace_ms = static_cast<int>(std::min<long long>(stop.grace.count(), 999'999'999));
+  m.node_rank = stop.node;
+  for (auto& peer : peers_)
+    if (!peer->closed) send_message(*peer, m);
+  return stop;
+}
+
+void ControlChannel::reset_preemption() {
+  counts_deadline_.reset();
+  counted_.clear();
+  preempt_decided_ = false;
+  counts_asked_ = false;
+  job_stop_.reset();
+  preempt_signal_ = 0;
+  preempt_node_ = -1;
 }
 
 } // namespace air

@@ -47,6 +47,9 @@ struct ControlOptions {
   /// a node's stack dumps take up to 5 s (with Flight Recorder traces), then
   /// a round trip. A node still silent then is named as missing.
   std::chrono::milliseconds places_wait{10'000};
+  /// Node 0: how long a preemption waits for the nodes' step counts
+  /// (core/run/job_preemption.hpp says why this long).
+  std::chrono::milliseconds counts_wait{k_preempt_counts_wait};
 };
 
 /// The small TCP connection every agent keeps to node 0's agent during a
@@ -151,6 +154,15 @@ public:
   bool places_asked() override;
   void ranks_placed(const std::vector<HangRank>& ranks) override;
   std::optional<JobPlaces> job_places(std::chrono::steady_clock::time_point now) override;
+  /// Preemption across nodes: a node that got the signal says `preempt` with
+  /// its step counts; node 0 asks the others with `count` (one round trip),
+  /// waits up to counts_wait for their `counted`, picks the job's step
+  /// (pick_stop_step) and sends `stopat` to every node.
+  bool job_wide_preemption() const override { return options_.num_nodes > 1; }
+  void preempt_signalled(int sig, const NodeSteps& mine, std::chrono::milliseconds grace) override;
+  bool counts_asked() override;
+  void ranks_counted(const NodeSteps& mine) override;
+  std::optional<JobStop> job_stop(std::chrono::steady_clock::time_point now) override;
 
   struct Peer; ///< one connection (defined in control.cpp)
 
@@ -218,6 +230,36 @@ private:
   std::optional<std::chrono::steady_clock::time_point> round_deadline_; ///< node 0: while a round gathers
   std::map<int, std::vector<HangRank>> round_places_; ///< node 0: this round's places by node
   std::map<int, int> round_counts_;                   ///< node 0: how many ranks each node sends
+  // Preemption across nodes
+  /// Node 0: a preemption signal reached node `node` (this one or another):
+  /// asks the nodes that have not counted yet, unless a decision is under way.
+  void start_preemption(int sig, int node, std::chrono::milliseconds grace,
+                        std::chrono::steady_clock::time_point now);
+  /// Node 0: one node's counts, taken `trip` before they reached node 0
+  /// (half a round trip; nullopt when unknown), received at `now`.
+  void take_counts(int node, NodeSteps counts, std::optional<std::chrono::steady_clock::duration> trip,
+                   std::chrono::steady_clock::time_point now);
+  /// Node 0: the job's stop step from the counts at hand, sent to every node.
+  JobStop decide_stop(std::chrono::steady_clock::time_point now);
+  void reset_preemption();
+  /// Node 0, while a preemption is being decided: the signal, the node that
+  /// had it, when the grace period ends, when the counts wait ends and when
+  /// `count` went out; the counts by node, with when each arrived and its
+  /// trip (half the measured round trip; unknown for a `preempt` line's).
+  struct Counted {
+    NodeSteps steps;
+    std::chrono::steady_clock::time_point arrived{};
+    std::optional<std::chrono::steady_clock::duration> trip;
+  };
+  int preempt_signal_ = 0;
+  int preempt_node_ = -1;
+  std::chrono::steady_clock::time_point grace_ends_{};
+  std::optional<std::chrono::steady_clock::time_point> counts_deadline_;
+  std::chrono::steady_clock::time_point count_sent_{};
+  std::map<int, Counted> counted_;
+  bool preempt_decided_ = false;    ///< node 0: stopat went out (this attempt)
+  bool counts_asked_ = false;       ///< counts_asked() has news
+  std::optional<JobStop> job_stop_; ///< the decision, until job_stop() hands it over
 };
 
 } // namespace air

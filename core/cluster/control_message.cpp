@@ -88,6 +88,15 @@ bool big_number(std::string_view word, std::uint64_t& out) {
 
 std::string from_place_word(std::string_view word) { return word == "-" ? std::string() : std::string(word); }
 
+/// The largest count a preemption line carries: far beyond any real step
+/// count or rate, and small enough that arithmetic on it cannot overflow.
+constexpr std::uint64_t k_max_preempt_number = 999'999'999'999'999ULL;
+
+std::uint64_t preempt_number(std::uint64_t n) { return std::min(n, k_max_preempt_number); }
+
+/// A grace period in ms as a line carries it: 0 to 999,999,999 (11 days).
+int grace_word(int ms) { return std::clamp(ms, 0, 999'999'999); }
+
 } // namespace
 
 std::string format_control_message(const ControlMessage& m) {
@@ -136,6 +145,17 @@ std::string format_control_message(const ControlMessage& m) {
   case ControlMessage::Kind::hung:
     return fmt::format("hung {} {} {} {} {}\n", m.node_rank, m.rank, m.exit_code, one_word(m.name),
                        one_line(m.text));
+  case ControlMessage::Kind::preempt:
+    return fmt::format("preempt {} {} {} {} {} {}\n", m.node_rank, m.signal, grace_word(m.grace_ms), m.count,
+                       preempt_number(m.steps), preempt_number(m.rate_milli));
+  case ControlMessage::Kind::count:
+    return "count\n";
+  case ControlMessage::Kind::counted:
+    return fmt::format("counted {} {} {} {}\n", m.node_rank, m.count, preempt_number(m.steps),
+                       preempt_number(m.rate_milli));
+  case ControlMessage::Kind::stopat:
+    return fmt::format("stopat {} {} {} {}\n", preempt_number(m.steps), m.signal, grace_word(m.grace_ms),
+                       m.node_rank);
   }
   return "hb\n";
 }
@@ -294,6 +314,40 @@ Expected<ControlMessage> parse_control_message(std::string_view line) {
     p.collective = from_place_word(w[12]);
     p.place = std::string(w[13]);
     p.node = m.node_rank;
+    return m;
+  }
+  if (verb == "count" && rest.empty()) {
+    m.kind = ControlMessage::Kind::count;
+    return m;
+  }
+  // Preemption: every number is a count (>= 0); a node and a signal too.
+  const auto counts = [&](std::string_view word, std::uint64_t& out) {
+    return big_number(word, out) && out <= k_max_preempt_number;
+  };
+  const auto natural = [&](std::string_view word, int& out) { return number(word, out) && out >= 0; };
+  if (verb == "preempt") {
+    m.kind = ControlMessage::Kind::preempt;
+    const auto w = split_words(rest, 6);
+    if (w.size() != 7 || !w[6].empty() || !natural(w[0], m.node_rank) || !natural(w[1], m.signal) ||
+        m.signal == 0 || m.signal > 64 || !natural(w[2], m.grace_ms) || !natural(w[3], m.count) ||
+        !counts(w[4], m.steps) || !counts(w[5], m.rate_milli))
+      return bad("expected 'preempt NODE SIGNAL GRACE_MS POLLING STEPS RATE_MILLI'");
+    return m;
+  }
+  if (verb == "counted") {
+    m.kind = ControlMessage::Kind::counted;
+    const auto w = split_words(rest, 4);
+    if (w.size() != 5 || !w[4].empty() || !natural(w[0], m.node_rank) || !natural(w[1], m.count) ||
+        !counts(w[2], m.steps) || !counts(w[3], m.rate_milli))
+      return bad("expected 'counted NODE POLLING STEPS RATE_MILLI'");
+    return m;
+  }
+  if (verb == "stopat") {
+    m.kind = ControlMessage::Kind::stopat;
+    const auto w = split_words(rest, 4);
+    if (w.size() != 5 || !w[4].empty() || !counts(w[0], m.steps) || !natural(w[1], m.signal) ||
+        m.signal == 0 || m.signal > 64 || !natural(w[2], m.grace_ms) || !natural(w[3], m.node_rank))
+      return bad("expected 'stopat STEP SIGNAL GRACE_MS NODE'");
     return m;
   }
   if (verb == "fail" || verb == "abort" || verb == "hung") {

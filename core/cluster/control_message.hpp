@@ -3,6 +3,7 @@
 #include "core/base/error.hpp"
 #include "core/run/diagnosis.hpp"
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -48,6 +49,21 @@ namespace air {
 ///   hung NODE RANK CODE NAME TEXT                     node 0 -> all: as abort, because the job hung
 ///                                                     (--on-hang stop): every node ends as hung; an
 ///                                                     abort follows for agents that do not know hung
+///   preempt NODE SIGNAL GRACE_MS POLLING STEPS RATE_MILLI
+///                                                     agent -> node 0: a preemption signal reached
+///                                                     this node; its POLLING ranks that call
+///                                                     should_stop() are at most at STEPS, the fastest
+///                                                     making RATE_MILLI/1000 steps a second; they
+///                                                     must be done within GRACE_MS
+///   count                                             node 0 -> all: send your ranks' step counts
+///                                                     (a preemption is being decided)
+///   counted NODE POLLING STEPS RATE_MILLI             agent -> node 0: the answer, as in preempt
+///   stopat STEP SIGNAL GRACE_MS NODE                  node 0 -> all: the job's preemption: ranks that
+///                                                     call should_stop() stop at step STEP (0: at
+///                                                     their next call) within GRACE_MS from now, the
+///                                                     others get SIGNAL at once; NODE had the signal.
+///                                                     An agent that does not know stopat stops on
+///                                                     the abort that follows, as before
 ///
 /// RANK is the root cause's global rank (-1: none, e.g. an interrupt); CODE is
 /// the failing node's exit code, which every node then exits with.
@@ -72,6 +88,11 @@ struct ControlMessage {
     where,
     place,
     hung,
+    // Preemption across nodes (docs/preemption.md):
+    preempt,
+    count,
+    counted,
+    stopat,
   };
   Kind kind = Kind::heartbeat;
   int node_rank = -1;       ///< restart: -1 = unchanged; quiet, place: the sending node
@@ -88,10 +109,15 @@ struct ControlMessage {
   /// start: the MLflow run node 0 created (`start ... RUN_ID EXPERIMENT_ID MLFLOW_RUN_ID`); "" when none.
   std::string mlflow_experiment_id, mlflow_run_id;
   int round = 0; ///< where, place: which job-wide hang diagnosis
-  int count = 0; ///< place: how many ranks the node sends
+  int count = 0; ///< place: how many ranks the node sends; preempt, counted: its polling ranks
   /// place: one rank's place (its `node` is node_rank's, not carried). Long
   /// text is cut so that the line stays far below the protocol's limit.
   HangRank place;
+  // preempt, counted, stopat (`count` carries the polling ranks there):
+  int signal = 0;               ///< preempt, stopat: the signal
+  int grace_ms = 0;             ///< preempt, stopat: how long the ranks have left
+  std::uint64_t steps = 0;      ///< preempt, counted: the furthest polling rank; stopat: the stop step
+  std::uint64_t rate_milli = 0; ///< preempt, counted: the fastest one's steps per 1000 s
 };
 
 /// The longest PLACE and the longest word a `place` line carries; longer ones are cut.

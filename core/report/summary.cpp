@@ -174,6 +174,12 @@ Json preemption_json(const std::optional<PreemptionReport>& p) {
   out["signalled_ranks"] = p->signalled_ranks;
   out["deadline_s"] = seconds(p->deadline_s);
   out["checkpoint"] = string_or_null(p->checkpoint);
+  // Across nodes: who picked the step ("job": node 0, for every node; "node":
+  // this node alone, the only node or node 0 silent), and the rest of it.
+  out["decided_by"] = p->job_wide ? "job" : "node";
+  out["signal_node"] = p->job_wide ? Json(p->signal_node) : Json(nullptr);
+  out["missing_nodes"] = p->missing_nodes;
+  out["fallback"] = p->fallback;
   return out;
 }
 

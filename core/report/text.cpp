@@ -178,6 +178,16 @@ std::string format_report(const RunReport& report, bool color) {
       out += "  sent " + signal_name(p.signal) + " at once (never asked air.should_stop()): " +
              (p.signalled_ranks.size() == 1 ? "rank " : "ranks ") + join_ranks(p.signalled_ranks) + "\n";
     if (!p.checkpoint.empty()) out += "  latest checkpoint: " + p.checkpoint + "\n";
+    if (p.job_wide)
+      out += "  the stop step is the job's, picked by node 0 for every node (the signal reached node " +
+             std::to_string(p.signal_node) + " first)" +
+             (p.missing_nodes.empty()
+                  ? std::string()
+                  : std::string(p.missing_nodes.size() == 1 ? "; without node " : "; without nodes ") +
+                        join_ranks(p.missing_nodes) + ", which sent no step count") +
+             "\n";
+    if (p.fallback)
+      out += "  node 0 did not pick a stop step in time: this node's own, which other nodes may not share\n";
   }
 
   const RankOutcome* root = find_root_cause(o);

@@ -73,6 +73,12 @@ struct PreemptionReport {
   /// The newest complete checkpoint in --checkpoint-dir once the ranks had
   /// stopped (what a new launch resumes from); "" = none, or no directory.
   std::string checkpoint;
+  /// Across nodes: the step is the job's, picked by node 0 (docs/preemption.md).
+  bool job_wide = false;
+  int signal_node = -1;           ///< job_wide: the node the signal reached first
+  std::vector<int> missing_nodes; ///< job_wide, on node 0: nodes whose step counts did not come in time
+  /// Node 0 did not answer in time: the step is this node's own.
+  bool fallback = false;
 };
 
 /// Whether a rank that air-run signalled (`sent_signal`: SIGTERM, SIGINT or

@@ -12,10 +12,13 @@ constexpr auto k_rate_window = std::chrono::seconds(3);
 } // namespace
 
 ProgressWatch::ProgressWatch(std::size_t ranks)
-    : files_(ranks), fr_asked_(ranks, 0), readings_(ranks), named_(ranks, false), explained_(ranks) {}
+    : files_(ranks), fr_asked_(ranks, 0), readings_(ranks), named_(ranks, false), explained_(ranks),
+      rank_base_(ranks), rank_rate_(ranks, 0.0) {}
 
 std::string ProgressWatch::create(std::size_t index, const std::string& path) {
   readings_[index] = ProgressReading{};
+  rank_base_[index].reset();
+  rank_rate_[index] = 0;
   return files_[index].create(path);
 }
 
@@ -28,6 +31,7 @@ bool ProgressWatch::poll(Clock::time_point now) {
     if (r.steps != readings_[i].steps) moved = true;
     readings_[i] = r;
     if (r.attached) counts.push_back(static_cast<double>(r.steps));
+    measure_rank_rate(i, now);
   }
   if (counts.empty()) return moved;
   std::nth_element(counts.begin(), counts.begin() + static_cast<long>(counts.size() / 2), counts.end());
@@ -40,6 +44,25 @@ bool ProgressWatch::poll(Clock::time_point now) {
     rate_base_ = {now, median};
   }
   return moved;
+}
+
+void ProgressWatch::measure_rank_rate(std::size_t index, Clock::time_point now) {
+  const std::uint64_t steps = readings_[index].steps;
+  auto& base = rank_base_[index];
+  if (!base || steps < base->second) {
+    base = {now, steps}; // the first reading, or a rank that started again
+  } else if (now - base->first >= k_rate_window) {
+    rank_rate_[index] =
+        static_cast<double>(steps - base->second) / std::chrono::duration<double>(now - base->first).count();
+    base = {now, steps};
+  }
+}
+
+double ProgressWatch::rank_rate(std::size_t index) const {
+  if (rank_rate_[index] > 0) return rank_rate_[index];
+  const ProgressReading& r = readings_[index];
+  if (r.busy_steps == 0 || r.busy_ns == 0) return 0;
+  return 1e9 * static_cast<double>(r.busy_steps) / static_cast<double>(r.busy_ns);
 }
 
 void ProgressWatch::request_stop(std::size_t index, std::uint64_t stop_step,

@@ -41,6 +41,12 @@ public:
   /// step, and before two readings a few seconds apart.
   std::optional<std::uint64_t> median_steps() const { return median_; }
   std::optional<double> step_rate() const { return rate_; }
+  /// Rank `index`'s own steps per second: measured over the last few
+  /// seconds, or, before that, from its time per step outside collectives
+  /// (an upper bound: a step's wall time also holds its collectives); 0
+  /// before its second step. A preemption across nodes needs it to tell how
+  /// far a rank gets while the job decides (core/run/job_preemption.hpp).
+  double rank_rate(std::size_t index) const;
 
   /// Asks rank `index` (one that calls air.should_stop()) to stop once it
   /// has made `stop_step` steps, before `deadline_realtime_ns`.
@@ -63,6 +69,7 @@ public:
   const std::vector<Straggler>& stragglers() const { return stragglers_; }
 
 private:
+  void measure_rank_rate(std::size_t index, Clock::time_point now);
   std::vector<ProgressFile> files_;
   std::vector<std::uint64_t> fr_asked_; ///< the last Flight Recorder request number, per rank
   std::vector<ProgressReading> readings_;
@@ -73,6 +80,9 @@ private:
   std::optional<std::pair<Clock::time_point, double>> rate_base_;
   std::optional<double> rate_;
   std::optional<std::uint64_t> median_;
+  /// Per rank, as for the median's rate: a base reading and the rate measured from it.
+  std::vector<std::optional<std::pair<Clock::time_point, std::uint64_t>>> rank_base_;
+  std::vector<double> rank_rate_;
 };
 
 } // namespace air

@@ -257,7 +257,14 @@ private:
   void conclude_hang(HangReport report, const std::string& lead);
   void check_job_hang();
   void finish_job_hang_diagnosis(JobPlaces job);
-  bool begin_preemption(int sig);
+  bool begin_preemption(int sig, Clock::duration grace, PreemptionReport report = {});
+  NodeSteps count_polling_ranks();
+  void stop_polling_ranks(int sig, std::uint64_t stop_step, Clock::duration grace, PreemptionReport report);
+  bool ask_job_to_preempt(int sig);
+  void follow_job_preemption(Clock::time_point now);
+  void apply_job_stop(const JobStop& stop);
+  void interrupt(int sig);
+  bool echo_of_job_preemption();
   bool stacks_ready();
   void collect_stacks();
   bool finished() const;
@@ -324,6 +331,19 @@ private:
   std::vector<HangRank> local_places_;
   bool hang_asked_ = false;
   std::optional<Clock::time_point> hang_verdict_deadline_;
+  /// A preemption signal that went to node 0 (SupervisorHooks::job_wide_preemption)
+  /// while it picks the job's stop step: the signal, when it came, and when
+  /// this node stops on its own step if node 0 has not answered.
+  struct PendingPreemption {
+    int signal = 0;
+    Clock::time_point at{};
+    Clock::time_point give_up{};
+  };
+  std::optional<PendingPreemption> preempt_pending_;
+  /// This node's own preemption signal has been seen (it asked node 0, or
+  /// the job's stop came first and the signal after it): the next one is a
+  /// second signal, which kills at once.
+  bool preempt_signal_seen_ = false;
   Clock::time_point next_straggler_check_{};
   std::vector<int> rank_ids_;    ///< global rank by index, for the diagnosis
   std::optional<LiveView> live_; ///< the live status area, when on
@@ -567,6 +587,7 @@ std::optional<Clock::time_point> Supervisor::next_deadline(Clock::time_point now
   if (!tearing_down_ && plan_.hang_timeout && !hang_diagnosed_) consider(last_progress_ + hang_quiet_limit());
   if (settle_deadline_) consider(*settle_deadline_);
   if (hang_verdict_deadline_) consider(*hang_verdict_deadline_);
+  if (preempt_pending_) consider(preempt_pending_->give_up);
   if (stacks_deadline_) consider(std::min(*stacks_deadline_, now + k_stack_check_interval));
   if (tearing_down_ && !kill_sent_) consider(grace_deadline_);
   bool all_quiet = true;
@@ -636,7 +657,11 @@ void Supervisor::iterate() {
   // Then other nodes: a remote failure that caused a local rank's exit (a
   // broken collective) must be judged before that exit is.
   if (hooks_) {
-    if (auto remote = hooks_->check(Clock::now())) stop_for_remote(std::move(*remote));
+    auto remote = hooks_->check(Clock::now());
+    // The job's stop step before a failure read in the same pass: node 0's
+    // own preemption ends with an abort right behind its stopat.
+    follow_job_preemption(Clock::now());
+    if (remote) stop_for_remote(std::move(*remote));
     check_job_hang();
   }
   if (ready > 0 && stdin_index < fds.size() && fds[stdin_index].revents != 0) {
@@ -659,7 +684,10 @@ void Supervisor::iterate() {
   watch_progress(Clock::now());
   check_deadlines();
   // Again: a diagnosis that just began or ended here moves the job's on at once.
-  if (hooks_) check_job_hang();
+  if (hooks_) {
+    check_job_hang();
+    follow_job_preemption(Clock::now());
+  }
   tell_hooks();
   containment_->record_descendants();
   live_tick();
@@ -707,33 +735,62 @@ void Supervisor::handle_signals() {
       // Schedulers (Slurm --signal) send these as warnings: ranks that call
       // air.should_stop() are asked to stop at one step (preemption); the
       // others get the signal passed on.
+      if ((sig == SIGUSR1 || sig == SIGUSR2) && echo_of_job_preemption()) break;
       if ((sig == SIGUSR1 || sig == SIGUSR2) && !tearing_down_ &&
-          out_.status == RunOutcome::Status::succeeded && begin_preemption(sig))
+          out_.status == RunOutcome::Status::succeeded &&
+          (preempt_pending_ || ask_job_to_preempt(sig) || begin_preemption(sig, plan_.grace_period)))
         break;
       for (auto& r : ranks_)
         if (r.spawned && !r.reaped) signal_group(r.pid, sig);
       break;
     case SignalAction::teardown:
-      if (tearing_down_) {
+      if (sig == SIGTERM && echo_of_job_preemption()) {
+        // the job stops for it already, at its step
+      } else if (tearing_down_) {
         // A second interrupt means "now": skip the rest of the grace period.
         if (!kill_sent_) {
           out_.kill_requested = true;
           kill_all();
         }
+      } else if (preempt_pending_) {
+        // A second signal while node 0 decides means "now", as during a
+        // grace period: this node's ranks stop here, at once.
+        const int first = preempt_pending_->signal;
+        preempt_pending_.reset();
+        if (!begin_preemption(first, plan_.grace_period)) interrupt(first);
+        out_.kill_requested = true;
+        kill_all();
       } else if (settle_deadline_) {
         begin_teardown(sig); // a rank already failed: that stays the outcome
-      } else if (sig == SIGTERM && begin_preemption(sig)) {
-        // the ranks that ask stop at one step; the others got SIGTERM
+      } else if (sig == SIGTERM && (ask_job_to_preempt(sig) || begin_preemption(sig, plan_.grace_period))) {
+        // the ranks that ask stop at one step (the job's, when node 0 picks
+        // it); the others got SIGTERM
       } else {
-        out_.status = RunOutcome::Status::interrupted;
-        out_.interrupt_signal = sig;
-        out_.reason = "interrupted by " + signal_name(sig);
-        announce_teardown(sig);
-        begin_teardown(sig);
+        interrupt(sig);
       }
       break;
     }
   }
+}
+
+/// Whether a preemption signal is this node's own copy of the signal the job already
+/// stops for (a SIGTERM to every node: node 0's stopat may come before this
+/// node reads its own signal): it is this node's first, not a second one
+/// that means "now". The first such signal only.
+bool Supervisor::echo_of_job_preemption() {
+  if (preempt_signal_seen_ || out_.status != RunOutcome::Status::preempted || !out_.preemption ||
+      !out_.preemption->job_wide)
+    return false;
+  preempt_signal_seen_ = true;
+  return true;
+}
+
+void Supervisor::interrupt(int sig) {
+  out_.status = RunOutcome::Status::interrupted;
+  out_.interrupt_signal = sig;
+  out_.reason = "interrupted by " + signal_name(sig);
+  announce_teardown(sig);
+  begin_teardown(sig);
 }
 
 bool Supervisor::held_back(const RankState& r, const Stream& s) const {
@@ -1353,35 +1410,60 @@ void Supervisor::conclude_hang(HangReport report, const std::string& lead) {
 /// A preemption signal (SIGTERM from a scheduler or a spot notice) while
 /// some ranks call air.should_stop(): instead of stopping them mid-step,
 /// air-run picks one step that no rank has passed and asks each of them to
-/// stop there, saving what it must before the grace period ends; ranks that
-/// never ask get the signal at once. Returns false when no running rank
-/// asks (the usual teardown follows).
-bool Supervisor::begin_preemption(int sig) {
+/// stop there, saving what it must within `grace`; ranks that never ask get
+/// the signal at once. Returns false when no running rank asks (the usual
+/// teardown follows). One node's own decision: across nodes node 0 decides
+/// (ask_job_to_preempt), and this is the fallback when it does not answer.
+bool Supervisor::begin_preemption(int sig, Clock::duration grace, PreemptionReport report) {
+  const NodeSteps mine = count_polling_ranks();
+  if (mine.polling == 0) return false;
+  // Every polling rank is at most at mine.steps and the request is in its
+  // page at once: the next step is one none has passed. A rank that never
+  // counted a step stops at its next question.
+  stop_polling_ranks(sig, mine.steps == 0 ? 0 : mine.steps + 1, grace, std::move(report));
+  return true;
+}
+
+/// This node's running ranks that call air.should_stop(): how many, the
+/// furthest one's step count and the fastest one's step rate, read now.
+NodeSteps Supervisor::count_polling_ranks() {
   progress_.poll(Clock::now());
-  std::uint64_t max_steps = 0;
-  std::vector<RankState*> polling;
-  for (auto& r : ranks_) {
+  NodeSteps mine;
+  for (const auto& r : ranks_) {
     if (!r.spawned || r.reaped || !progress_.reading(r.index).polls_stop) continue;
-    polling.push_back(&r);
-    max_steps = std::max(max_steps, progress_.reading(r.index).steps);
+    ++mine.polling;
+    mine.steps = std::max(mine.steps, progress_.reading(r.index).steps);
+    mine.rate = std::max(mine.rate, progress_.rank_rate(r.index));
   }
-  if (polling.empty()) return false;
-  PreemptionReport report;
+  return mine;
+}
+
+/// Asks this node's polling ranks to stop at `stop_step` (0: at their next
+/// should_stop()) within `grace`, signals the others at once, and ends the
+/// run as preempted by `sig`. `report` brings what the job decided, if it did.
+void Supervisor::stop_polling_ranks(int sig, std::uint64_t stop_step, Clock::duration grace,
+                                    PreemptionReport report) {
+  progress_.poll(Clock::now());
+  if (grace < Clock::duration::zero()) grace = Clock::duration::zero();
   report.signal = sig;
-  // Every polling rank is at most max_steps: max_steps + 1 is a step none has
-  // passed. A rank that never counted a step stops at its next question.
-  report.stop_step = max_steps == 0 ? 0 : max_steps + 1;
-  report.deadline_s = std::chrono::duration<double>(plan_.grace_period).count();
-  const auto deadline = std::chrono::system_clock::now() + plan_.grace_period;
+  report.stop_step = stop_step;
+  report.deadline_s = std::chrono::duration<double>(grace).count();
+  const auto deadline = std::chrono::system_clock::now() + grace;
   const std::int64_t deadline_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
   tearing_down_ = true;
   settle_deadline_.reset();
-  grace_deadline_ = Clock::now() + plan_.grace_period;
-  for (RankState* r : polling) {
-    progress_.request_stop(r->index, report.stop_step, deadline_ns);
-    r->teardown_signal = sig;
-    report.polling_ranks.push_back(r->plan->rank);
+  preempt_pending_.reset();
+  grace_deadline_ = Clock::now() + grace;
+  std::vector<std::string> passed; // ranks already past a step the job chose elsewhere
+  for (auto& r : ranks_) {
+    if (!r.spawned || r.reaped || !progress_.reading(r.index).polls_stop) continue;
+    progress_.request_stop(r.index, stop_step, deadline_ns);
+    r.teardown_signal = sig;
+    report.polling_ranks.push_back(r.plan->rank);
+    const std::uint64_t steps = progress_.reading(r.index).steps;
+    if (stop_step > 0 && steps >= stop_step)
+      passed.push_back("rank " + std::to_string(r.plan->rank) + " is at step " + std::to_string(steps));
   }
   for (auto& r : ranks_) {
     if (!r.spawned || r.reaped || r.teardown_signal != 0) continue;
@@ -1389,21 +1471,101 @@ bool Supervisor::begin_preemption(int sig) {
     signal_group(r.pid, sig);
     report.signalled_ranks.push_back(r.plan->rank);
   }
+  const std::string step_words =
+      stop_step > 0 ? "step " + std::to_string(stop_step) : std::string("their next should_stop()");
+  const std::string where = report.job_wide && report.signal_node >= 0
+                                ? " on node " + std::to_string(report.signal_node)
+                                : std::string();
   out_.status = RunOutcome::Status::preempted;
   out_.interrupt_signal = sig;
-  out_.reason = "preempted by " + signal_name(sig) +
-                (report.stop_step > 0 ? "; ranks stop at step " + std::to_string(report.stop_step)
-                                      : std::string("; ranks stop at their next should_stop()"));
+  out_.reason = "preempted by " + signal_name(sig) + where + "; " +
+                (report.job_wide ? "every node's ranks stop at " : "ranks stop at ") + step_words;
   if (!console_.quiet) {
-    std::string line =
-        "air-run: " + signal_name(sig) + ": asking rank" + (polling.size() > 1 ? "s " : " ") +
-        rank_words(report.polling_ranks) + " to stop" +
-        (report.stop_step > 0 ? " at step " + std::to_string(report.stop_step) : std::string()) + ", up to " +
-        format_duration(plan_.grace_period) + "; Ctrl-C again to kill now\n";
-    console_write(stderr_sink_, console_.stderr_fd, line, 1);
+    std::string lines;
+    if (!report.polling_ranks.empty())
+      lines += "air-run: " + signal_name(sig) + where + ": asking rank" +
+               (report.polling_ranks.size() > 1 ? "s " : " ") + rank_words(report.polling_ranks) +
+               " to stop" + (stop_step > 0 ? " at step " + std::to_string(stop_step) : std::string()) +
+               (report.job_wide ? " (the job's, from node 0)" : "") + ", up to " +
+               format_duration(std::chrono::duration_cast<Millis>(grace)) + "; Ctrl-C again to kill now\n";
+    for (const auto& p : passed)
+      lines += "air-run: " + p + ", past the job's stop step: it stops at its next should_stop()\n";
+    if (!lines.empty()) console_write(stderr_sink_, console_.stderr_fd, lines, 1 + passed.size());
   }
   out_.preemption = std::move(report);
+}
+
+/// Across nodes: a preemption signal here goes to node 0, which picks one
+/// stop step for the job (follow_job_preemption applies it). Returns false
+/// when this node decides alone: one node, or none of its ranks polls.
+bool Supervisor::ask_job_to_preempt(int sig) {
+  if (hooks_ == nullptr || !hooks_->job_wide_preemption()) return false;
+  const NodeSteps mine = count_polling_ranks();
+  if (mine.polling == 0) return false;
+  const auto now = Clock::now();
+  preempt_signal_seen_ = true;
+  preempt_pending_ = PendingPreemption{sig, now, now + k_preempt_decision_wait};
+  hooks_->preempt_signalled(sig, mine,
+                            std::chrono::duration_cast<std::chrono::milliseconds>(plan_.grace_period));
+  if (!console_.quiet) {
+    const std::string line = "air-run: " + signal_name(sig) +
+                             ": agreeing on one stop step with the other nodes (node 0 picks it)\n";
+    console_write(stderr_sink_, console_.stderr_fd, line, 1);
+  }
   return true;
+}
+
+/// Every pass, across nodes: answers node 0's question for step counts,
+/// applies the job's stop step when it comes, and falls back to this node's
+/// own step when node 0 stays silent past k_preempt_decision_wait.
+void Supervisor::follow_job_preemption(Clock::time_point now) {
+  if (hooks_->counts_asked()) hooks_->ranks_counted(count_polling_ranks());
+  if (auto stop = hooks_->job_stop(now)) {
+    apply_job_stop(*stop);
+    return;
+  }
+  if (!preempt_pending_) return;
+  if (tearing_down_ || out_.status != RunOutcome::Status::succeeded) {
+    preempt_pending_.reset(); // the run ends otherwise (a failure here or elsewhere)
+    return;
+  }
+  if (now < preempt_pending_->give_up) return;
+  const PendingPreemption pending = *preempt_pending_;
+  preempt_pending_.reset();
+  if (!console_.quiet) {
+    const std::string line =
+        "air-run: node 0 did not pick a stop step within " + format_duration(k_preempt_decision_wait) +
+        ": this node's ranks stop at a step of its own, which other nodes may not share\n";
+    console_write(stderr_sink_, console_.stderr_fd, line, 1);
+  }
+  PreemptionReport report;
+  report.fallback = true;
+  if (!begin_preemption(pending.signal, pending.at + plan_.grace_period - now, std::move(report)))
+    interrupt(pending.signal);
+}
+
+/// Node 0's decision, on every node: this node's polling ranks stop at the
+/// job's step, within what is left of the grace period of the first signal
+/// (of this node's own signal, when that ends sooner).
+void Supervisor::apply_job_stop(const JobStop& stop) {
+  const auto now = Clock::now();
+  std::optional<PendingPreemption> pending = std::exchange(preempt_pending_, std::nullopt);
+  if (tearing_down_ || out_.status != RunOutcome::Status::succeeded) return; // ending otherwise already
+  Clock::duration grace = stop.grace;
+  if (pending) grace = std::min(grace, pending->at + plan_.grace_period - now);
+  if (!stop.missing_nodes.empty() && !console_.quiet) {
+    const std::string line = std::string("air-run: ") +
+                             (stop.missing_nodes.size() == 1 ? "node " : "nodes ") +
+                             rank_words(stop.missing_nodes) + " sent no step count within " +
+                             format_duration(k_preempt_counts_wait) + ": the stop step was picked without " +
+                             (stop.missing_nodes.size() == 1 ? "it" : "them") + "\n";
+    console_write(stderr_sink_, console_.stderr_fd, line, 1);
+  }
+  PreemptionReport report;
+  report.job_wide = true;
+  report.signal_node = stop.node;
+  report.missing_nodes = stop.missing_nodes;
+  stop_polling_ranks(stop.signal, stop.stop_step, grace, std::move(report));
 }
 
 void Supervisor::finalize() {

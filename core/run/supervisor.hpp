@@ -1,6 +1,7 @@
 #pragma once
 
 #include "core/run/job_hang.hpp"
+#include "core/run/job_preemption.hpp"
 #include "core/run/live_view.hpp"
 #include "core/run/outcome.hpp"
 #include "core/run/plan.hpp"
@@ -87,6 +88,30 @@ public:
   /// Node 0: the job's places, once every node answered or the wait for them
   /// ended; nullopt meanwhile, and on the other nodes.
   virtual std::optional<JobPlaces> job_places(std::chrono::steady_clock::time_point now) {
+    (void)now;
+    return std::nullopt;
+  }
+
+  // Preemption across nodes (docs/preemption.md, "Several nodes"). The
+  // defaults are one node's: it picks its own stop step.
+
+  /// Whether node 0 picks one stop step for the whole job: then a
+  /// preemption signal here goes to node 0 (preempt_signalled) and this node
+  /// stops at the step job_stop hands back.
+  virtual bool job_wide_preemption() const { return false; }
+  /// A preemption signal reached this node while `mine.polling` of its ranks
+  /// call air.should_stop(); `grace` is the time they have from now.
+  virtual void preempt_signalled(int sig, const NodeSteps& mine, std::chrono::milliseconds grace) {
+    (void)sig, (void)mine, (void)grace;
+  }
+  /// Whether node 0 asked for this node's step counts since the last call:
+  /// the supervisor answers with ranks_counted.
+  virtual bool counts_asked() { return false; }
+  /// This node's polling ranks' counts, just read.
+  virtual void ranks_counted(const NodeSteps& mine) { (void)mine; }
+  /// The job's stop step once node 0 decided it (on every node, node 0's
+  /// included), handed over once; nullopt meanwhile.
+  virtual std::optional<JobStop> job_stop(std::chrono::steady_clock::time_point now) {
     (void)now;
     return std::nullopt;
   }

@@ -289,4 +289,124 @@ PY
   expect_eq "$(json_get summary.json 'd["outcome"]["status"]')" "interrupted"
 }
 
+# Two nodes of two ranks each (global ranks 0..3), stepping at different
+# speeds (node 0's faster: 50 and 33 steps a second, node 1's 25 and 20), each
+# rank writing the step it stopped at to stoppedRANK.
+write_node_preemptible() {
+  cat >preempt_nodes.py <<'PY'
+import os, sys, time
+import air
+rank = int(os.environ["RANK"])
+step = 0
+while True:
+    time.sleep(0.02 + 0.01 * rank)
+    step += 1
+    air.step()
+    if step == 10:
+        print("rank %d at step 10" % rank, flush=True)
+    if air.should_stop():
+        with open("stopped%d" % rank, "w") as f:
+            f.write("%d" % step)
+        sys.exit(0)
+PY
+}
+
+# start_pid_node RANK ARGS...: as start_node (lib.sh), and node$RANK.pid is
+# air-run's own pid, so that one agent alone can be signalled.
+start_pid_node() {
+  local rank=$1
+  shift
+  (sh -c 'echo $$ >"$0.pid"; exec "$@"' "node$rank" "$AIR_RUN" --nnodes 2 --node-rank "$rank" \
+    --master-addr 127.0.0.1 --master-port "$PORT" "$@" >"node$rank.out" 2>"node$rank.err"
+  echo $? >"node$rank.rc") 2>/dev/null &
+}
+
+# start_preemptible_nodes: starts two agents on preempt_nodes.py and waits
+# until every rank made 10 steps.
+start_preemptible_nodes() {
+  write_node_preemptible
+  PORT=$(free_port_pair)
+  [[ -n $PORT ]] || fail "no free port pair" || return
+  export PYTHONPATH=$AIR_SOURCE_DIR/python
+  local node
+  for node in 0 1; do
+    start_pid_node "$node" --cpu-ranks 2 --python "$TORCH_PYTHON" --grace-period 60s \
+      --summary "summary$node.json" preempt_nodes.py
+  done
+  if ! wait_for "[[ \$(cat node0.out node1.out 2>/dev/null | grep -c 'at step 10') -ge 4 ]]" 90; then
+    kill -KILL "$(cat node0.pid)" "$(cat node1.pid)" 2>/dev/null
+    fail "the ranks did not make 10 steps" || return
+  fi
+}
+
+# wait_for_nodes: both agents ended (within 90 s), else both are killed.
+wait_for_nodes() {
+  if ! wait_for "[[ -s node0.rc && -s node1.rc ]]" 90; then
+    kill -KILL "$(cat node0.pid)" "$(cat node1.pid)" 2>/dev/null
+    fail "the agents did not end within 90 s of the signal" || return
+  fi
+}
+
+# preempt_two_nodes NODE...: starts the two agents, sends SIGTERM to the
+# agents of the nodes named, and waits for both agents to end.
+preempt_two_nodes() {
+  start_preemptible_nodes || return
+  local node pids=()
+  for node in "$@"; do pids+=("$(cat "node$node.pid")"); done
+  kill -TERM "${pids[@]}"
+  wait_for_nodes
+}
+
+# expect_one_stop_step: every rank of both nodes stopped at one step, both
+# agents exited 143, and both summaries carry that step as the job's.
+expect_one_stop_step() {
+  expect_eq "$(cat node0.rc) $(cat node1.rc)" "143 143"
+  local s0 s1 s2 s3
+  s0=$(cat stopped0) s1=$(cat stopped1) s2=$(cat stopped2) s3=$(cat stopped3)
+  [[ $s0 == "$s1" && $s1 == "$s2" && $s2 == "$s3" ]] ||
+    fail "ranks stopped at different steps: $s0 / $s1 / $s2 / $s3"
+  local node
+  for node in 0 1; do
+    expect_eq "$(json_get "summary$node.json" 'd["outcome"]["status"], d["outcome"]["preemption"]["stop_step"], d["outcome"]["preemption"]["decided_by"]')" \
+      "preempted $s0 job"
+  done
+}
+
+test_sigterm_to_one_node_stops_every_node_at_one_step() {
+  preempt_two_nodes 1 || return
+  expect_one_stop_step
+  expect_contains "$(cat node1.err)" "SIGTERM: agreeing on one stop step with the other nodes"
+  expect_contains "$(cat node0.err)" "SIGTERM on node 1: asking ranks 0 and 1 to stop at step $(cat stopped0)"
+  expect_eq "$(json_get summary0.json 'd["outcome"]["preemption"]["signal_node"], d["outcome"]["preemption"]["asked_ranks"]')" \
+    "1 [0, 1]"
+  expect_eq "$(json_get summary1.json 'd["outcome"]["preemption"]["asked_ranks"]')" "[2, 3]"
+}
+
+test_sigterm_to_both_nodes_at_once_stops_them_at_one_step() {
+  preempt_two_nodes 0 1 || return
+  expect_one_stop_step
+  # The node whose signal node 0 heard first, the same on both nodes.
+  local first
+  first=$(json_get summary0.json 'd["outcome"]["preemption"]["signal_node"]')
+  [[ $first == 0 || $first == 1 ]] || fail "signal_node $first"
+  expect_eq "$(json_get summary1.json 'd["outcome"]["preemption"]["signal_node"]')" "$first"
+}
+
+test_a_silent_node_0_leaves_node_1_to_its_own_step_after_2s() {
+  start_preemptible_nodes || return
+  # Node 0's agent stopped (its ranks run on): node 1 hears nothing back.
+  kill -STOP "$(cat node0.pid)"
+  kill -TERM "$(cat node1.pid)"
+  wait_for "grep -q 'node 0 did not pick a stop step within 2s' node1.err" 30
+  local said=$?
+  kill -CONT "$(cat node0.pid)"
+  ((said == 0)) || fail "node 1 did not fall back to its own step" || return
+  wait_for_nodes || return
+  expect_eq "$(cat node1.rc)" "143"
+  expect_eq "$(cat stopped2)" "$(cat stopped3)"
+  expect_eq "$(json_get summary1.json 'd["outcome"]["status"], d["outcome"]["preemption"]["decided_by"], d["outcome"]["preemption"]["fallback"], d["outcome"]["preemption"]["stop_step"] == int(open("stopped2").read())')" \
+    "preempted node True True"
+  [[ $(cat node0.rc) != 0 ]] || fail "node 0 exited 0 after node 1 was preempted"
+}
+
 run_tests

@@ -769,3 +769,174 @@ TEST_CASE("node 0 names a node that never sends its places after the wait", "[co
   CHECK(job->missing_nodes == std::vector<int>{1});
   CHECK(air::diagnose_job_hang(*job).line.find("node 1 sent no places") != std::string::npos);
 }
+
+TEST_CASE("preemption messages survive a round trip", "[control][preempt]") {
+  ControlMessage preempt;
+  preempt.kind = Kind::preempt;
+  preempt.node_rank = 1;
+  preempt.signal = 15;
+  preempt.grace_ms = 30000;
+  preempt.count = 2;
+  preempt.steps = 12345678901ULL;
+  preempt.rate_milli = 20500;
+  CHECK(air::format_control_message(preempt) == "preempt 1 15 30000 2 12345678901 20500\n");
+  const auto p = round_trip(preempt);
+  CHECK(p.kind == Kind::preempt);
+  CHECK(p.node_rank == 1);
+  CHECK(p.signal == 15);
+  CHECK(p.grace_ms == 30000);
+  CHECK(p.count == 2);
+  CHECK(p.steps == 12345678901ULL);
+  CHECK(p.rate_milli == 20500);
+
+  ControlMessage count;
+  count.kind = Kind::count;
+  CHECK(air::format_control_message(count) == "count\n");
+  CHECK(round_trip(count).kind == Kind::count);
+
+  ControlMessage counted;
+  counted.kind = Kind::counted;
+  counted.node_rank = 2;
+  counted.count = 0; // a node whose ranks never poll answers too
+  counted.steps = 0;
+  counted.rate_milli = 0;
+  CHECK(air::format_control_message(counted) == "counted 2 0 0 0\n");
+  CHECK(round_trip(counted).node_rank == 2);
+
+  ControlMessage stopat;
+  stopat.kind = Kind::stopat;
+  stopat.steps = 271;
+  stopat.signal = 10;
+  stopat.grace_ms = 29500;
+  stopat.node_rank = 1;
+  CHECK(air::format_control_message(stopat) == "stopat 271 10 29500 1\n");
+  const auto s = round_trip(stopat);
+  CHECK(s.kind == Kind::stopat);
+  CHECK(s.steps == 271);
+  CHECK(s.signal == 10);
+  CHECK(s.grace_ms == 29500);
+  CHECK(s.node_rank == 1);
+
+  // Numbers out of range are clamped so that the line still parses.
+  stopat.steps = std::numeric_limits<std::uint64_t>::max();
+  stopat.grace_ms = -5;
+  CHECK(round_trip(stopat).steps == 999'999'999'999'999ULL);
+  CHECK(round_trip(stopat).grace_ms == 0);
+
+  CHECK_FALSE(air::parse_control_message("preempt 1 15 30000 2 12").ok());            // words missing
+  CHECK_FALSE(air::parse_control_message("preempt 1 15 30000 2 12 5 x").ok());        // one too many
+  CHECK_FALSE(air::parse_control_message("preempt 1 0 30000 2 12 5").ok());           // no signal
+  CHECK_FALSE(air::parse_control_message("preempt -1 15 30000 2 12 5").ok());         // no node
+  CHECK_FALSE(air::parse_control_message("counted 1 2 -3 5").ok());                   // negative steps
+  CHECK_FALSE(air::parse_control_message("counted 1 2 99999999999999999999 5").ok()); // too big
+  CHECK_FALSE(air::parse_control_message("stopat 5 15 100").ok());                    // node missing
+  CHECK_FALSE(air::parse_control_message("stopat 5 99 100 1").ok());                  // no such signal
+  CHECK_FALSE(air::parse_control_message("count 3").ok());
+}
+
+namespace {
+
+/// Polls both channels like their supervisors do, answering node 0's
+/// question with `counts[node]`, until both nodes have the job's stop (node
+/// 1's stays nullopt when `node1_answers` is false and it never gets one) or
+/// `limit` passes.
+std::pair<std::optional<air::JobStop>, std::optional<air::JobStop>>
+decide(air::ControlChannel& node0, air::ControlChannel& node1, const air::NodeSteps (&counts)[2],
+       std::chrono::milliseconds limit, bool node1_answers = true) {
+  std::optional<air::JobStop> stop0, stop1;
+  const auto end = Clock::now() + limit;
+  while (Clock::now() < end && !(stop0 && stop1)) {
+    std::vector<pollfd> fds;
+    for (int fd : node0.poll_fds()) fds.push_back({fd, POLLIN, 0});
+    for (int fd : node1.poll_fds()) fds.push_back({fd, POLLIN, 0});
+    ::poll(fds.data(), fds.size(), 20);
+    REQUIRE_FALSE(node0.check(Clock::now()).has_value());
+    REQUIRE_FALSE(node1.check(Clock::now()).has_value());
+    if (node1.counts_asked() && node1_answers) node1.ranks_counted(counts[1]);
+    if (node0.counts_asked()) node0.ranks_counted(counts[0]);
+    if (auto s = node0.job_stop(Clock::now())) {
+      CHECK_FALSE(stop0.has_value()); // handed over once
+      stop0 = s;
+    }
+    if (auto s = node1.job_stop(Clock::now())) stop1 = s;
+  }
+  return {stop0, stop1};
+}
+
+air::NodeSteps counted(int polling, std::uint64_t steps, double rate) {
+  air::NodeSteps n;
+  n.polling = polling;
+  n.steps = steps;
+  n.rate = rate;
+  return n;
+}
+
+} // namespace
+
+TEST_CASE("a signal on node 1 gets one stop step from node 0 to both nodes", "[control][preempt]") {
+  auto [node0, node1] = join_two(air_test::free_port());
+  CHECK(node0->job_wide_preemption());
+  CHECK(node1->job_wide_preemption());
+  // Node 0's ranks are ahead and fast: node 1's own max + 1 (41) would be long passed.
+  const air::NodeSteps counts[2] = {counted(2, 120, 50), counted(2, 40, 20)};
+  node1->preempt_signalled(15, counts[1], 30s);
+  const auto start = Clock::now();
+  auto [stop0, stop1] = decide(*node0, *node1, counts, 5s);
+  REQUIRE(stop0.has_value());
+  REQUIRE(stop1.has_value());
+  CHECK(Clock::now() - start < 900ms); // every node answered: no waiting out counts_wait
+  CHECK(stop0->stop_step == stop1->stop_step);
+  CHECK(stop0->stop_step > 120 + 25); // node 0's 50 steps/s over at least the 0.5 s slack
+  CHECK(stop0->stop_step < 120 + 75); // ... and not a second's worth of them on loopback
+  CHECK(stop0->signal == 15);
+  CHECK(stop1->signal == 15);
+  CHECK(stop0->node == 1);
+  CHECK(stop1->node == 1);
+  CHECK(stop0->missing_nodes.empty());
+  CHECK(stop1->grace > 28s);
+  CHECK(stop1->grace <= 30s);
+  // A later signal on node 0 finds the step picked: nothing new.
+  node0->preempt_signalled(15, counts[0], 30s);
+  auto [again0, again1] = decide(*node0, *node1, counts, 300ms);
+  CHECK_FALSE(again0.has_value());
+  CHECK_FALSE(again1.has_value());
+}
+
+TEST_CASE("signals on both nodes at once make one decision", "[control][preempt]") {
+  auto [node0, node1] = join_two(air_test::free_port());
+  const air::NodeSteps counts[2] = {counted(2, 10, 5), counted(2, 12, 5)};
+  node0->preempt_signalled(15, counts[0], 20s);
+  node1->preempt_signalled(15, counts[1], 30s);
+  auto [stop0, stop1] = decide(*node0, *node1, counts, 5s);
+  REQUIRE(stop0.has_value());
+  REQUIRE(stop1.has_value());
+  CHECK(stop0->stop_step == stop1->stop_step);
+  CHECK(stop0->stop_step >= 12 + 3);
+  CHECK(stop0->node == 0);    // node 0's came first
+  CHECK(stop1->grace <= 20s); // the first signal's grace period
+}
+
+TEST_CASE("node 0 decides without a node that does not answer, and names it", "[control][preempt]") {
+  const int port = air_test::free_port();
+  auto server = std::async(std::launch::async, [port] {
+    auto o = options_for(0, port);
+    o.counts_wait = 800ms;
+    return air::ControlChannel::join(o);
+  });
+  Joined client = air::ControlChannel::join(options_for(1, port));
+  Joined joined0 = server.get();
+  REQUIRE(joined0.ok());
+  REQUIRE(client.ok());
+  auto& node0 = *joined0;
+  auto& node1 = *client;
+  const air::NodeSteps counts[2] = {counted(2, 30, 0), counted(2, 500, 0)};
+  node0->preempt_signalled(15, counts[0], 30s);
+  const auto start = Clock::now();
+  auto [stop0, stop1] = decide(*node0, *node1, counts, 5s, /*node1_answers=*/false);
+  REQUIRE(stop0.has_value());
+  REQUIRE(stop1.has_value()); // the silent node still gets the job's step
+  CHECK(Clock::now() - start >= 700ms);
+  CHECK(stop0->missing_nodes == std::vector<int>{1});
+  CHECK(stop0->stop_step == 31); // node 1's 500 steps never came
+  CHECK(stop1->stop_step == 31);
+}

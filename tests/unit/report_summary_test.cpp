@@ -286,6 +286,29 @@ TEST_CASE("summary validates against docs/summary.schema.json", "[summary]") {
   ok_report.errors.resize(4);
   CHECK(validate(ok_report, "ok.json") == 0);
 
+  // Preempted across nodes: the step is the job's, picked by node 0.
+  air::test::SampleRun preempted;
+  preempted.outcome.status = air::RunOutcome::Status::preempted;
+  preempted.outcome.interrupt_signal = 15;
+  preempted.outcome.root_cause_rank = -1;
+  air::PreemptionReport p;
+  p.signal = 15;
+  p.stop_step = 53;
+  p.polling_ranks = {0, 1};
+  p.signalled_ranks = {2};
+  p.deadline_s = 29.5;
+  p.job_wide = true;
+  p.signal_node = 1;
+  p.missing_nodes = {2};
+  preempted.outcome.preemption = p;
+  air::RunReport preempted_report = air::test::sample_report(preempted);
+  const Json preemption = air::summary_json(preempted_report)["outcome"]["preemption"];
+  CHECK(preemption["decided_by"] == "job");
+  CHECK(preemption["signal_node"] == 1);
+  CHECK(preemption["missing_nodes"] == Json::array({2}));
+  CHECK(preemption["fallback"] == false);
+  CHECK(validate(preempted_report, "preempted.json") == 0);
+
   // A restarted run: every attempt with its root cause.
   air::test::SampleRun restarted;
   restarted.plan.max_restarts = 1;

@@ -69,6 +69,36 @@ TEST_CASE("report: timeout stops every rank", "[report]") {
         "  stopped by air-run: ranks 0-3\n");
 }
 
+TEST_CASE("report: a preemption across nodes says whose step it is", "[report][preempt]") {
+  air::test::SampleRun run;
+  run.outcome.status = air::RunOutcome::Status::preempted;
+  run.outcome.interrupt_signal = 15;
+  run.outcome.root_cause_rank = -1;
+  run.outcome.reason = "preempted by SIGTERM on node 1; every node's ranks stop at step 53";
+  run.outcome.duration_s = 2.4;
+  air::PreemptionReport p;
+  p.signal = 15;
+  p.stop_step = 53;
+  p.polling_ranks = {0, 1};
+  p.job_wide = true;
+  p.signal_node = 1;
+  p.missing_nodes = {2};
+  run.outcome.preemption = p;
+  air::RunReport report{run.spec, run.hardware, run.selection, run.plan, run.outcome, "h", 143, {}, {}};
+  report.errors.resize(4);
+  report.results.resize(4);
+  const std::string text = air::format_report(report);
+  INFO(text);
+  CHECK(text.find("  asked to stop at step 53 (air.should_stop()): ranks 0-1\n"
+                  "  the stop step is the job's, picked by node 0 for every node (the signal reached node 1 "
+                  "first); without node 2, which sent no step count\n") != std::string::npos);
+  p.job_wide = false;
+  p.fallback = true;
+  run.outcome.preemption = p; // the report holds the outcome by reference
+  CHECK(air::format_report(report).find("  node 0 did not pick a stop step in time: this node's own") !=
+        std::string::npos);
+}
+
 TEST_CASE("report: a rank that could not be started", "[report]") {
   air::test::SampleRun run;
   run.outcome.status = air::RunOutcome::Status::launch_failed;
