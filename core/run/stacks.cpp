@@ -372,6 +372,35 @@ def _air_run_progress():
         pass
 
 
+def _air_run_mlflow_run():
+    """Hands this rank the MLflow run air-run creates while the ranks start:
+    waits (at most AIR_RUN_MLFLOW_RUN_WAIT seconds) for the file named by
+    AIR_RUN_MLFLOW_RUN_FILE, then sets and unsets the variables it lists
+    (MLFLOW_RUN_ID & co., or, when no run could be made, takes them out).
+    Popped first, so the rank's own subprocesses do not wait again; any
+    failure leaves the rank untracked, never broken."""
+    path = os.environ.pop("AIR_RUN_MLFLOW_RUN_FILE", None)
+    wait = os.environ.pop("AIR_RUN_MLFLOW_RUN_WAIT", None)
+    if not path:
+        return
+    try:
+        import json
+        import time
+
+        deadline = time.monotonic() + float(wait or 0)
+        while not os.path.exists(path):  # written by a rename: whole once there
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.002)
+        with open(path, encoding="utf-8") as f:
+            handed = json.load(f)
+        for name in handed.get("unset", ()):
+            os.environ.pop(name, None)
+        os.environ.update(handed.get("set", {}))
+    except Exception:
+        pass
+
+
 def _air_run_rank_start():
     """A rank forked from the warm start's interpreter, whose own start-up
     ran this file without a rank's variables: armed now, with them."""
@@ -382,6 +411,7 @@ def _air_run_rank_start():
 sys._air_run_rank_start = _air_run_rank_start
 _air_run_arm()
 _air_run_progress()
+_air_run_mlflow_run()
 _air_run_chain()
 )PY";
 }
