@@ -4,7 +4,6 @@
 #include "core/mlflow/retry.hpp"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <cerrno>
 #include <chrono>
@@ -86,9 +85,11 @@ RankVariables rank_variables(const TrackingConfig& config, const RunRef* run) {
   return out;
 }
 
-std::string rank_variables_json(const RankVariables& vars) {
-  nlohmann::json doc = {{"set", vars.set}, {"unset", vars.unset}};
-  return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+std::string rank_variables_file(const RankVariables& vars) {
+  std::string out;
+  for (const auto& name : vars.unset) out += name + '\0';
+  for (const auto& [name, value] : vars.set) out += name + "=" + value + '\0';
+  return out;
 }
 
 Tracker::Tracker(TrackingConfig config, Environment env)
@@ -211,7 +212,7 @@ void Tracker::publish() {
   std::lock_guard<std::mutex> lock(mutex_);
   done_ = true;
   if (run_file_.empty()) return;
-  if (auto written = write_then_rename(run_file_, rank_variables_json(current_variables())); !written) {
+  if (auto written = write_then_rename(run_file_, rank_variables_file(current_variables())); !written) {
     info_.errors.push_back("the run could not be handed to the Python ranks: " + written.error().message);
     say("air-run: warning: MLflow: " + info_.errors.back());
   }

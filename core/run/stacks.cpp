@@ -375,16 +375,15 @@ def _air_run_progress():
 def _air_run_mlflow_run():
     """Hands this rank the MLflow run air-run creates while the ranks start:
     waits (at most AIR_RUN_MLFLOW_RUN_WAIT seconds) for the file named by
-    AIR_RUN_MLFLOW_RUN_FILE, then sets and unsets the variables it lists
-    (MLFLOW_RUN_ID & co., or, when no run could be made, takes them out).
-    Popped first, so the rank's own subprocesses do not wait again; any
-    failure leaves the rank untracked, never broken."""
+    AIR_RUN_MLFLOW_RUN_FILE, then applies its NUL-terminated entries: NAME
+    takes a variable out, NAME=VALUE sets it (MLFLOW_RUN_ID & co.; with no
+    run, they are taken out). Popped first, so the rank's own subprocesses do
+    not wait again; any failure leaves the rank untracked, never broken."""
     path = os.environ.pop("AIR_RUN_MLFLOW_RUN_FILE", None)
     wait = os.environ.pop("AIR_RUN_MLFLOW_RUN_WAIT", None)
     if not path:
         return
     try:
-        import json
         import time
 
         deadline = time.monotonic() + float(wait or 0)
@@ -393,10 +392,13 @@ def _air_run_mlflow_run():
                 return
             time.sleep(0.002)
         with open(path, encoding="utf-8") as f:
-            handed = json.load(f)
-        for name in handed.get("unset", ()):
-            os.environ.pop(name, None)
-        os.environ.update(handed.get("set", {}))
+            entries = f.read().split("\0")
+        for entry in entries:
+            name, is_set, value = entry.partition("=")
+            if name and is_set:
+                os.environ[name] = value
+            elif name:
+                os.environ.pop(name, None)
     except Exception:
         pass
 
