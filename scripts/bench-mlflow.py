@@ -1,12 +1,19 @@
 #!/usr/bin/env python3
 """What MLflow tracking adds to a launch.
 
-Times `air-run` starting 8 trivial ranks (`--no-python true`), interleaved in
-one run: with tracking against the loopback tracking server of the tests
+Times `air-run` starting 8 trivial ranks, interleaved in one run: with
+tracking against the loopback tracking server of the tests
 (tests/mlflow/golden_server.py: experiment lookup, run creation, params,
 final status, metrics, the summary as an artifact: 6 requests) and without
 tracking. Reports the medians and their difference in milliseconds and their
 ratio. Loopback only; the server stops by itself after the run.
+
+The ranks are `--no-python true` by default: they need the run in their
+environment, so the launch waits for its creation before they start.
+--python-ranks makes them Python programs (a script that only checks, in a
+tracked launch, that MLFLOW_RUN_ID reached it; --python picks the
+interpreter, this script's own by default): they start at once and wait for
+the run in air-run's start-up shim, as training ranks do.
 
 --delay-ms holds every answer of the server back that long, as a real
 server's database commit does (a real MLflow 2.17 server with a SQLite store
@@ -14,6 +21,7 @@ took about 25 ms per request): then the difference counts the round trips a
 launch waits for. Target: under 50 ms with --delay-ms 25.
 
   scripts/bench-mlflow.py [--air-run build/cli/air-run] [--runs 30] [--ranks 8] [--delay-ms 25]
+                          [--no-experiment] [--python-ranks [--python /usr/bin/python3]]
 """
 import argparse
 import os
@@ -37,6 +45,10 @@ def main():
     ap.add_argument("--delay-ms", type=int, default=0, help="the server's time per answer")
     ap.add_argument("--no-experiment", action="store_true",
                     help="the Default experiment: no experiment lookup before the run")
+    ap.add_argument("--python-ranks", action="store_true",
+                    help="trivial Python ranks instead of `--no-python true`")
+    # The interpreter itself, not a wrapper such as pyenv's shim (a second of bash per rank).
+    ap.add_argument("--python", default=sys.executable, help="the Python ranks' interpreter")
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="air-bench-mlflow-") as tmp:
@@ -51,9 +63,20 @@ def main():
                 time.sleep(0.02)
             uri = "http://127.0.0.1:" + open(port_file).read()
             env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "AIR_RUN_"))}
-            base = [args.air_run, "--accelerator-type", "CPU", "--cpu-ranks", str(args.ranks), "--no-python", "true"]
+            base = [args.air_run, "--accelerator-type", "CPU", "--cpu-ranks", str(args.ranks)]
+            expect_run = []
+            if args.python_ranks:
+                script = os.path.join(tmp, "rank.py")
+                with open(script, "w") as f:
+                    f.write("import os, sys\n"
+                            "sys.exit(3 if os.environ.get('BENCH_EXPECT_RUN') and "
+                            "not os.environ.get('MLFLOW_RUN_ID') else 0)\n")
+                base += ["--python", args.python, script]
+                expect_run = ["--env", "BENCH_EXPECT_RUN=1"]
+            else:
+                base += ["--no-python", "true"]
             experiment = [] if args.no_experiment else ["--mlflow-experiment", "bench"]
-            tracked = [args.air_run, "--mlflow-tracking-uri", uri] + experiment + base[1:]
+            tracked = [args.air_run, "--mlflow-tracking-uri", uri] + experiment + expect_run + base[1:]
             for cmd in (base, tracked):  # warm-up: page cache, the experiment exists afterwards
                 run_timed(cmd, env)
             plain_t, tracked_t = [], []
@@ -68,8 +91,9 @@ def main():
             server.kill()
             server.wait()
     plain, with_tracking = statistics.median(plain_t), statistics.median(tracked_t)
-    print(f"{args.ranks} ranks, {args.runs} runs each, interleaved; server answers after {args.delay_ms} ms"
-          f"{'' if args.no_experiment else ', experiment by name'}")
+    ranks = "Python ranks" if args.python_ranks else "ranks (--no-python true)"
+    print(f"{args.ranks} {ranks}, {args.runs} runs each, interleaved; server answers after {args.delay_ms} ms"
+          f"{'' if args.no_experiment else ', experiment by name'}; load average {os.getloadavg()[0]:.2f}")
     print(f"without tracking: {plain * 1000:.2f} ms (median)")
     print(f"with tracking:    {with_tracking * 1000:.2f} ms (median)")
     print(f"tracking adds {1000 * (with_tracking - plain):+.2f} ms ({with_tracking / plain:.2f}x)")
