@@ -2,6 +2,7 @@
 #include "core/mlflow/tracker.hpp"
 
 #include "core/mlflow/retry.hpp"
+#include "core/os/host.hpp"
 
 #include <fmt/format.h>
 
@@ -34,8 +35,8 @@ std::string join(const std::vector<std::string>& items, std::string_view separat
   return out;
 }
 
-/// The run's file in the run's folder, for Python ranks that start before the run exists.
-std::string run_file_in(const std::string& run_dir) { return run_dir + "/mlflow-run.json"; }
+/// The run's file's name, for Python ranks that start before the run exists.
+constexpr const char* k_run_file_name = "mlflow-run";
 
 /// Writes `content` to a temporary file renamed to `path`: a reader sees no
 /// file or all of it. Not fsync'ed (write_file_atomically is): ranks wait on
@@ -101,6 +102,7 @@ Tracker::Tracker(TrackingConfig config, Environment env)
 Tracker::~Tracker() {
   stop_ = true; // a launch that ends before settling: the retries stop at once
   if (creating_.joinable()) creating_.join();
+  if (!run_file_dir_.empty()) remove_tree(run_file_dir_);
 }
 
 Expected<std::unique_ptr<Tracker>> Tracker::create(const LaunchSpec& spec, const Environment& env) {
@@ -241,9 +243,17 @@ void Tracker::add_rank_environment(LaunchPlan& plan) {
   // Not yet created: the ranks start without a run (and so with none of the
   // caller's), and the shim applies the file once air-run has written it.
   const RankVariables vars = done_ ? current_variables() : rank_variables(config_, nullptr);
-  if (waiting) {
-    run_file_ = run_file_in(plan.run_dir);
-    std::remove(run_file_.c_str()); // a reused log folder's, from an earlier run
+  if (waiting && run_file_.empty()) {
+    // A folder of its own under $TMPDIR, on this node's disk like the ranks
+    // that poll it: the run's folder may be a kept log folder on a shared
+    // file system, whose cached lookups could hide the new file for seconds.
+    if (auto dir = make_private_run_dir(env_, plan.run_id + "-mlflow")) {
+      run_file_dir_ = *dir;
+      run_file_ = run_file_dir_ + "/" + k_run_file_name;
+    } else {
+      run_file_ = plan.run_dir + "/" + k_run_file_name;
+      std::remove(run_file_.c_str()); // a reused log folder's, from an earlier run
+    }
   }
   // As long as the creation can take: its retries, the last attempt, loading libcurl.
   const auto wait_s = std::chrono::duration<double>(config_.timeout).count() + 5.0;

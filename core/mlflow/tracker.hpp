@@ -100,8 +100,8 @@ public:
 
   /// Gives every rank the run's variables (rank_variables). While the run
   /// is still being created (ranks_can_wait ranks only), the ranks get none
-  /// of them yet but k_run_file_var and k_run_wait_var: the run's file in
-  /// the run's folder, written once the creation is over.
+  /// of them yet but k_run_file_var and k_run_wait_var: the run's file, in a
+  /// private folder under $TMPDIR, written once the creation is over.
   void add_rank_environment(LaunchPlan& plan);
 
   /// After the last rank exited: sets the final status (when `set_status`,
@@ -147,6 +147,7 @@ private:
   std::mutex mutex_;              ///< guards done_ and run_file_ between the two threads
   bool done_ = true;              ///< no creation going on (over, or none begun): run_ is final
   std::string run_file_;          ///< where the outcome goes for waiting ranks, "" = none wait
+  std::string run_file_dir_;      ///< its private folder, removed with the tracker
 };
 
 } // namespace air::mlflow

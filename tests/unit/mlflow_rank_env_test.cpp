@@ -12,7 +12,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 
 namespace {
 
@@ -132,9 +131,9 @@ TEST_CASE("mlflow ranks: started before the run exists, Python ranks get its fil
   const char* dir = ::mkdtemp(dir_template);
   REQUIRE(dir != nullptr);
   const std::string run_dir = dir;
-  const std::string run_file = run_dir + "/mlflow-run.json";
-  { std::ofstream(run_file) << "MLFLOW_RUN_ID=stale"; } // an earlier run's
-  const air::Environment env = {{"PATH", "/bin"}, {"MLFLOW_RUN_ID", "0123456789abcdef0123456789abcdef"}};
+  const air::Environment env = {{"PATH", "/bin"},
+                                {"TMPDIR", run_dir}, // where the run's file gets a folder of its own
+                                {"MLFLOW_RUN_ID", "0123456789abcdef0123456789abcdef"}};
   air::SpecInputs in;
   in.environment = env;
   in.flags = {{"mlflow.tracking_uri", "http://127.0.0.1:1", "--mlflow-tracking-uri"}, // nothing listens
@@ -148,17 +147,21 @@ TEST_CASE("mlflow ranks: started before the run exists, Python ranks get its fil
   air::mlflow::LaunchFacts facts;
   (*tracker)->begin(facts);
   air::LaunchPlan plan = python_plan(env, run_dir);
+  plan.run_id = "r1";
   (*tracker)->add_rank_environment(plan);
   const auto& e = plan.ranks[0].env;
-  CHECK(e.at("AIR_RUN_MLFLOW_RUN_FILE") == run_file);
+  const std::string run_file = e.at("AIR_RUN_MLFLOW_RUN_FILE");
+  CHECK(run_file.rfind(run_dir + "/air-run-r1-mlflow-", 0) == 0);
+  CHECK(run_file.substr(run_file.size() - 11) == "/mlflow-run");
   CHECK(e.at("AIR_RUN_MLFLOW_RUN_WAIT") == "7.0"); // mlflow.timeout and 5 s for the last attempt
   CHECK(e.count("MLFLOW_RUN_ID") == 0);            // neither the caller's nor a run's yet
   CHECK(e.count("MLFLOW_TRACKING_URI") == 0);
-  CHECK(::access(run_file.c_str(), F_OK) != 0); // the stale one is gone
+  CHECK(::access(run_file.c_str(), F_OK) != 0); // not before the creation is over
   REQUIRE((*tracker)->settle().ok());           // not required: an untracked run
   CHECK_FALSE((*tracker)->has_run());
   using namespace std::string_literals;
   CHECK(read_all(run_file) == "MLFLOW_TRACKING_URI\0MLFLOW_RUN_ID\0MLFLOW_EXPERIMENT_ID\0"s);
-  std::remove(run_file.c_str());
-  ::rmdir(run_dir.c_str());
+  (*tracker).reset(); // removes the file's folder
+  CHECK(::access(run_file.c_str(), F_OK) != 0);
+  CHECK(::rmdir(run_dir.c_str()) == 0); // nothing else left in it
 }
