@@ -40,7 +40,8 @@ constexpr const char* k_run_file_name = "mlflow-run";
 
 /// Writes `content` to a temporary file renamed to `path`: a reader sees no
 /// file or all of it. Not fsync'ed (write_file_atomically is): ranks wait on
-/// it, a busy disk can take a second to sync, and it only lives as long as the run.
+/// it, a sync on a busy disk would add to their wait, and it lives only as
+/// long as the run.
 Status write_then_rename(const std::string& path, const std::string& content) {
   const std::string tmp = path + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "we");
