@@ -102,7 +102,7 @@ private:
   bool stopped_ = false;
 };
 
-/// A worker thread's that another thread owns the flag of: the run's
+/// A worker thread's, stopped through a flag another thread sets: the run's
 /// creation while the ranks start (Tracker), stopped by the main thread.
 class FlagCancel final : public Cancel {
 public:

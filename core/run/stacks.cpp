@@ -391,13 +391,12 @@ def _air_run_mlflow_run():
             if time.monotonic() >= deadline:
                 return
             time.sleep(0.002)
-        with open(path, encoding="utf-8") as f:
-            entries = f.read().split("\0")
-        for entry in entries:
-            name, is_set, value = entry.partition("=")
-            if name and is_set:
+        with open(path, "rb") as f:  # decoded as Python decodes the environment
+            entries = [e.partition("=") for e in os.fsdecode(f.read()).split("\0") if e]
+        for name, is_set, value in entries:
+            if is_set:
                 os.environ[name] = value
-            elif name:
+            else:
                 os.environ.pop(name, None)
     except Exception:
         pass
