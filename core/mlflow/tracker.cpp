@@ -158,19 +158,19 @@ void Tracker::begin(const LaunchFacts& facts) {
 
 Status Tracker::settle() {
   if (creating_.joinable()) {
-    const auto over = [this] {
-      std::lock_guard<std::mutex> lock(mutex_);
-      return done_;
-    };
-    // Ctrl-C is taken here, on the main thread (the creation's thread takes
-    // no signal), and stops the creation's retries.
-    while (!over()) {
-      if (const int sig = wait_for_interrupt(std::chrono::milliseconds(1)); sig != 0) {
-        interrupted_by_ = sig;
+    std::unique_lock<std::mutex> lock(mutex_);
+    // Woken by publish() the moment the creation is over. Ctrl-C (blocked,
+    // so pending) is looked for every 10 ms on this, the main thread: the
+    // creation's thread takes no signal. It stops the creation's retries.
+    while (!done_) {
+      if (interrupt_pending()) {
+        interrupted_by_ = wait_for_interrupt(std::chrono::milliseconds(0));
         stop_ = true;
         break;
       }
+      over_.wait_for(lock, std::chrono::milliseconds(10));
     }
+    lock.unlock();
     creating_.join();
   }
   return start_status_;
@@ -214,6 +214,7 @@ void Tracker::record_start(Expected<Started> started, bool stopped) {
 void Tracker::publish() {
   std::lock_guard<std::mutex> lock(mutex_);
   done_ = true;
+  over_.notify_all();
   if (run_file_.empty()) return;
   if (auto written = write_then_rename(run_file_, rank_variables_file(current_variables())); !written) {
     info_.errors.push_back("the run could not be handed to the Python ranks: " + written.error().message);

@@ -11,6 +11,7 @@
 #include "core/spec/spec.hpp"
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -145,6 +146,7 @@ private:
   std::atomic<bool> stop_{false}; ///< ends the creation on its thread (Ctrl-C, the end of the run)
   std::thread creating_;          ///< the creation, while the ranks start
   std::mutex mutex_;              ///< guards done_ and run_file_ between the two threads
+  std::condition_variable over_;  ///< done_ became true
   bool done_ = true;              ///< no creation going on (over, or none begun): run_ is final
   std::string run_file_;          ///< where the outcome goes for waiting ranks, "" = none wait
   std::string run_file_dir_;      ///< its private folder, removed with the tracker
