@@ -348,12 +348,13 @@ Expected<int> launch_run(const CliOptions& options, const Environment& env, Laun
   }
 
   for (const auto& line : cluster->notices) notices.print(line);
-  // Node 0 creates the MLflow run while the launch goes on (a tracking
-  // server: on a thread of its own). It is waited for before the nodes join
-  // (they get its id with `start`), before anything starts when it is
-  // required (a run that cannot be created fails the launch once the nodes
-  // have joined, below), and before ranks that are no Python programs start
-  // (they get it in their environment); Python ranks wait for it themselves.
+  // Node 0 creates the MLflow run. Python ranks wait for it themselves (in
+  // the shim), so for them it is created while the launch goes on (a
+  // tracking server: on a thread of its own). Everything else waits for it
+  // before going on, as before: the nodes' join (they get its id with
+  // `start`), a required run (one that cannot be created fails the launch
+  // once the nodes have joined, below), and ranks that are no Python
+  // programs or are forked by --preload (they get it in their environment).
   mlflow::Tracker* const tracker_ptr = tracker->get();
   Status tracking = ok_status();
   const auto settle_tracking = [&]() -> std::optional<int> {
@@ -365,8 +366,11 @@ Expected<int> launch_run(const CliOptions& options, const Environment& env, Laun
     return std::nullopt;
   };
   if (tracker_ptr != nullptr && ctx.node_rank == 0) {
-    tracker_ptr->begin(mlflow::gather_launch_facts(spec, *selection, ctx.num_nodes, ctx.run_id, env));
-    if (cluster->multi_node() || tracker_ptr->config().required) {
+    const bool ranks_wait = runs_python_target(spec) && spec.preload.value.empty() &&
+                            !cluster->multi_node() && !tracker_ptr->config().required;
+    tracker_ptr->begin(mlflow::gather_launch_facts(spec, *selection, ctx.num_nodes, ctx.run_id, env),
+                       ranks_wait);
+    if (!ranks_wait) {
       if (const auto code = settle_tracking()) return *code;
     }
   }

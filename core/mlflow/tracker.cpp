@@ -131,7 +131,7 @@ std::string Tracker::describe() const {
   return out;
 }
 
-void Tracker::begin(const LaunchFacts& facts) {
+void Tracker::begin(const LaunchFacts& facts, bool in_background) {
   StartRequest request;
   request.experiment_name = config_.experiment_name;
   request.experiment_id = config_.experiment_id;
@@ -142,7 +142,7 @@ void Tracker::begin(const LaunchFacts& facts) {
   request.params = launch_params(facts);
   request.launch_token = random_token();
   request.tags.push_back({k_launch_token_tag, request.launch_token});
-  if (!store_->starts_in_background()) {
+  if (!in_background || !store_->starts_in_background()) {
     auto started = store_->start(request, nullptr);
     interrupted_by_ = store_->interrupted_by();
     record_start(std::move(started), interrupted_by_ != 0);

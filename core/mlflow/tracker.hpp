@@ -72,11 +72,12 @@ public:
   Tracker(const Tracker&) = delete;
   Tracker& operator=(const Tracker&) = delete;
 
-  /// Node 0: begins creating the run (and logging the launch's params). A
-  /// REST store works on a thread of its own, so the launch goes on
-  /// meanwhile; settle() waits for it. The Python store's helper runs here.
+  /// Node 0: begins creating the run (and logging the launch's params). With
+  /// `in_background`, a REST store works on a thread of its own, so the
+  /// launch goes on meanwhile; settle() waits for it. Else (and always for
+  /// the Python store's helper) here, as the launch waits for it anyway.
   /// Prints the link once the run exists.
-  void begin(const LaunchFacts& facts);
+  void begin(const LaunchFacts& facts, bool in_background);
 
   /// Waits for the creation begun by begin(); a SIGINT, SIGTERM or SIGHUP
   /// ends the wait (interrupted_by()). On failure: with mlflow.required an

@@ -145,7 +145,7 @@ TEST_CASE("mlflow ranks: started before the run exists, Python ranks get its fil
   REQUIRE(tracker.ok());
   REQUIRE(*tracker != nullptr);
   air::mlflow::LaunchFacts facts;
-  (*tracker)->begin(facts);
+  (*tracker)->begin(facts, true);
   air::LaunchPlan plan = python_plan(env, run_dir);
   plan.run_id = "r1";
   (*tracker)->add_rank_environment(plan);
