@@ -5,6 +5,7 @@
 #include "core/mlflow/settings.hpp"
 #include "core/mlflow/tracker.hpp"
 #include "core/os/host.hpp"
+#include "core/run/plan.hpp"
 #include "core/spec/spec.hpp"
 #include "tests/unit/catch.hpp"
 
@@ -164,4 +165,19 @@ TEST_CASE("mlflow ranks: started before the run exists, Python ranks get its fil
   (*tracker).reset(); // removes the file's folder
   CHECK(::access(run_file.c_str(), F_OK) != 0);
   CHECK(::rmdir(run_dir.c_str()) == 0); // nothing else left in it
+}
+
+TEST_CASE("mlflow ranks: only targets run by the interpreter run the shim that waits for the run",
+          "[mlflow]") {
+  const auto spec_for = [](std::vector<std::string> command, bool no_python) {
+    air::SpecInputs in;
+    in.command = std::move(command);
+    if (no_python) in.flags = {{"no_python", "true", "--no-python"}};
+    auto resolved = air::resolve_spec(in);
+    REQUIRE(resolved.ok());
+    return resolved->spec;
+  };
+  CHECK(air::runs_python_target(spec_for({"train.py", "--lr", "1"}, false)));
+  CHECK_FALSE(air::runs_python_target(spec_for({"./train.sh"}, false))); // run as is
+  CHECK_FALSE(air::runs_python_target(spec_for({"train.py"}, true)));    // --no-python
 }
