@@ -38,6 +38,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <utility>
 
 namespace air::cli {
@@ -347,16 +348,30 @@ Expected<int> launch_run(const CliOptions& options, const Environment& env, Laun
   }
 
   for (const auto& line : cluster->notices) notices.print(line);
-  // Node 0 creates the MLflow run before any rank starts; a required run that
-  // cannot be created fails the launch once the nodes have joined (below).
+  // Node 0 creates the MLflow run. Python ranks wait for it themselves (in
+  // the shim), so for them it is created while the launch goes on (a
+  // tracking server: on a thread of its own). Everything else waits for it
+  // before going on, as before: the nodes' join (they get its id with
+  // `start`), a required run (one that cannot be created fails the launch
+  // once the nodes have joined, below), and ranks that are no Python
+  // programs or are forked by --preload (they get it in their environment).
   mlflow::Tracker* const tracker_ptr = tracker->get();
   Status tracking = ok_status();
-  if (tracker_ptr != nullptr && ctx.node_rank == 0) {
-    tracking =
-        tracker_ptr->start(mlflow::gather_launch_facts(spec, *selection, ctx.num_nodes, ctx.run_id, env));
+  const auto settle_tracking = [&]() -> std::optional<int> {
+    tracking = tracker_ptr->settle();
     if (const int sig = tracker_ptr->interrupted_by(); sig != 0) {
       tracker_ptr->abandon(RunOutcome::Status::interrupted, 128 + sig); // when the run exists already
       return 128 + sig;
+    }
+    return std::nullopt;
+  };
+  if (tracker_ptr != nullptr && ctx.node_rank == 0) {
+    const bool ranks_wait = runs_python_target(spec) && spec.preload.value.empty() &&
+                            !cluster->multi_node() && !tracker_ptr->config().required;
+    tracker_ptr->begin(mlflow::gather_launch_facts(spec, *selection, ctx.num_nodes, ctx.run_id, env),
+                       ranks_wait);
+    if (!ranks_wait) {
+      if (const auto code = settle_tracking()) return *code;
     }
   }
   const auto end_tracking = [&](const Error& error) {
@@ -375,7 +390,7 @@ Expected<int> launch_run(const CliOptions& options, const Environment& env, Laun
   int interrupted_by = 0;
   const int interrupt_fd = interrupts ? interrupts->fd() : -1;
   auto control =
-      tracker_ptr != nullptr && tracker_ptr->has_run()
+      tracker_ptr != nullptr && cluster->multi_node() && tracker_ptr->has_run()
           ? join_cluster(*cluster, selection->ranks, ctx.run_id, env, interrupt_fd, &interrupted_by,
                          tracker_ptr->run().experiment_id, tracker_ptr->run().run_id)
           : join_cluster(*cluster, selection->ranks, ctx.run_id, env, interrupt_fd, &interrupted_by);
@@ -461,7 +476,15 @@ Expected<int> launch_run(const CliOptions& options, const Environment& env, Laun
     }
   }
   print_lines(ignored_settings_warnings(spec, plan->world_size, plan->ranks_per_node), stderr);
-  if (tracker_ptr != nullptr) tracker_ptr->add_rank_environment(*plan);
+  if (tracker_ptr != nullptr) {
+    if (!mlflow::Tracker::ranks_can_wait(*plan)) {
+      if (const auto code = settle_tracking()) {
+        if (!keep_run_dir) remove_tree(ctx.run_dir);
+        return *code;
+      }
+    }
+    tracker_ptr->add_rank_environment(*plan);
+  }
   if (auto shim = write_stack_shim(*plan); !shim) {
     if (!keep_run_dir) remove_tree(ctx.run_dir);
     return setup_failed(shim.error());

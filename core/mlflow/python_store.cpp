@@ -55,7 +55,7 @@ public:
     }
   }
 
-  Expected<Started> start(const StartRequest& request) override {
+  Expected<Started> start(const StartRequest& request, const std::atomic<bool>* /*stop*/) override {
     Json j;
     j["tracking_uri"] = config_.uri;
     j["experiment_name"] = request.experiment_name;
@@ -109,6 +109,7 @@ public:
   }
 
   int interrupted_by() const override { return 0; }
+  bool starts_in_background() const override { return false; }
 
 private:
   /// Runs the helper with the request in a file; its last stdout line is the answer.

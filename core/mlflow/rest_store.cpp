@@ -102,6 +102,24 @@ private:
   bool stopped_ = false;
 };
 
+/// A worker thread's, stopped through a flag another thread sets: the run's
+/// creation while the ranks start (Tracker), stopped by the main thread.
+class FlagCancel final : public Cancel {
+public:
+  explicit FlagCancel(const std::atomic<bool>& stop) : stop_(stop) {}
+  bool requested() override { return stop_.load(); }
+  bool wait(milliseconds delay) override {
+    // Short slices: a stop is seen within 10 ms, and a backoff is at most 2 s.
+    const auto until = Clock::now() + delay;
+    while (!requested() && Clock::now() < until)
+      std::this_thread::sleep_for(std::min<Clock::duration>(milliseconds(10), until - Clock::now()));
+    return requested();
+  }
+
+private:
+  const std::atomic<bool>& stop_;
+};
+
 /// One REST step on a thread of its own, with its own connection. `work`
 /// returns what failed, nullopt when the step worked.
 class Job {
@@ -154,15 +172,22 @@ class RestStore final : public Store {
 public:
   explicit RestStore(TrackingConfig config) : config_(std::move(config)) {}
 
-  Expected<Started> start(const StartRequest& request) override {
+  Expected<Started> start(const StartRequest& request, const std::atomic<bool>* stop) override {
     AIR_TRY(HttpClient::available()); // no retries for a library that is not there
     HttpClient client(auth());
+    if (stop != nullptr) {
+      FlagCancel cancel(*stop);
+      client.set_abort_check([&cancel] { return cancel.requested(); });
+      return start_run(client, cancel, request);
+    }
     SignalCancel cancel;
     client.set_abort_check([&cancel] { return cancel.requested(); });
     auto started = start_run(client, cancel, request);
     interrupted_ = cancel.signal();
     return started;
   }
+
+  bool starts_in_background() const override { return true; }
 
   FinishResult finish(const FinishRequest& request) override {
     FinishResult result;

@@ -4,6 +4,7 @@
 #include "core/mlflow/rest.hpp"
 #include "core/mlflow/settings.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -70,8 +71,15 @@ public:
   /// (the REST store in the background: their outcome comes with finish()).
   /// A parent run that does not exist, is deleted or is not RUNNING is not
   /// nested under (a warning says so). Errors (system kind) say what failed
-  /// and after how long.
-  virtual Expected<Started> start(const StartRequest& request) = 0;
+  /// and after how long. Without `stop`, on the main thread: a SIGINT,
+  /// SIGTERM or SIGHUP ends it (interrupted_by()). With `stop`, on a worker
+  /// thread (starts_in_background()): it takes no signal and ends, as
+  /// "interrupted", once *stop is true.
+  virtual Expected<Started> start(const StartRequest& request, const std::atomic<bool>* stop) = 0;
+  /// Whether start() may run on a worker thread while the ranks start: the
+  /// REST store's HTTP calls may; the Python store's helper process is forked
+  /// and waited for like a rank, and stays on the main thread.
+  virtual bool starts_in_background() const = 0;
   /// Logs metrics and tags, sets the status, uploads the artifact.
   virtual FinishResult finish(const FinishRequest& request) = 0;
   /// The signal that interrupted the last call (retries stop at once), or 0.

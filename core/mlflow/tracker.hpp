@@ -10,14 +10,46 @@
 #include "core/run/plan.hpp"
 #include "core/spec/spec.hpp"
 
+#include <atomic>
+#include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace air::mlflow {
 
 /// The artifact name of the JSON summary in the run.
 inline constexpr const char* k_summary_artifact = "air-run-summary.json";
+
+/// Python ranks started before the run exists: the file air-run writes once
+/// the run's creation is over (core/run/stacks.cpp's shim waits for it), and
+/// how many seconds a rank waits for it before it goes on untracked.
+inline constexpr const char* k_run_file_var = "AIR_RUN_MLFLOW_RUN_FILE";
+inline constexpr const char* k_run_wait_var = "AIR_RUN_MLFLOW_RUN_WAIT";
+
+/// What the ranks are handed about the run: variables to set, and variables
+/// to take out of their environment first.
+struct RankVariables {
+  std::map<std::string, std::string> set;
+  std::vector<std::string> unset;
+};
+
+/// The variables of ranks logging into `run`: MLFLOW_TRACKING_URI (a
+/// tracking server's without its `user:password@`, which go as
+/// MLFLOW_TRACKING_USERNAME/_PASSWORD), MLFLOW_RUN_ID, MLFLOW_EXPERIMENT_ID,
+/// and MLFLOW_EXPERIMENT_NAME taken out (it could name another experiment).
+/// `run` nullptr (no run): the three variables taken out, whatever the
+/// caller's environment named. Pure.
+RankVariables rank_variables(const TrackingConfig& config, const RunRef* run);
+
+/// The content of the run's file for the shim: NUL-terminated entries, first
+/// each name to take out alone, then each `NAME=VALUE` to set. No JSON: the
+/// shim would import json (and re), 10 to 20 ms in every rank. Pure.
+std::string rank_variables_file(const RankVariables& vars);
 
 /// The MLflow run of one launch, from creation before any rank starts to
 /// the final status after the last one exits. air-run owns the run: the
@@ -36,26 +68,43 @@ public:
   /// One line for --dry-run: what would be created where.
   std::string describe() const;
 
-  /// Node 0: creates the run and logs the launch's params; prints the link.
-  /// On failure: with mlflow.required an error (usage, exit 2: nothing is
-  /// launched), else one warning and an untracked run. interrupted_by() tells
-  /// whether a signal ended the attempt.
-  Status start(const LaunchFacts& facts);
+  ~Tracker();
+  Tracker(const Tracker&) = delete;
+  Tracker& operator=(const Tracker&) = delete;
+
+  /// Node 0: begins creating the run (and logging the launch's params). With
+  /// `in_background`, a REST store works on a thread of its own, so the
+  /// launch goes on meanwhile; settle() waits for it. Else (and always for
+  /// the Python store's helper) here, as the launch waits for it anyway.
+  /// Prints the link once the run exists.
+  void begin(const LaunchFacts& facts, bool in_background);
+
+  /// Waits for the creation begun by begin(); a SIGINT, SIGTERM or SIGHUP
+  /// ends the wait (interrupted_by()). On failure: with mlflow.required an
+  /// error (usage, exit 2: nothing is launched), else one warning and an
+  /// untracked run. Nothing to wait for (other nodes, a second call): the
+  /// same answer at once.
+  Status settle();
+
+  /// Whether the ranks of `plan` may start before the run exists: Python
+  /// ranks run air-run's shim, which waits for the run's file before any
+  /// user code. Others (--no-python, --preload's forked ranks) need the run
+  /// in their environment when they start: settle() first.
+  static bool ranks_can_wait(const LaunchPlan& plan);
 
   /// Other nodes: the run node 0 created (from the control connection);
   /// empty ids when node 0 has none, which the summary then reports.
   void adopt(const std::string& experiment_id, const std::string& run_id);
 
-  /// Whether a run exists to log into.
+  /// Whether a run exists to log into. Only once settled (or adopted).
   bool has_run() const { return !run_.run_id.empty(); }
   const RunRef& run() const { return run_; }
 
-  /// Gives every rank MLFLOW_TRACKING_URI, MLFLOW_RUN_ID and MLFLOW_EXPERIMENT_ID
-  /// (and drops an inherited MLFLOW_EXPERIMENT_NAME, which could name another
-  /// experiment than the run's). A tracking server's URI goes without its
-  /// `user:password@`, which goes as MLFLOW_TRACKING_USERNAME/_PASSWORD. Without
-  /// a run, the three variables are taken out of the ranks' environment.
-  void add_rank_environment(LaunchPlan& plan) const;
+  /// Gives every rank the run's variables (rank_variables). While the run
+  /// is still being created (ranks_can_wait ranks only), the ranks get none
+  /// of them yet but k_run_file_var and k_run_wait_var: the run's file, in a
+  /// private folder under $TMPDIR, written once the creation is over.
+  void add_rank_environment(LaunchPlan& plan);
 
   /// After the last rank exited: sets the final status (when `set_status`,
   /// node 0), logs this node's metrics and tags, and uploads the summary
@@ -81,6 +130,12 @@ public:
 private:
   Tracker(TrackingConfig config, Environment env);
   std::string where() const; ///< "the tracking server at http://..."
+  /// Takes the store's answer to the creation: run, link, warnings, errors.
+  void record_start(Expected<Started> started, bool stopped);
+  /// Marks the creation over and writes the run's file when ranks wait for it.
+  void publish();
+  /// The ranks' variables now: no run while the creation is still going on.
+  RankVariables current_variables() const;
 
   TrackingConfig config_;
   Environment env_;
@@ -88,6 +143,14 @@ private:
   RunRef run_;
   RunInfo info_;
   int interrupted_by_ = 0;
+  Status start_status_ = ok_status();
+  std::atomic<bool> stop_{false}; ///< ends the creation on its thread (Ctrl-C, the end of the run)
+  std::thread creating_;          ///< the creation, while the ranks start
+  std::mutex mutex_;              ///< guards done_ and run_file_ between the two threads
+  std::condition_variable over_;  ///< done_ became true
+  bool done_ = true;              ///< no creation going on (over, or none begun): run_ is final
+  std::string run_file_;          ///< where the outcome goes for waiting ranks, "" = none wait
+  std::string run_file_dir_;      ///< its private folder, removed with the tracker
 };
 
 } // namespace air::mlflow

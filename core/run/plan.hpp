@@ -122,4 +122,8 @@ Expected<Selection> select_nproc_per_node(const NprocPerNode& nproc,
 /// Human rendering of the plan for --dry-run (argv and the variables air-run sets).
 std::vector<std::string> describe_plan(const LaunchPlan& plan);
 
+/// Whether the ranks run the target under spec.python (a `.py` script or
+/// `-m module`), and so run air-run's start-up shim (core/run/stacks.hpp). Pure.
+bool runs_python_target(const LaunchSpec& spec);
+
 } // namespace air

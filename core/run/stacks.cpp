@@ -428,6 +428,36 @@ def _air_run_progress():
         pass
 
 
+def _air_run_mlflow_run():
+    """Hands this rank the MLflow run air-run creates while the ranks start:
+    waits (at most AIR_RUN_MLFLOW_RUN_WAIT seconds) for the file named by
+    AIR_RUN_MLFLOW_RUN_FILE, then applies its NUL-terminated entries: NAME
+    takes a variable out, NAME=VALUE sets it (MLFLOW_RUN_ID & co.; with no
+    run, they are taken out). Popped first, so the rank's own subprocesses do
+    not wait again; any failure leaves the rank untracked, never broken."""
+    path = os.environ.pop("AIR_RUN_MLFLOW_RUN_FILE", None)
+    wait = os.environ.pop("AIR_RUN_MLFLOW_RUN_WAIT", None)
+    if not path:
+        return
+    try:
+        import time
+
+        deadline = time.monotonic() + float(wait or 0)
+        while not os.path.exists(path):  # written by a rename: whole once there
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.002)
+        with open(path, "rb") as f:  # decoded as Python decodes the environment
+            entries = [e.partition("=") for e in os.fsdecode(f.read()).split("\0") if e]
+        for name, is_set, value in entries:
+            if is_set:
+                os.environ[name] = value
+            else:
+                os.environ.pop(name, None)
+    except Exception:
+        pass
+
+
 def _air_run_rank_start():
     """A rank forked from the warm start's interpreter, whose own start-up
     ran this file without a rank's variables: armed now, with them."""
@@ -438,6 +468,7 @@ def _air_run_rank_start():
 sys._air_run_rank_start = _air_run_rank_start
 _air_run_arm()
 _air_run_progress()
+_air_run_mlflow_run()
 _air_run_chain()
 )PY";
 }

@@ -532,6 +532,8 @@ constexpr std::string_view k_other_variables[] = {
     "AIR_RUN_SPAWN",
     "AIR_RUN_JOIN_TOKEN",
     "AIR_RUN_JOIN_TOKEN_FILE",
+    "AIR_RUN_MLFLOW_RUN_FILE",
+    "AIR_RUN_MLFLOW_RUN_WAIT",
     "AIR_RUN_NCCL_CHECK",
     "AIR_RUN_NCCL_CHECK_TIMEOUT",
     "AIR_RUN_STACK_FILE",

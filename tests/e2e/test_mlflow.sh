@@ -348,6 +348,107 @@ test_dead_server_ranks_get_no_tracking_variables() {
   expect_contains "$err" "the ranks get no MLFLOW_TRACKING_URI or MLFLOW_RUN_ID"
 }
 
+# A Python rank's user code records when its process was born (epoch seconds,
+# from its age in /proc) and the MLflow variables it was given.
+write_python_rank() {
+  cat >rank.py <<'PY'
+import json, os, sys, time
+started = float(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
+born = time.time() - (time.clock_gettime(time.CLOCK_BOOTTIME) - started)
+env = {k: v for k, v in os.environ.items() if k.startswith(("MLFLOW_", "AIR_RUN_MLFLOW_"))}
+attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+with open("seen.%s.%s" % (os.environ["RANK"], attempt), "w") as f:
+    json.dump({"born": born, "env": sorted(env.items())}, f)
+sys.exit(int(os.environ.get("FAIL_ATTEMPT") == attempt and os.environ["RANK"] == "0"))
+PY
+}
+
+# Time of the first request to ENDPOINT in the server's log (epoch seconds).
+request_time() {
+  python3 -c 'import json,sys; print(next(e["time"] for e in map(json.loads, open("requests.jsonl")) if e["path"].endswith(sys.argv[1])))' "$1"
+}
+
+test_python_rank_starts_before_the_run_exists_and_gets_it_before_user_code() {
+  # runs/create is answered 2 s late: a rank that starts only once the run exists starts 2 s after it arrived.
+  start_server --delay-ms 2000 --delay-endpoint runs/create || return
+  write_python_rank
+  run_air --mlflow-tracking-uri "$URI" --mlflow-experiment early --cpu-ranks 2 rank.py
+  expect_rc 0
+  local run exp created r
+  run=$(one_run 'r["run_id"]')
+  exp=$(one_run 'r["experiment_id"]')
+  [[ $run =~ ^[0-9a-f]{32}$ ]] || fail "no single run in the store: $run"
+  created=$(request_time runs/create)
+  for r in 0 1; do
+    expect_eq "$(json_get "seen.$r.0" 'd["env"]')" \
+      "[['MLFLOW_EXPERIMENT_ID', '$exp'], ['MLFLOW_RUN_ID', '$run'], ['MLFLOW_TRACKING_URI', '$URI']]"
+    expect_eq "$(json_get "seen.$r.0" "d['born'] < $created + 1.5")" "True"
+  done
+  expect_eq "$(one_run 'r["status"]')" "FINISHED"
+  expect_no_rejected_requests
+}
+
+test_python_rank_with_the_server_down_starts_at_once_and_gets_no_tracking_variables() {
+  start_server || return
+  kill $SERVER_PID # nothing listens on $PORT any more
+  wait $SERVER_PID 2>/dev/null
+  write_python_rank
+  local began r
+  began=$(date +%s.%N)
+  # The caller's variables name the dead server: none of them may reach user code.
+  MLFLOW_TRACKING_URI=$URI MLFLOW_RUN_ID=0123456789abcdef0123456789abcdef MLFLOW_EXPERIMENT_ID=7 \
+    run_air --mlflow-timeout 4s --summary s.json --cpu-ranks 2 rank.py
+  expect_rc 0
+  for r in 0 1; do
+    expect_eq "$(json_get "seen.$r.0" 'd["env"]')" "[]"
+    # born while air-run still tried the server (4 s), not once it had given up
+    expect_eq "$(json_get "seen.$r.0" "d['born'] < $began + 2.5")" "True"
+  done
+  expect_eq "$(grep -c 'warning' stderr)" "1"
+  expect_eq "$(json_get s.json 'd["mlflow"]["tracking"], d["mlflow"]["run_id"]')" "failed None"
+}
+
+test_non_python_rank_starts_once_the_run_exists() {
+  start_server --delay-ms 1000 --delay-endpoint runs/create || return
+  write_rank_script
+  run_air --mlflow-tracking-uri "$URI" --cpu-ranks 2 --no-python ./r.sh
+  expect_rc 0
+  local run r
+  run=$(one_run 'r["run_id"]')
+  for r in 0 1; do
+    expect_eq "$(cat "vars.$r")" "$URI $run 0"
+    expect_eq "$(cat "seen.$r")" "RUNNING" # in its environment when it started
+  done
+  expect_no_rejected_requests
+}
+
+test_python_rank_restarted_gets_the_same_run() {
+  start_server --delay-ms 1000 --delay-endpoint runs/create || return
+  write_python_rank
+  # Rank 0 fails its first attempt (rank 1 may be stopped before its user code runs).
+  FAIL_ATTEMPT=0 run_air --mlflow-tracking-uri "$URI" --max-restarts 1 --cpu-ranks 2 rank.py
+  expect_rc 0
+  local run
+  run=$(one_run 'r["run_id"]')
+  expect_contains "$(json_get seen.0.0 'd["env"]')" "['MLFLOW_RUN_ID', '$run']"
+  expect_contains "$(json_get seen.0.1 'd["env"]')" "['MLFLOW_RUN_ID', '$run']"
+  expect_contains "$(json_get seen.1.1 'd["env"]')" "['MLFLOW_RUN_ID', '$run']"
+  expect_eq "$(one_run 'r["status"]')" "FINISHED"
+  expect_no_rejected_requests
+}
+
+test_python_rank_gets_the_uris_credentials_as_variables_from_the_run_file() {
+  start_server --basic 'me:p@ss=w0rd' --delay-ms 500 --delay-endpoint runs/create || return
+  write_python_rank
+  run_air --mlflow-tracking-uri "http://me:p%40ss%3Dw0rd@127.0.0.1:$PORT" --cpu-ranks 1 rank.py
+  expect_rc 0
+  local run
+  run=$(one_run 'r["run_id"]')
+  expect_eq "$(json_get seen.0.0 'd["env"]')" \
+    "[['MLFLOW_EXPERIMENT_ID', '0'], ['MLFLOW_RUN_ID', '$run'], ['MLFLOW_TRACKING_PASSWORD', 'p@ss=w0rd'], ['MLFLOW_TRACKING_URI', '$URI'], ['MLFLOW_TRACKING_USERNAME', 'me']]"
+  expect_no_rejected_requests
+}
+
 test_stale_run_id_of_the_caller_starts_a_top_level_run() {
   start_server || return
   write_rank_script

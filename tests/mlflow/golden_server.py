@@ -18,12 +18,14 @@ Standard library only. Usage (the tests' way):
   golden_server.py --port-file PORT [--log requests.jsonl] [--version 2.17.2]
                    [--token T | --basic USER:PASSWORD]
                    [--fail-first N --fail-status 503 [--fail-endpoint runs/create]]
-                   [--drop-replies N [--drop-endpoint runs/create]] [--delay-ms MS]
+                   [--drop-replies N [--drop-endpoint runs/create]]
+                   [--delay-ms MS [--delay-endpoint runs/create]]
                    [--artifact-root mlflow-artifacts:] [--lifetime 300]
 It writes its port to PORT once listening, and exits after --lifetime seconds.
 --drop-replies N carries out the first N requests (of --drop-endpoint) and
 closes the connection without answering: a reply lost on the way back.
---delay-ms holds every API answer back, like a server that commits to a database.
+--delay-ms holds every API answer back (of --delay-endpoint only, when given),
+like a server that commits to a database.
 GET /air-test/state returns the whole store as JSON (for assertions);
 GET /air-test/fail-all makes every later API request fail with --fail-status.
 """
@@ -473,7 +475,7 @@ class Handler(BaseHTTPRequestHandler):
                     cfg.fail_first -= 1
                     entry["fault"] = True
                     return error(cfg.fail_status, "TEMPORARILY_UNAVAILABLE", "injected fault")
-            if cfg.delay_ms:
+            if cfg.delay_ms and cfg.delay_endpoint in (None, endpoint):
                 time.sleep(cfg.delay_ms / 1000.0)
         if path.startswith(ARTIFACTS):
             if method != "PUT":
@@ -528,6 +530,7 @@ def main(argv=None):
     ap.add_argument("--drop-replies", type=int, default=0)
     ap.add_argument("--drop-endpoint")
     ap.add_argument("--delay-ms", type=int, default=0)
+    ap.add_argument("--delay-endpoint")
     ap.add_argument("--artifact-root", default="mlflow-artifacts:")
     ap.add_argument("--lifetime", type=float, default=300)
     cfg = ap.parse_args(argv)
