@@ -209,7 +209,7 @@ dist.init_process_group("gloo")  # two ranks share the one GPU: NCCL wants a GPU
 rank = dist.get_rank()
 torch.manual_seed(0)
 model = DDP(torch.nn.Sequential(*[torch.nn.Linear(4096, 4096) for _ in range(4)]).cuda())
-opt = torch.optim.SGD(model.parameters(), lr=1e-6)
+optimizer = torch.optim.SGD(model.parameters(), lr=1e-6)
 start = 0
 if os.environ.get("AIR_RESUME_FROM"):
     state = {"model": model.module.state_dict(), "step": torch.zeros((), dtype=torch.int64)}
@@ -220,9 +220,9 @@ print("rank %d training from step %d (resume from %s)" % (rank, start, os.enviro
 x = torch.randn(64, 4096, device="cuda")
 step = start
 while step < start + int(sys.argv[1]):
-    opt.zero_grad()
+    optimizer.zero_grad()
     model(x).pow(2).mean().backward()
-    opt.step()
+    optimizer.step()
     step += 1
     time.sleep(0.05 * rank)
     if air.should_stop():

@@ -182,12 +182,12 @@ PREEMPTED = textwrap.dedent("""\
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     model = torch.nn.Linear(3, 1)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     open(os.path.join(sys.argv[1], "started%d" % rank), "w").close()
     while True:
-        opt.zero_grad()
+        optimizer.zero_grad()
         model(torch.ones(3)).sum().backward()
-        opt.step()                                # counted: air.steps()
+        optimizer.step()                          # counted: air.steps()
         time.sleep(0.02 * (rank + 1))             # ranks at different speeds
         if air.should_stop():
             air.data.save({"weight": model.weight.detach(), "step": air.steps()})

@@ -185,7 +185,7 @@ rank = dist.get_rank()
 extra = float(sys.argv[1]) if rank == 1 else 0.0
 torch.manual_seed(0)
 model = DDP(torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1)))
-opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+optimizer = torch.optim.SGD(model.parameters(), lr=1e-4)
 
 
 def load_batch(step):
@@ -197,9 +197,9 @@ def load_batch(step):
 
 for step in range(40):
     x = load_batch(step)
-    opt.zero_grad()
+    optimizer.zero_grad()
     model(x).sum().backward()
-    opt.step()
+    optimizer.step()
 PY
 }
 

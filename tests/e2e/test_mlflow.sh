@@ -438,14 +438,14 @@ test_python_rank_restarted_gets_the_same_run() {
 }
 
 test_python_rank_gets_the_uris_credentials_as_variables_from_the_run_file() {
-  start_server --basic 'me:p@ss=w0rd' --delay-ms 500 --delay-endpoint runs/create || return
+  start_server --basic 'me:p@s3=w0rd' --delay-ms 500 --delay-endpoint runs/create || return
   write_python_rank
-  run_air --mlflow-tracking-uri "http://me:p%40ss%3Dw0rd@127.0.0.1:$PORT" --cpu-ranks 1 rank.py
+  run_air --mlflow-tracking-uri "http://me:p%40s3%3Dw0rd@127.0.0.1:$PORT" --cpu-ranks 1 rank.py
   expect_rc 0
   local run
   run=$(one_run 'r["run_id"]')
   expect_eq "$(json_get seen.0.0 'd["env"]')" \
-    "[['MLFLOW_EXPERIMENT_ID', '0'], ['MLFLOW_RUN_ID', '$run'], ['MLFLOW_TRACKING_PASSWORD', 'p@ss=w0rd'], ['MLFLOW_TRACKING_URI', '$URI'], ['MLFLOW_TRACKING_USERNAME', 'me']]"
+    "[['MLFLOW_EXPERIMENT_ID', '0'], ['MLFLOW_RUN_ID', '$run'], ['MLFLOW_TRACKING_PASSWORD', 'p@s3=w0rd'], ['MLFLOW_TRACKING_URI', '$URI'], ['MLFLOW_TRACKING_USERNAME', 'me']]"
   expect_no_rejected_requests
 }
 
