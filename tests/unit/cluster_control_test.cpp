@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <future>
 #include <limits>
 #include <thread>
@@ -93,9 +94,15 @@ void authenticate(int fd, const std::string& token) {
 using Joined = air::Expected<std::unique_ptr<air::ControlChannel>>;
 
 /// Joins node 0 (in a thread) and node 1 (here).
-std::pair<std::unique_ptr<air::ControlChannel>, std::unique_ptr<air::ControlChannel>> join_two(int port) {
-  auto server =
-      std::async(std::launch::async, [port] { return air::ControlChannel::join(options_for(0, port)); });
+/// Node 0 and node 1 joined on `port`; `tune_node0` adjusts node 0's options
+/// (a shorter wait) before it listens.
+std::pair<std::unique_ptr<air::ControlChannel>, std::unique_ptr<air::ControlChannel>>
+join_two(int port, const std::function<void(air::ControlOptions&)>& tune_node0 = {}) {
+  auto server = std::async(std::launch::async, [port, &tune_node0] {
+    auto o = options_for(0, port);
+    if (tune_node0) tune_node0(o);
+    return air::ControlChannel::join(o);
+  });
   Joined client = air::ControlChannel::join(options_for(1, port));
   Joined node0 = server.get();
   INFO((node0 ? "" : node0.error().message) << (client ? "" : client.error().message));
@@ -747,18 +754,8 @@ TEST_CASE("a quiet node 1 gets node 0 the job's places, and a hang stop ends nod
 }
 
 TEST_CASE("node 0 names a node that never sends its places after the wait", "[control][hang]") {
-  const int port = air_test::free_port();
-  auto server = std::async(std::launch::async, [port] {
-    auto o = options_for(0, port);
-    o.places_wait = 1500ms;
-    return air::ControlChannel::join(o);
-  });
-  Joined client = air::ControlChannel::join(options_for(1, port));
-  Joined joined0 = server.get();
-  REQUIRE(joined0.ok());
-  REQUIRE(client.ok());
-  auto& node0 = *joined0;
-  auto& node1 = *client;
+  auto [node0, node1] =
+      join_two(air_test::free_port(), [](air::ControlOptions& o) { o.places_wait = 1500ms; });
   const std::vector<air::HangRank> places[2] = {{place_of(0, true), place_of(1, true)}, {}};
   node0->ranks_quiet();
   // Node 1 has no ranks to tell of: node 0 waits out its window, then goes on with what it has.
@@ -917,18 +914,8 @@ TEST_CASE("signals on both nodes at once make one decision", "[control][preempt]
 }
 
 TEST_CASE("node 0 decides without a node that does not answer, and names it", "[control][preempt]") {
-  const int port = air_test::free_port();
-  auto server = std::async(std::launch::async, [port] {
-    auto o = options_for(0, port);
-    o.counts_wait = 800ms;
-    return air::ControlChannel::join(o);
-  });
-  Joined client = air::ControlChannel::join(options_for(1, port));
-  Joined joined0 = server.get();
-  REQUIRE(joined0.ok());
-  REQUIRE(client.ok());
-  auto& node0 = *joined0;
-  auto& node1 = *client;
+  auto [node0, node1] =
+      join_two(air_test::free_port(), [](air::ControlOptions& o) { o.counts_wait = 800ms; });
   const air::NodeSteps counts[2] = {counted(2, 30, 0), counted(2, 500, 0)};
   node0->preempt_signalled(15, counts[0], 30s);
   const auto start = Clock::now();
