@@ -109,10 +109,13 @@ test_min_not_reached_is_named() {
 }
 
 # wait_then_term NAME: the agent is in its join wait; SIGTERM must end it at once with 143.
-term_during_join() {
-  local name=$1 pid agent
+term_during_join() { # term_during_join NAME READY: SIGTERM to agent NAME once READY holds
+  local name=$1 ready=$2 pid agent
   eval "pid=\$${name}_pid"
-  sleep 0.5
+  # READY holds only after the agent's signal handlers are in place; a fixed
+  # sleep was too short for a sanitizer build on a loaded machine, and the
+  # SIGTERM then met the default action (143, but nothing said).
+  wait_for "$ready" 30 || fail "$name never reached the join"
   agent=$(pgrep -P "$pid" -f 'air-run' | head -1)
   [[ -n $agent ]] || { fail "no agent process"; return; }
   local start=$SECONDS
@@ -130,7 +133,7 @@ test_sigterm_while_node_0_waits() {
     --accelerator-type CPU --no-python /bin/true >z.out 2>z.err
   echo $? >z.rc) 2>/dev/null &
   z_pid=$!
-  term_during_join z
+  term_during_join z "grep -q 'not authenticated' z.err 2>/dev/null"
   expect_contains "$(cat z.err)" "interrupted by SIGTERM while waiting for the other nodes"
 }
 
@@ -152,7 +155,7 @@ test_ctrl_c_while_a_node_waits_for_node_0() {
 test_sigterm_while_c10d_host_waits() {
   PORT=$(free_port)
   start_agent a --nnodes 2 --no-python true
-  term_during_join a
+  term_during_join a "port_listening $PORT"
 }
 
 test_sigterm_of_a_joined_agent_stops_the_others() {
