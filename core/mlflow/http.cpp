@@ -1,8 +1,11 @@
-// The HTTP client behind the REST store: libcurl's easy interface, loaded
-// with dlopen at the first use. air-run itself must run where libcurl is not
-// installed (slim training images, the portable binary): only MLflow tracking
-// needs it, and says so when it is missing.
+// The HTTP client behind the REST store: air-run's own for plain HTTP, else
+// libcurl's easy interface, loaded with dlopen at the first use. air-run
+// itself must run where libcurl is not installed (slim training images, the
+// portable binary): only tracking over HTTPS or a proxy needs it, and says so
+// when it is missing.
 #include "core/mlflow/http.hpp"
+
+#include "core/mlflow/plain_http.hpp"
 
 // Plain function declarations (no type-checking macros): only their types are
 // used here, through decltype, so nothing links against libcurl.
@@ -12,6 +15,7 @@
 #include <curl/curl.h>
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <type_traits>
 
 namespace air::mlflow {
@@ -93,23 +97,32 @@ struct Headers {
 
 } // namespace
 
-Status HttpClient::available() {
+namespace {
+
+bool plain(std::string_view url) {
+  return plain_http_applies(url, [](const char* name) { return std::getenv(name); });
+}
+
+} // namespace
+
+Status HttpClient::available(std::string_view url) {
+  if (plain(url)) return ok_status();
   const CurlApi& api = curl_api();
   if (!api.error.empty()) return Error{ErrorKind::system, api.error};
   return ok_status();
 }
 
-HttpClient::HttpClient(HttpAuth auth) : auth_(std::move(auth)) {
-  if (curl_api().error.empty()) curl_ = curl_api().easy_init();
-}
+HttpClient::HttpClient(HttpAuth auth) : auth_(std::move(auth)) {}
 
 HttpClient::~HttpClient() {
   if (curl_ != nullptr) curl_api().easy_cleanup(static_cast<CURL*>(curl_));
 }
 
 Expected<HttpResponse> HttpClient::send(const HttpRequest& request) {
+  if (plain(request.url)) return send_plain_http(request, auth_, abort_check_);
   const CurlApi& api = curl_api();
   if (!api.error.empty()) return Error{ErrorKind::system, api.error};
+  if (curl_ == nullptr) curl_ = api.easy_init();
   auto* curl = static_cast<CURL*>(curl_);
   if (curl == nullptr) return Error{ErrorKind::system, "curl_easy_init failed"};
   const auto curl_easy_setopt = api.easy_setopt; // the loaded one, under the name curl's docs use

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <string_view>
 
 namespace air::mlflow {
 
@@ -35,16 +36,20 @@ struct HttpAuth {
   std::string ca_file;        ///< extra CA bundle (MLFLOW_TRACKING_SERVER_CERT_PATH)
 };
 
-/// A small blocking HTTP(S) client over libcurl, loaded at run time (keep-alive between calls of
-/// one client; http_proxy/https_proxy/no_proxy honoured as curl does).
+/// A small blocking HTTP(S) client. Plain `http://` without a proxy goes
+/// through air-run's own client (plain_http.hpp: one connection per request,
+/// nothing to load); HTTPS and proxied requests through libcurl, loaded at
+/// their first use (keep-alive between calls of one client;
+/// http_proxy/https_proxy/no_proxy honoured as curl does).
 /// Transport failures (no connection, TLS, timeout) are errors; any HTTP
 /// status, 5xx included, is a response. Not thread-safe; no signals used
 /// (CURLOPT_NOSIGNAL), so it is safe in air-run's single-threaded process.
 class HttpClient {
 public:
-  /// Whether libcurl could be loaded (it is loaded at the first use, so that
-  /// air-run runs without it). The error says what to install.
-  static Status available();
+  /// Whether requests to `url` can be sent: always for plain HTTP, else
+  /// whether libcurl could be loaded (so that air-run runs without it). The
+  /// error says what to install.
+  static Status available(std::string_view url);
 
   explicit HttpClient(HttpAuth auth);
   ~HttpClient();
@@ -61,7 +66,7 @@ public:
 
 private:
   HttpAuth auth_;
-  void* curl_ = nullptr; ///< CURL*, kept opaque so only http.cpp sees curl.h
+  void* curl_ = nullptr; ///< CURL*, made at the first libcurl request; opaque, so only http.cpp sees curl.h
   std::function<bool()> abort_check_;
 };
 

@@ -173,7 +173,7 @@ public:
   explicit RestStore(TrackingConfig config) : config_(std::move(config)) {}
 
   Expected<Started> start(const StartRequest& request, const std::atomic<bool>* stop) override {
-    AIR_TRY(HttpClient::available()); // no retries for a library that is not there
+    AIR_TRY(HttpClient::available(config_.api_base)); // no retries for a library that is not there
     HttpClient client(auth());
     if (stop != nullptr) {
       FlagCancel cancel(*stop);

@@ -78,14 +78,19 @@ test_f_bash_completion() {
   expect_rc 0
 }
 
-# The root has no libcurl (it is only recommended): air-run runs, and MLflow
-# tracking, the one part that needs it, says what to install.
-test_f2_no_libcurl_needed_but_for_mlflow() {
+# The root has no libcurl (it is only recommended): air-run runs, MLflow
+# tracking over plain HTTP uses air-run's own client, and tracking over HTTPS,
+# the one part that needs libcurl, says what to install.
+test_f2_no_libcurl_needed_but_for_mlflow_over_https() {
   in_root "ldconfig -p | grep -c 'libcurl' || true"
   expect_eq "$out" "0"
-  in_root "air-run --mlflow-tracking-uri http://127.0.0.1:9 --mlflow-required --cpu-ranks 1 --no-python true"
+  in_root "air-run --mlflow-tracking-uri https://127.0.0.1:9 --mlflow-required --cpu-ranks 1 --no-python true"
   expect_rc 2
   expect_contains "$err" "MLflow tracking needs libcurl (libcurl.so.4), which is not installed"
+  in_root "air-run --mlflow-tracking-uri http://127.0.0.1:9 --mlflow-timeout 1s --mlflow-required --cpu-ranks 1 --no-python true"
+  expect_rc 2
+  expect_not_contains "$err" "libcurl"
+  expect_contains "$err" "Failed to connect to 127.0.0.1 port 9"
   in_root "air-run --mlflow-tracking-uri http://127.0.0.1:9 --cpu-ranks 1 --no-python sh -c 'echo ran'"
   expect_rc 0
   expect_contains "$out" "ran"

@@ -486,6 +486,26 @@ test_databricks_uses_host_and_token() {
   expect_no_rejected_requests
 }
 
+# Plain http:// goes straight to the server through air-run's own client
+# (nothing to load); with a proxy variable set, libcurl takes the requests and
+# sends them to the proxy, which here is the test server itself.
+test_plain_http_goes_direct_and_a_proxy_goes_through_libcurl() {
+  start_server || return
+  run_air --mlflow-tracking-uri "$URI" --cpu-ranks 1 --no-python true
+  expect_rc 0
+  expect_eq "$(grep -c proxied_to requests.jsonl)" "0"
+  expect_eq "$(one_run 'r["status"]')" "FINISHED"
+  : >requests.jsonl
+  http_proxy=$URI run_air --mlflow-tracking-uri http://tracking.invalid:5000 --summary s.json --cpu-ranks 1 \
+    --no-python true
+  expect_rc 0
+  expect_eq "$(json_get s.json 'd["mlflow"]["tracking"]')" "ok"
+  local through_proxy
+  through_proxy=$(python3 -c 'import json,sys; print(sorted({e.get("proxied_to", "direct") for e in map(json.loads, open(sys.argv[1]))}))' requests.jsonl)
+  expect_eq "$through_proxy" "['tracking.invalid:5000']"
+  expect_no_rejected_requests
+}
+
 test_recorded_3_6_server_too() {
   start_server --version 3.6.1.dev0 || return
   write_rank_script

@@ -429,6 +429,8 @@ class Handler(BaseHTTPRequestHandler):
         query = {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         entry = {"time": time.time(), "method": method, "path": parts.path, "query": query,
                  "auth": self._auth()}
+        if parts.scheme:  # "GET http://host/path": a client that took this server for its proxy
+            entry["proxied_to"] = parts.netloc
         status, answer = self._dispatch(method, parts.path, query, content_type, raw, entry)
         entry["status"] = status
         if parts.path.startswith(API) and status == 200:
