@@ -33,9 +33,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto b = read_all(pieces, bytes.substr(0, split), bytes.substr(split));
   if (a == ResponseReader::State::more || a != b) std::abort();
   if (a == ResponseReader::State::done) {
-    if (whole.response().status != pieces.response().status || whole.response().body != pieces.response().body)
+    if (whole.response().status != pieces.response().status ||
+        whole.response().body != pieces.response().body)
       std::abort();
-    if (whole.response().body.size() > k_limit || whole.response().status < 200 || whole.response().status > 999)
+    if (whole.response().body.size() > k_limit || whole.response().status < 200 ||
+        whole.response().status > 999)
       std::abort();
   } else if (whole.error().empty()) {
     std::abort();

@@ -1,16 +1,28 @@
 // The Python store: tracking URIs that only the mlflow package itself can
 // write (file:, sqlite:, a plain path, database and plugin stores), through
-// `python -m air._mlflow_store` run with the configured interpreter.
+// `python -m air._mlflow_store serve` run with the configured interpreter:
+// one process per launch, so mlflow is imported once, while the ranks start.
+#include "core/mlflow/retry.hpp"
 #include "core/mlflow/store.hpp"
 #include "core/os/atomic_file.hpp"
 #include "core/os/capture.hpp"
 #include "core/os/host.hpp"
+#include "core/os/process.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <optional>
+#include <string_view>
 
 namespace air::mlflow {
 
@@ -18,8 +30,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-// The helper's exit code when `import mlflow` fails.
-constexpr int k_exit_no_mlflow = 3;
+using Clock = std::chrono::steady_clock;
 
 Json key_values(const std::vector<KeyValue>& items) {
   Json out = Json::array();
@@ -27,7 +38,16 @@ Json key_values(const std::vector<KeyValue>& items) {
   return out;
 }
 
-/// A private directory for the request and artifact files, removed on scope exit.
+/// The last non-empty line of `text`.
+std::string last_line(const std::string& text) {
+  const std::size_t end = text.find_last_not_of("\n ");
+  if (end == std::string::npos) return "";
+  const std::size_t newline = text.rfind('\n', end);
+  const std::size_t begin = newline == std::string::npos ? 0 : newline + 1;
+  return text.substr(begin, end + 1 - begin);
+}
+
+/// A private directory for the artifact's file, removed on scope exit.
 class ScratchDir {
 public:
   explicit ScratchDir(const Environment& env) {
@@ -45,6 +65,118 @@ private:
   std::string path_;
 };
 
+/// What every answer line of the helper starts with: anything else on its
+/// stdout (a print in a plugin store) is not an answer.
+constexpr std::string_view k_answer_mark = "@air-answer ";
+
+/// `python -m air._mlflow_store serve`, started once per launch: it imports
+/// mlflow while the ranks start, then answers the start request and, when
+/// the last rank has exited, the finish request, one JSON line each way, on
+/// its stdin and stdout. Started on the main thread: a child's death signal
+/// (PR_SET_PDEATHSIG) follows the thread that started it, and the start may
+/// be waited for on a worker thread. Its stdin closing (air-run gone, or done)
+/// ends it.
+class StoreHelper {
+public:
+  StoreHelper() = default;
+  StoreHelper(const StoreHelper&) = delete;
+  StoreHelper& operator=(const StoreHelper&) = delete;
+  ~StoreHelper() { end(std::chrono::milliseconds(0)); }
+
+  /// Starts it; errors are spawn_process's.
+  Status launch(const std::vector<std::string>& argv, const Environment& env) {
+    SpawnOptions options;
+    options.stdin_pipe = true;
+    auto started = start_process(argv, env, {}, options);
+    if (!started) return started.error();
+    auto child = confirm_exec(std::move(*started));
+    if (!child) return child.error();
+    child_ = std::move(*child);
+    return ok_status();
+  }
+  bool running() const { return child_.pid > 0; }
+
+  /// Sends `request` and waits for the answer until `deadline`, or until
+  /// `stop()` says to give up ("interrupted"). An answer that never comes
+  /// (the helper ended) is an error with its last line of stderr.
+  Expected<Json> ask(const Json& request, Clock::time_point deadline, const std::function<bool()>& stop) {
+    if (!running()) return Error{ErrorKind::system, "the helper is not running"};
+    std::string line = request.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+    std::size_t sent = 0;
+    while (true) {
+      if (const auto answer = take_answer()) return *answer;
+      if (stop && stop()) return Error{ErrorKind::system, "interrupted"};
+      if (Clock::now() >= deadline) return Error{ErrorKind::system, "no answer in time"};
+      if (!child_.stdout_fd) {
+        const std::string why = last_line(err_);
+        return Error{ErrorKind::system, "it ended without an answer" + (why.empty() ? "" : ": " + why)};
+      }
+      pollfd fds[3] = {{child_.stdout_fd.get(), POLLIN, 0},
+                       {child_.stderr_fd.get(), POLLIN, 0},
+                       {sent < line.size() ? child_.stdin_fd.get() : -1, POLLOUT, 0}};
+      ::poll(fds, 3, 10); // short: `stop` is a flag or a pending signal, looked at between waits
+      if (sent < line.size() && child_.stdin_fd) {
+        const ssize_t n = ::write(child_.stdin_fd.get(), line.data() + sent, line.size() - sent);
+        if (n > 0)
+          sent += static_cast<std::size_t>(n);
+        else if (n < 0 && errno != EAGAIN && errno != EINTR)
+          sent = line.size(); // gone: its EOF tells
+      }
+      drain(child_.stdout_fd, out_);
+      drain(child_.stderr_fd, err_);
+    }
+  }
+
+  /// Closes its stdin (which ends it), waits up to `grace`, then kills its
+  /// group and reaps it. A supervisor that reaped it as an unknown child
+  /// first leaves nothing to reap (ECHILD).
+  void end(std::chrono::milliseconds grace) {
+    if (!running()) return;
+    child_.stdin_fd.reset();
+    const auto until = Clock::now() + grace;
+    int wstatus = 0;
+    pid_t got;
+    while ((got = ::waitpid(child_.pid, &wstatus, WNOHANG)) == 0 && Clock::now() < until) ::usleep(5'000);
+    if (got == 0) {
+      ::kill(-child_.pid, SIGKILL);
+      while (::waitpid(child_.pid, &wstatus, 0) < 0 && errno == EINTR) {
+      }
+    }
+    child_ = ChildProcess{};
+  }
+
+private:
+  /// Reads what a nonblocking pipe has; resets it at EOF.
+  static void drain(UniqueFd& fd, std::string& into) {
+    char buf[4096];
+    while (fd) {
+      const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+      if (n > 0) {
+        if (into.size() < (1u << 20)) into.append(buf, static_cast<std::size_t>(n));
+        continue;
+      }
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+      fd.reset();
+    }
+  }
+
+  /// The first complete answer line of stdout, taken off it.
+  std::optional<Json> take_answer() {
+    std::size_t newline;
+    while ((newline = out_.find('\n')) != std::string::npos) {
+      const std::string line = out_.substr(0, newline);
+      out_.erase(0, newline + 1);
+      if (line.rfind(k_answer_mark, 0) != 0) continue;
+      Json answer = Json::parse(line.substr(k_answer_mark.size()), nullptr, false);
+      if (answer.is_object()) return answer;
+    }
+    return std::nullopt;
+  }
+
+  ChildProcess child_;
+  std::string out_, err_;
+};
+
 class PythonStore final : public Store {
 public:
   PythonStore(TrackingConfig config, Environment env) : config_(std::move(config)), env_(std::move(env)) {
@@ -55,8 +187,24 @@ public:
     }
   }
 
-  Expected<Started> start(const StartRequest& request, const std::atomic<bool>* /*stop*/) override {
+  ~PythonStore() override { helper_.end(std::chrono::milliseconds(0)); }
+
+  void prepare() override {
+    if (helper_.running() || launch_error_) return;
+    const std::vector<std::string> argv = {config_.python, "-m", "air._mlflow_store", "serve"};
+    if (auto launched = helper_.launch(argv, env_); !launched) {
+      launch_error_ = Error{
+          ErrorKind::system,
+          fmt::format("a {} is written through the mlflow Python package, but {} could not be started: {}",
+                      describe_store(config_.uri, config_.kind), config_.python, launched.error().message)};
+    }
+  }
+
+  Expected<Started> start(const StartRequest& request, const std::atomic<bool>* stop) override {
+    prepare();
+    if (launch_error_) return *launch_error_;
     Json j;
+    j["action"] = "start";
     j["tracking_uri"] = config_.uri;
     j["experiment_name"] = request.experiment_name;
     j["experiment_id"] = request.experiment_id;
@@ -65,7 +213,7 @@ public:
     j["start_time"] = request.start_time_ms;
     j["tags"] = key_values(request.tags);
     j["params"] = key_values(request.params);
-    auto answer = run_helper("start", j, {});
+    auto answer = ask("start", j, stop);
     if (!answer) return answer.error();
     Started started;
     started.run.experiment_id = answer->value("experiment_id", "");
@@ -84,6 +232,7 @@ public:
   FinishResult finish(const FinishRequest& request) override {
     FinishResult result;
     Json j;
+    j["action"] = "finish";
     j["tracking_uri"] = config_.uri;
     j["run_id"] = request.run.run_id;
     j["status"] = request.status;
@@ -93,10 +242,21 @@ public:
       metrics.push_back({{"key", m.key}, {"value", m.value}, {"timestamp", m.timestamp}, {"step", m.step}});
     j["metrics"] = std::move(metrics);
     j["tags"] = key_values(request.tags);
-    std::string artifact;
-    if (!request.artifact_name.empty() && request.artifact_content) artifact = request.artifact_content();
-    auto answer =
-        run_helper("finish", j, request.artifact_name.empty() ? "" : request.artifact_name, artifact);
+    ScratchDir scratch(env_);
+    if (!request.artifact_name.empty() && request.artifact_content && scratch.path().empty()) {
+      result.errors.push_back(request.artifact_name +
+                              " not uploaded: " + sys_error("mkdtemp", errno).message);
+    } else if (!request.artifact_name.empty() && request.artifact_content) {
+      const std::string file = scratch.path() + "/" + request.artifact_name;
+      if (auto written = write_file_atomically(file, request.artifact_content()); !written) {
+        result.errors.push_back(request.artifact_name + " not uploaded: " + written.error().message);
+      } else {
+        j["artifact"] = {{"name", request.artifact_name}, {"file", file}};
+      }
+    }
+    auto answer = ask("finish", j, nullptr);
+    // It ends by itself once its stdin closes; after a Ctrl-C nothing is waited for.
+    helper_.end(std::chrono::milliseconds(interrupted_ != 0 ? 0 : 2000));
     if (!answer) {
       result.errors.push_back(answer.error().message);
       return result;
@@ -108,67 +268,53 @@ public:
     return result;
   }
 
-  int interrupted_by() const override { return 0; }
-  bool starts_in_background() const override { return false; }
+  int interrupted_by() const override { return interrupted_; }
+  bool starts_in_background() const override { return true; }
 
 private:
-  /// Runs the helper with the request in a file; its last stdout line is the answer.
-  Expected<Json> run_helper(const char* action, Json request, const std::string& artifact_name,
-                            const std::string& artifact = "") {
-    ScratchDir scratch(env_);
-    if (scratch.path().empty()) return sys_error("mkdtemp", errno);
-    if (!artifact_name.empty()) {
-      const std::string file = scratch.path() + "/" + artifact_name;
-      AIR_TRY(write_file_atomically(file, artifact));
-      request["artifact"] = {{"name", artifact_name}, {"file", file}};
-    }
-    const std::string request_file = scratch.path() + "/request.json";
-    AIR_TRY(
-        write_file_atomically(request_file, request.dump(-1, ' ', false, Json::error_handler_t::replace)));
-    const std::vector<std::string> argv = {config_.python, "-m", "air._mlflow_store", action, request_file};
+  /// One exchange with the helper, its failures in the words of the store.
+  /// Without `stop` (the main thread), a SIGINT, SIGTERM or SIGHUP ends the
+  /// wait at once (interrupted_by()).
+  Expected<Json> ask(const char* action, const Json& request, const std::atomic<bool>* stop) {
     // Importing mlflow alone takes seconds; the store's own retries come on top.
     const auto limit = config_.timeout + std::chrono::seconds(60);
-    auto ran = run_captured(argv, env_, limit);
-    if (!ran) {
-      return Error{ErrorKind::system, fmt::format("a {} is written through the mlflow Python package, but {} "
-                                                  "could not be started: {}",
-                                                  describe_store(config_.uri, config_.kind), config_.python,
-                                                  ran.error().message)};
+    const std::function<bool()> stopped = [this, stop] {
+      if (stop != nullptr) return stop->load();
+      if (interrupt_pending()) interrupted_ = wait_for_interrupt(std::chrono::milliseconds(0));
+      return interrupted_ != 0;
+    };
+    auto answer = helper_.ask(request, Clock::now() + limit, stopped);
+    if (!answer) {
+      const std::string& why = answer.error().message;
+      if (why == "interrupted") return answer.error();
+      if (why == "no answer in time") {
+        helper_.end(std::chrono::milliseconds(0));
+        return Error{ErrorKind::system,
+                     fmt::format("air._mlflow_store {} did not finish within {}s", action,
+                                 std::chrono::duration_cast<std::chrono::seconds>(limit).count())};
+      }
+      return Error{ErrorKind::system, fmt::format("air._mlflow_store {} failed: {}", action, why)};
     }
-    const std::string last = last_line(ran->out);
-    Json answer = Json::parse(last, nullptr, false);
-    const std::string why = answer.is_object() && answer.contains("error") && answer["error"].is_string()
-                                ? answer["error"].get<std::string>()
-                                : last_line(ran->err);
-    if (ran->timed_out) {
-      return Error{ErrorKind::system,
-                   fmt::format("air._mlflow_store {} did not finish within {}s", action,
-                               std::chrono::duration_cast<std::chrono::seconds>(limit).count())};
-    }
-    if (ran->status.kind == ExitStatus::Kind::exited && ran->status.code == k_exit_no_mlflow) {
+    if (answer->value("no_mlflow", false)) {
       return Error{ErrorKind::system,
                    fmt::format("a {} is written through the mlflow Python package, which {} cannot import "
                                "({}); install it for that interpreter (pip install mlflow) or point "
                                "mlflow.tracking_uri at a tracking server (http://HOST:PORT)",
-                               describe_store(config_.uri, config_.kind), config_.python, why)};
+                               describe_store(config_.uri, config_.kind), config_.python,
+                               answer->value("error", ""))};
     }
-    if (!ran->status.success() || !answer.is_object()) {
-      return Error{ErrorKind::system, fmt::format("air._mlflow_store {} failed ({}): {}", action,
-                                                  ran->status.describe(), why.empty() ? "no answer" : why)};
+    if (answer->contains("error")) {
+      return Error{ErrorKind::system, fmt::format("air._mlflow_store {} failed: {}", action,
+                                                  answer->value("error", "no answer"))};
     }
     return answer;
   }
 
-  static std::string last_line(const std::string& text) {
-    const std::size_t end = text.find_last_not_of("\n ");
-    if (end == std::string::npos) return "";
-    const std::size_t newline = text.rfind('\n', end);
-    const std::size_t begin = newline == std::string::npos ? 0 : newline + 1;
-    return text.substr(begin, end + 1 - begin);
-  }
-
   TrackingConfig config_;
   Environment env_;
+  StoreHelper helper_;
+  std::optional<Error> launch_error_;
+  int interrupted_ = 0;
 };
 
 } // namespace

@@ -76,10 +76,12 @@ public:
   /// thread (starts_in_background()): it takes no signal and ends, as
   /// "interrupted", once *stop is true.
   virtual Expected<Started> start(const StartRequest& request, const std::atomic<bool>* stop) = 0;
-  /// Whether start() may run on a worker thread while the ranks start: the
-  /// REST store's HTTP calls may; the Python store's helper process is forked
-  /// and waited for like a rank, and stays on the main thread.
+  /// Whether start() may run on a worker thread while the ranks start.
   virtual bool starts_in_background() const = 0;
+  /// Called on the main thread before start() goes to a worker thread: the
+  /// Python store starts its helper process here (a child's death signal
+  /// follows the thread that started it). Failures come from start().
+  virtual void prepare() {}
   /// Logs metrics and tags, sets the status, uploads the artifact.
   virtual FinishResult finish(const FinishRequest& request) = 0;
   /// The signal that interrupted the last call (retries stop at once), or 0.

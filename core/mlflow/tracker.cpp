@@ -148,6 +148,7 @@ void Tracker::begin(const LaunchFacts& facts, bool in_background) {
     record_start(std::move(started), interrupted_by_ != 0);
     return;
   }
+  store_->prepare();
   done_ = false; // no other thread yet
   creating_ = std::thread([this, request = std::move(request)] {
     auto started = store_->start(request, &stop_);

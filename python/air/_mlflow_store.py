@@ -3,25 +3,28 @@
 air-run talks to tracking servers (http, https, Databricks) over REST itself.
 Every other tracking URI (``file:``, ``sqlite:``, a plain path, database and
 plugin stores) goes through this module, run by air-run with the launch's
-interpreter::
+interpreter, once per launch::
 
-    python -m air._mlflow_store start  REQUEST.json
-    python -m air._mlflow_store finish REQUEST.json
+    python -m air._mlflow_store serve
 
-The request is a JSON object (see start() and finish()); the answer is one
-JSON object on the last line of stdout. Exit codes: 0 answered (steps that
-failed are listed in "errors"), 1 failed ({"error": ...}), 2 bad usage,
-3 mlflow cannot be imported ({"error": ...}).
+It imports mlflow at once (seconds), while air-run starts the ranks, then
+reads requests from stdin, one JSON object per line, each with an "action":
+"start" (see start()), later "finish" (see finish()). Each answer is one line
+on stdout: ANSWER_MARK and a JSON object ({"error": ...} when the step failed
+as a whole; "no_mlflow": true when mlflow cannot be imported). It ends after
+the finish, or when its stdin closes (air-run is gone). Exit codes: 0, 2 bad
+usage, 3 mlflow cannot be imported.
 """
 
 import json
 import sys
 
 EXIT_NO_MLFLOW = 3
+ANSWER_MARK = "@air-answer "  # other lines on stdout (a plugin's print) are no answer
 
 
 def _say(obj):
-    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.write(ANSWER_MARK + json.dumps(obj) + "\n")
     sys.stdout.flush()
 
 
@@ -137,28 +140,41 @@ def finish(client, req):
     return out
 
 
-def main(argv):
-    if len(argv) != 3 or argv[1] not in ("start", "finish"):
-        sys.stderr.write("usage: python -m air._mlflow_store start|finish REQUEST.json\n")
-        return 2
-    try:
-        with open(argv[2], "r", encoding="utf-8") as f:
-            req = json.load(f)
-    except (OSError, ValueError) as e:
-        _say({"error": "cannot read the request %s: %s" % (argv[2], _why(e))})
-        return 1
+def serve(requests):
+    """Answers the requests of one launch (lines of JSON from `requests`)
+    with one MlflowClient, made for the first request's tracking_uri."""
     try:
         from mlflow import MlflowClient
     except Exception as e:  # ImportError, or a broken installation
-        _say({"error": _why(e)})
+        for _ in requests:  # answered when asked, so air-run tells it in its own words
+            _say({"error": _why(e), "no_mlflow": True})
+            break
         return EXIT_NO_MLFLOW
-    try:
-        client = MlflowClient(tracking_uri=req["tracking_uri"])
-        _say((start if argv[1] == "start" else finish)(client, req))
-    except Exception as e:
-        _say({"error": _why(e)})
-        return 1
+    client = None
+    for line in requests:
+        if not line.strip():
+            continue
+        try:
+            req = json.loads(line)
+            if client is None:
+                client = MlflowClient(tracking_uri=req["tracking_uri"])
+            action = req.get("action")
+            if action not in ("start", "finish"):
+                raise ValueError("unknown action %r" % (action,))
+            _say((start if action == "start" else finish)(client, req))
+        except Exception as e:
+            _say({"error": _why(e)})
+            action = None
+        if action == "finish":
+            break
     return 0
+
+
+def main(argv):
+    if len(argv) != 2 or argv[1] != "serve":
+        sys.stderr.write("usage: python -m air._mlflow_store serve  (requests on stdin, one JSON object a line)\n")
+        return 2
+    return serve(sys.stdin)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ is not importable: it is not in Debian)."""
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -135,15 +136,17 @@ def _has_kernel():
 # air._mlflow_store only: it records the MlflowClient calls the helper makes.
 FAKE_MLFLOW = {
     "mlflow/__init__.py": '''
-import json, os, uuid
+import json, os, time, uuid
 __version__ = "0.0.0-test-double"
+time.sleep(float(os.environ.get("FAKE_MLFLOW_IMPORT_S", "0")))  # the real package takes seconds to import
 class MlflowClient:
     def __init__(self, tracking_uri=None):
         self.path = os.environ["FAKE_MLFLOW_LOG"]
         self._log("client", tracking_uri=tracking_uri)
     def _log(self, call, **kw):
         with open(self.path, "a") as f:
-            f.write(json.dumps(dict(kw, call=call)) + "\\n")
+            f.write(json.dumps(dict(kw, call=call, pid=os.getpid(), boot=time.clock_gettime(time.CLOCK_BOOTTIME)))
+                    + "\\n")
     def get_experiment_by_name(self, name):
         self._log("get_experiment_by_name", name=name)
         return None
@@ -165,6 +168,7 @@ class MlflowClient:
                   params=[p.__dict__ for p in params], tags=[t.__dict__ for t in tags])
     def set_terminated(self, run_id, status=None, end_time=None):
         self._log("set_terminated", run_id=run_id, status=status)
+        time.sleep(float(os.environ.get("FAKE_MLFLOW_FINISH_S", "0")))  # a store that hangs
     def log_artifact(self, run_id, local_path):
         self._log("log_artifact", run_id=run_id, name=os.path.basename(local_path),
                   content=json.load(open(local_path)))
@@ -219,6 +223,68 @@ def test_python_store_protocol_through_air_run(air_run, tmp_path, clean_mlflow_e
     assert artifact["content"]["mlflow"]["run_id"] == run_id
     summary = json.load(open(str(tmp_path / "s.json")))
     assert summary["mlflow"]["status"] == "FAILED" and summary["mlflow"]["link"] is None
+    # One helper process per launch: mlflow is imported once, not at the start and again at the end.
+    assert len({c["pid"] for c in calls}) == 1
+    assert len([c for c in calls if c["call"] == "client"]) == 1
+
+
+def write_fake_mlflow(tmp_path):
+    for name, text in FAKE_MLFLOW.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(textwrap.dedent(text))
+
+
+def test_python_store_end_is_cut_short_by_ctrl_c(air_run, tmp_path, clean_mlflow_env):
+    write_fake_mlflow(tmp_path)
+    log = tmp_path / "calls.jsonl"
+    env = subprocess_env(FAKE_MLFLOW_LOG=str(log), FAKE_MLFLOW_FINISH_S="60")
+    env["PYTHONPATH"] = str(tmp_path) + os.pathsep + env["PYTHONPATH"]
+    proc = subprocess.Popen([air_run, "--mlflow-tracking-uri", "sqlite:///m.db", "--python", sys.executable,
+                             "--cpu-ranks", "1", "--no-python", "true"],
+                            env=env, cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            universal_newlines=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.time() + 60
+    while time.time() < deadline and not (log.exists() and "set_terminated" in log.read_text()):
+        time.sleep(0.05)
+    assert "set_terminated" in log.read_text()
+    sent = time.time()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert time.time() - sent < 5, err  # not the store's 60 s
+    assert proc.returncode == 0, err  # the run itself succeeded, as with a tracking server
+    assert "air-run: warning: MLflow: interrupted" in err
+    # the helper went with it
+    pid = next(json.loads(line)["pid"] for line in log.read_text().splitlines())
+    assert not os.path.exists("/proc/%d" % pid) or "zombie" in open("/proc/%d/status" % pid).read().lower()
+
+
+def test_python_store_imports_mlflow_while_python_ranks_start(air_run, tmp_path, clean_mlflow_env):
+    # mlflow takes 1.5 s to import here: a Python rank starts at once and gets
+    # the run, in air-run's start-up shim, before its own code runs.
+    write_fake_mlflow(tmp_path)
+    log = tmp_path / "calls.jsonl"
+    env = subprocess_env(FAKE_MLFLOW_LOG=str(log), FAKE_MLFLOW_IMPORT_S="1.5")
+    env["PYTHONPATH"] = str(tmp_path) + os.pathsep + env["PYTHONPATH"]
+    (tmp_path / "rank.py").write_text(textwrap.dedent('''
+        import os
+        # when this process was born, in seconds since boot (the clock the fake logs with)
+        started = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
+        with open("rank.%s" % os.environ["RANK"], "w") as f:
+            f.write("%s %f" % (os.environ.get("MLFLOW_RUN_ID", "none"), started))
+    '''))
+    done = subprocess.run([air_run, "--mlflow-tracking-uri", "sqlite:///m.db", "--python", sys.executable,
+                           "--cpu-ranks", "2", "rank.py"],
+                          env=env, cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    create = next(c for c in calls if c["call"] == "create_run")
+    run_id = next(c for c in calls if c["call"] == "set_terminated")["run_id"]
+    for rank in (0, 1):
+        seen, started = (tmp_path / ("rank.%d" % rank)).read_text().split()
+        assert seen == run_id
+        # /proc's start time counts in clock ticks (10 ms): the import alone is 1.5 s
+        assert float(started) < create["boot"] - 0.5, (started, create["boot"])
 
 
 def test_python_store_does_not_nest_under_a_run_that_is_gone(air_run, tmp_path, clean_mlflow_env):
