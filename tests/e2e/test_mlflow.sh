@@ -388,6 +388,33 @@ test_python_rank_starts_before_the_run_exists_and_gets_it_before_user_code() {
   expect_no_rejected_requests
 }
 
+test_python_rank_code_runs_on_until_it_looks_for_the_run() {
+  # runs/create is answered 4 s late. The rank's code starts at once (as it
+  # would import torch); its first child process waits for the run, and
+  # inherits it, like the rank's own environment.
+  start_server --delay-ms 4000 --delay-endpoint runs/create || return
+  cat >lazy.py <<'PY'
+import json, os, subprocess, time
+began = time.time()
+child = subprocess.run(["sh", "-c", 'echo "$MLFLOW_RUN_ID"'], stdout=subprocess.PIPE, universal_newlines=True)
+looked = time.time()
+with open("lazy.%s" % os.environ["RANK"], "w") as f:
+    json.dump({"began": began, "looked": looked, "child": child.stdout.strip(),
+               "own": os.environ.get("MLFLOW_RUN_ID")}, f)
+PY
+  run_air --mlflow-tracking-uri "$URI" --cpu-ranks 2 lazy.py
+  expect_rc 0
+  local run created r
+  run=$(one_run 'r["run_id"]')
+  created=$(request_time runs/create)
+  for r in 0 1; do
+    expect_eq "$(json_get "lazy.$r" 'd["child"], d["own"]')" "$run $run"
+    expect_eq "$(json_get "lazy.$r" "d['began'] < $created + 3.0")" "True"  # ran before the answer
+    expect_eq "$(json_get "lazy.$r" "d['looked'] > $created + 3.5")" "True" # the child waited for it
+  done
+  expect_no_rejected_requests
+}
+
 test_python_rank_with_the_server_down_starts_at_once_and_gets_no_tracking_variables() {
   start_server || return
   kill $SERVER_PID # nothing listens on $PORT any more
