@@ -207,6 +207,14 @@ ResponseReader::State ResponseReader::parse_head() {
   return State::more;
 }
 
+bool ResponseReader::take_body() {
+  const std::size_t n = std::min(remaining_, buffer_.size());
+  response_.body.append(buffer_, 0, n);
+  buffer_.erase(0, n);
+  remaining_ -= n;
+  return remaining_ == 0;
+}
+
 ResponseReader::State ResponseReader::parse() {
   while (true) {
     switch (phase_) {
@@ -216,15 +224,10 @@ ResponseReader::State ResponseReader::parse() {
       if (phase_ == Phase::head && buffer_.size() == before) return State::more; // headers incomplete
       break;
     }
-    case Phase::length: {
-      const std::size_t n = std::min(remaining_, buffer_.size());
-      response_.body.append(buffer_, 0, n);
-      buffer_.erase(0, n);
-      remaining_ -= n;
-      if (remaining_ > 0) return State::more;
+    case Phase::length:
+      if (!take_body()) return State::more;
       phase_ = Phase::finished;
       break;
-    }
     case Phase::chunk_size: {
       auto line = take_line();
       if (!line) return State::more;
@@ -237,15 +240,10 @@ ResponseReader::State ResponseReader::parse() {
       phase_ = remaining_ == 0 ? Phase::trailers : Phase::chunk_data;
       break;
     }
-    case Phase::chunk_data: {
-      const std::size_t n = std::min(remaining_, buffer_.size());
-      response_.body.append(buffer_, 0, n);
-      buffer_.erase(0, n);
-      remaining_ -= n;
-      if (remaining_ > 0) return State::more;
+    case Phase::chunk_data:
+      if (!take_body()) return State::more;
       phase_ = Phase::chunk_end;
       break;
-    }
     case Phase::chunk_end: {
       auto line = take_line();
       if (!line) return State::more;

@@ -69,6 +69,9 @@ private:
   /// One line (without its CRLF or LF) off the front of the buffer; nullopt
   /// when no complete line has arrived yet.
   std::optional<std::string> take_line();
+  /// Moves up to `remaining_` buffered bytes into the body; true once all
+  /// of them have come.
+  bool take_body();
 
   std::size_t max_body_;
   std::string buffer_;
