@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <linux/mempolicy.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
@@ -98,6 +99,20 @@ Expected<UniqueFd> make_pipe(UniqueFd& write_end) {
   if (::pipe2(fds, O_CLOEXEC) != 0) return sys_error("pipe2", errno);
   write_end.reset(fds[1]);
   return UniqueFd(fds[0]);
+}
+
+/// O_NONBLOCK on an fd made here a moment ago (a pipe's end, a pty's
+/// master). Its status flags are known, none of those F_SETFL changes (only
+/// the access mode, which F_SETFL ignores), so no F_GETFL first.
+void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, O_NONBLOCK); }
+
+/// air-run's pid, asked of the kernel once, not once per rank; a child
+/// forked from air-run asks again (the atfork handler forgets it).
+pid_t own_pid() {
+  static pid_t pid = 0;
+  [[maybe_unused]] static const int hooked = ::pthread_atfork(nullptr, nullptr, [] { pid = 0; });
+  if (pid == 0) pid = ::getpid();
+  return pid;
 }
 
 } // namespace
@@ -227,8 +242,7 @@ Expected<ChildStreams> open_child_streams(const SpawnOptions& options) {
     if (!r) return r.error();
     s.stdin_end = std::move(*r);
     // Nonblocking: a rank that does not read must never stall air-run's loop.
-    const int flags = ::fcntl(s.parent.stdin_fd.get(), F_GETFL);
-    ::fcntl(s.parent.stdin_fd.get(), F_SETFL, flags | O_NONBLOCK);
+    set_nonblocking(s.parent.stdin_fd.get());
   } else if (options.stdin_from < 0) {
     s.stdin_end.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
     if (!s.stdin_end) return sys_error("open /dev/null", errno);
@@ -239,10 +253,7 @@ Expected<ChildStreams> open_child_streams(const SpawnOptions& options) {
   if (!err_read) return err_read.error();
   s.parent.stdout_fd = std::move(*out_read);
   s.parent.stderr_fd = std::move(*err_read);
-  for (int fd : {s.parent.stdout_fd.get(), s.parent.stderr_fd.get()}) {
-    const int flags = ::fcntl(fd, F_GETFL);
-    ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-  }
+  for (int fd : {s.parent.stdout_fd.get(), s.parent.stderr_fd.get()}) set_nonblocking(fd);
   return s;
 }
 
@@ -275,9 +286,7 @@ Expected<StartedProcess> start_process(const std::vector<std::string>& argv, con
   request.stdout_fd = streams->stdout_end.get();
   request.stderr_fd = streams->stderr_end.get();
   request.exec_error_fd = exec_write.get();
-  request.parent = ::getpid();
-  const long open_max = ::sysconf(_SC_OPEN_MAX);
-  request.max_fd = open_max > 0 ? open_max : 1024;
+  request.parent = own_pid();
   if (g_inherited_open_files) {
     request.restore_open_files = true;
     request.open_files = *g_inherited_open_files;

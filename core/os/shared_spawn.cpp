@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 // The shared-memory spawn needs raw system calls that leave errno alone and
 // a child that runs no sanitizer runtime (whose state it would share).
@@ -100,6 +102,55 @@ bool g_clone3 = true;
 
 constexpr std::size_t k_stack_size = 32 * 1024; // the child needs a few hundred bytes
 constexpr std::size_t k_guard_size = 4096;
+constexpr std::size_t k_slot_size = k_guard_size + k_stack_size;
+constexpr std::size_t k_slots_per_map = 16; ///< stacks mapped at once, when the pool is empty
+
+/// The stacks of children that have exec'd or been reaped, for the next
+/// ones. Grown k_slots_per_map at a time (one mapping, one guard page per
+/// stack) and never unmapped: it holds as many stacks as there were
+/// children between birth and exec at once, ever (128 ranks: 4.6 MB of
+/// address space, a page or two of memory each).
+class StackPool {
+public:
+  /// A stack's usable low end, or null (errno set).
+  void* take() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (free_.empty() && !grow()) return nullptr;
+    void* low = free_.back();
+    free_.pop_back();
+    return low;
+  }
+  void give_back(void* low) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    free_.push_back(low);
+  }
+
+private:
+  bool grow() {
+    const std::size_t size = k_slot_size * k_slots_per_map;
+    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    if (p == MAP_FAILED) return false;
+    char* slot = static_cast<char*>(p);
+    for (std::size_t i = 0; i < k_slots_per_map; ++i, slot += k_slot_size) {
+      // A slot whose guard cannot be set is never handed out.
+      if (::mprotect(slot, k_guard_size, PROT_NONE) == 0) free_.push_back(slot + k_guard_size);
+    }
+    return !free_.empty();
+  }
+
+  std::mutex mutex_;
+  std::vector<void*> free_;
+};
+
+/// Whether a SpawnWave of this thread has every signal blocked.
+thread_local bool t_in_wave = false;
+
+/// Never destroyed: a PendingExec may give its stack back during exit.
+StackPool& stack_pool() {
+  static StackPool* const pool = new StackPool;
+  return *pool;
+}
 
 #if AIR_SHARED_SPAWN
 /// Whether an error of clone3 says "not this way, ever" rather than "not now".
@@ -176,45 +227,43 @@ SpawnMethod spawn_method() {
 }
 
 ChildStack::~ChildStack() {
-  if (base_ != nullptr) ::munmap(base_, size_);
+  if (low_ != nullptr) stack_pool().give_back(low_);
 }
 
 ChildStack& ChildStack::operator=(ChildStack&& other) noexcept {
   if (this != &other) {
-    if (base_ != nullptr) ::munmap(base_, size_);
-    base_ = std::exchange(other.base_, nullptr);
-    size_ = std::exchange(other.size_, 0);
+    if (low_ != nullptr) stack_pool().give_back(low_);
+    low_ = std::exchange(other.low_, nullptr);
   }
   return *this;
 }
 
 bool ChildStack::allocate() {
-  if (base_ != nullptr) return true;
-  const std::size_t size = k_guard_size + k_stack_size;
-  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
-  if (p == MAP_FAILED) return false;
-  if (::mprotect(p, k_guard_size, PROT_NONE) != 0) {
-    const int err = errno;
-    ::munmap(p, size);
-    errno = err;
-    return false;
-  }
-  base_ = p;
-  size_ = size;
-  return true;
+  if (low_ == nullptr) low_ = stack_pool().take();
+  return low_ != nullptr;
 }
 
-void* ChildStack::low() const { return static_cast<char*>(base_) + k_guard_size; }
-std::size_t ChildStack::usable() const { return size_ - k_guard_size; }
+std::size_t ChildStack::usable() const { return k_stack_size; }
+
+SpawnWave::SpawnWave() : outer_(!t_in_wave) {
+  if (!outer_) return;
+  sigset_t all;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old_);
+  t_in_wave = true;
+}
+
+SpawnWave::~SpawnWave() {
+  if (!outer_) return;
+  t_in_wave = false;
+  ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+}
 
 long start_child(SpawnRequest& request, SpawnMethod method, CgroupTarget cgroup, ChildStack& stack) {
   // Born with every signal blocked: a handler of air-run's must not run in
   // the child before exec_prepared has set the actions back to default (with
   // `shared` it would run on air-run's memory). libc keeps its own two.
-  sigset_t all, old;
-  sigfillset(&all);
-  ::pthread_sigmask(SIG_SETMASK, &all, &old);
+  const SpawnWave blocked; // nothing to do inside a wave
   long pid;
 #if AIR_SHARED_SPAWN
   pid = method == SpawnMethod::shared ? start_shared(request, cgroup, stack) : start_forked(request, cgroup);
@@ -223,7 +272,6 @@ long start_child(SpawnRequest& request, SpawnMethod method, CgroupTarget cgroup,
   (void)stack;
   pid = start_forked(request, cgroup);
 #endif
-  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   return pid;
 }
 

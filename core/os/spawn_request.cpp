@@ -63,11 +63,24 @@ void default_action(int sig, bool always) {
 #endif
 }
 
+/// The soft RLIMIT_NOFILE: no fd of this process is at or above it (air-run
+/// only ever raises it). Asked here, in the child, and only on kernels
+/// without close_range, not by the parent for every rank. 1024 if unknown.
+long open_fd_limit() {
+  struct {
+    unsigned long long cur, max; // the kernel's struct rlimit64, on every architecture
+  } limit{};
+  if (raw_syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, reinterpret_cast<long>(&limit)) != 0) return 1024;
+  constexpr unsigned long long k_most = 1ULL << 20; // the kernel's default fs.nr_open
+  return static_cast<long>(limit.cur < k_most ? limit.cur : k_most);
+}
+
 /// Closes [first, last] (inclusive); close_range when the kernel has it,
 /// else a plain loop up to the fd limit.
-void close_fds(unsigned first, unsigned last, long max_fd) {
+void close_fds(unsigned first, unsigned last) {
   if (first > last) return;
   if (raw_syscall(SYS_close_range, first, last, 0) == 0) return;
+  const long max_fd = open_fd_limit();
   const long stop = last < static_cast<unsigned long>(max_fd) ? static_cast<long>(last) : max_fd - 1;
   for (long fd = first; fd <= stop; ++fd) raw_syscall(SYS_close, fd);
 }
@@ -141,8 +154,8 @@ void exec_prepared(const SpawnRequest& s) {
   // Defence in depth: everything is O_CLOEXEC already, but a library may
   // have opened an fd without it. Keep only 0-2 and the error pipe.
   const auto keep = static_cast<unsigned>(err_fd);
-  close_fds(3, keep - 1, s.max_fd);
-  close_fds(keep + 1, ~0U, s.max_fd);
+  close_fds(3, keep - 1);
+  close_fds(keep + 1, ~0U);
 
   // Last, once no new fd is needed: the rank's soft limit may be below the
   // fds this child inherited. Best effort: a higher limit harms no one.

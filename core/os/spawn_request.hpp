@@ -25,7 +25,6 @@ struct SpawnRequest {
   int exec_error_fd = -1;   ///< close-on-exec pipe: the errno of a failed step (an int), or EOF at exec
   int cgroup_procs_fd = -1; ///< cgroup.procs to join, or -1 (none, or born in it already)
   pid_t parent = -1;        ///< for the PR_SET_PDEATHSIG race check
-  long max_fd = 1024;       ///< upper bound for the close loop when close_range is missing
   bool restore_open_files = false; ///< give the rank back `open_files` (raise_open_file_limit)
   rlimit open_files{};
   /// Signals set back to SIG_DFL even when ignored (bit N-1: signal N):

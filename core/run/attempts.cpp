@@ -120,8 +120,14 @@ std::unique_ptr<WarmStart> start_warm_interpreter(const LaunchPlan& plan, const 
 
 RunOutcome run_attempts(LaunchPlan& plan, const ConsoleOptions& console, SupervisorHooks* supervisor_hooks,
                         AttemptHooks& attempt_hooks) {
-  const LaunchPlan first = plan;
-  LaunchPlan base = plan; // what each attempt is planned from: `first`, or its regrouped form
+  // Only these two of the first attempt's plan are read after it has run;
+  // the plan itself (every rank's environment) is copied only for a restart.
+  const std::optional<std::chrono::milliseconds> first_timeout = plan.timeout;
+  const int max_restarts = plan.max_restarts;
+  // What each restart is planned from: the first attempt's plan, or its
+  // regrouped form. Taken at the first restart: until then `plan` differs
+  // from it only by choose_resume_point, which every attempt redoes.
+  std::optional<LaunchPlan> base;
   const auto started = Clock::now();
   const auto started_wall = std::chrono::system_clock::now();
   std::vector<AttemptRecord> earlier; // every attempt that ended before this one
@@ -140,12 +146,12 @@ RunOutcome run_attempts(LaunchPlan& plan, const ConsoleOptions& console, Supervi
     if (!plan.resume_from.empty())
       say(console, fmt::format("attempt {} resumes from {} (AIR_RESUME_FROM)", attempt, plan.resume_from));
     outcome = supervise(plan, console, supervisor_hooks, warm.get());
-    if (attempt > 0 && outcome.status == RunOutcome::Status::timed_out && first.timeout) {
+    if (attempt > 0 && outcome.status == RunOutcome::Status::timed_out && first_timeout) {
       outcome.reason = fmt::format("timed out after {} (the whole run, {} attempts)",
-                                   format_duration(*first.timeout), attempt + 1);
+                                   format_duration(*first_timeout), attempt + 1);
     }
     const bool membership_change = outcome.remote_failure && outcome.remote_failure->membership_change;
-    if (!membership_change && restarts_used >= first.max_restarts) break;
+    if (!membership_change && restarts_used >= max_restarts) break;
     const auto port = attempt_hooks.next_attempt(outcome, attempt + 1, restartable_outcome(outcome));
     if (!port) break;
     if (!membership_change) ++restarts_used;
@@ -163,12 +169,12 @@ RunOutcome run_attempts(LaunchPlan& plan, const ConsoleOptions& console, Supervi
       }
     }
     std::optional<std::chrono::milliseconds> left;
-    if (first.timeout) {
-      left = *first.timeout - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
+    if (first_timeout) {
+      left = *first_timeout - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
       if (left->count() <= 0) {
         outcome.status = RunOutcome::Status::timed_out;
         outcome.reason = fmt::format("timed out after {} (the whole run, before restart {})",
-                                     format_duration(*first.timeout), attempt + 1);
+                                     format_duration(*first_timeout), attempt + 1);
         break;
       }
     }
@@ -181,13 +187,13 @@ RunOutcome run_attempts(LaunchPlan& plan, const ConsoleOptions& console, Supervi
                                "after {}",
                                attempt + 1, attempt + 1, *port, outcome.reason));
     } else {
-      say(console,
-          fmt::format("restarting the worker group: attempt {} (restart {} of {}, "
-                      "TORCHELASTIC_RESTART_COUNT={}, MASTER_PORT={}) after {}",
-                      attempt + 1, restarts_used, first.max_restarts, attempt + 1, *port, outcome.reason));
+      say(console, fmt::format("restarting the worker group: attempt {} (restart {} of {}, "
+                               "TORCHELASTIC_RESTART_COUNT={}, MASTER_PORT={}) after {}",
+                               attempt + 1, restarts_used, max_restarts, attempt + 1, *port, outcome.reason));
     }
-    if (auto regrouped = attempt_hooks.regroup(base)) base = std::move(*regrouped);
-    plan = plan_for_attempt(base, attempt + 1, *port, left);
+    if (!base) base = plan;
+    if (auto regrouped = attempt_hooks.regroup(*base)) base = std::move(*regrouped);
+    plan = plan_for_attempt(*base, attempt + 1, *port, left);
   }
   AttemptRecord last = attempt_record(plan, outcome);
   attempt_hooks.record_attempt(plan, outcome, last);

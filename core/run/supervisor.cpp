@@ -10,6 +10,7 @@
 #include "core/os/log_sink.hpp"
 #include "core/os/oom.hpp"
 #include "core/os/process.hpp"
+#include "core/os/shared_spawn.hpp"
 #include "core/os/signals.hpp"
 #include "core/run/console_style.hpp"
 #include "core/run/flight_recorder.hpp"
@@ -222,6 +223,8 @@ public:
 private:
   bool open_logs();
   void spawn_all();
+  std::vector<std::pair<RankState*, StartedProcess>>
+  start_ranks(std::vector<std::optional<Expected<StartedProcess>>>& warm);
   void spawn_failed(RankState& r, const Error& e);
   std::vector<std::optional<Expected<StartedProcess>>> start_warm_ranks();
   void iterate();
@@ -455,39 +458,12 @@ void Supervisor::spawn_all() {
   // parallel instead of one after another (on 32 cores, 64 ranks started
   // about twice as fast). A rank whose exec fails is then found after later
   // ranks were started; the teardown stops them like any running rank.
-  std::vector<std::pair<RankState*, StartedProcess>> started;
-  started.reserve(ranks_.size());
   // Before the ranks start: a shim maps its page at start-up. Without one
   // (a full disk) the rank runs uncounted, like a non-Python rank.
   for (auto& r : ranks_)
     if (!r.plan->progress_file.empty()) progress_.create(r.index, r.plan->progress_file);
   auto warm = start_warm_ranks();
-  bool failed = false;
-  for (auto& r : ranks_) {
-    r.started = Clock::now();
-    const bool forked = warm[r.index] && *warm[r.index];
-    // After a failure, later ranks are not started (pid stays -1, status
-    // not_exited), but those already forked warm are running: kept, so the
-    // teardown stops them like any rank.
-    if (failed && !forked) continue;
-    auto s = forked
-                 ? std::move(*warm[r.index])
-                 : start_process(r.plan->argv, r.plan->env, containment_->cgroup_target(), spawn_options(r));
-    if (!s) {
-      spawn_failed(r, s.error());
-      failed = true;
-      continue;
-    }
-    r.spawned = true;
-    r.reads_stdin = spawn_options(r).stdin_pipe;
-    if (r.reads_stdin) rank_stdin_ = std::move(s->child.stdin_fd);
-    r.pid = s->child.pid;
-    containment_->rank_started(r.pid);
-    by_pid_[r.pid] = &r;
-    out_.ranks[r.index].pid = r.pid;
-    started.emplace_back(&r, std::move(*s));
-  }
-  for (auto& [r, s] : started) {
+  for (auto& [r, s] : start_ranks(warm)) {
     auto child = confirm_exec(std::move(s));
     if (!child) {
       if (r->reads_stdin) stop_stdin();
@@ -504,6 +480,49 @@ void Supervisor::spawn_all() {
     r->streams[1].tty = child->stderr_tty;
     containment_->rank_confirmed(r->pid);
   }
+}
+
+/// Starts every rank the warm start did not (`warm`, by rank index), in one
+/// SpawnWave: the ranks started, in order, their execs yet to be confirmed.
+std::vector<std::pair<RankState*, StartedProcess>>
+Supervisor::start_ranks(std::vector<std::optional<Expected<StartedProcess>>>& warm) {
+  std::vector<std::pair<RankState*, StartedProcess>> started;
+  started.reserve(ranks_.size());
+  // One /dev/null for the stdin of every rank of this wave, not an open and
+  // a close per rank: each child gets its own copy of the fd (close-on-exec,
+  // so only its dup onto fd 0 outlives exec), and ours closes with the wave.
+  UniqueFd null_stdin;
+  const SpawnWave wave; // every signal blocked once for all the births, not around each
+  bool failed = false;
+  for (auto& r : ranks_) {
+    r.started = Clock::now();
+    const bool forked = warm[r.index] && *warm[r.index];
+    // After a failure, later ranks are not started (pid stays -1, status
+    // not_exited), but those already forked warm are running: kept, so the
+    // teardown stops them like any rank.
+    if (failed && !forked) continue;
+    SpawnOptions options = spawn_options(r);
+    if (!forked && !options.stdin_pipe && options.stdin_from < 0) {
+      if (!null_stdin) null_stdin.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+      options.stdin_from = null_stdin.get(); // -1 if that failed: start_process opens its own
+    }
+    auto s = forked ? std::move(*warm[r.index])
+                    : start_process(r.plan->argv, r.plan->env, containment_->cgroup_target(), options);
+    if (!s) {
+      spawn_failed(r, s.error());
+      failed = true;
+      continue;
+    }
+    r.spawned = true;
+    r.reads_stdin = options.stdin_pipe;
+    if (r.reads_stdin) rank_stdin_ = std::move(s->child.stdin_fd);
+    r.pid = s->child.pid;
+    containment_->rank_started(r.pid);
+    by_pid_[r.pid] = &r;
+    out_.ranks[r.index].pid = r.pid;
+    started.emplace_back(&r, std::move(*s));
+  }
+  return started;
 }
 
 /// The ranks the warm interpreter accepts, forked from it in one batch (by

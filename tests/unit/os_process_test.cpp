@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -338,4 +339,51 @@ TEST_CASE("spawn_process: the child is killed when the process that started it d
   }
   if (!dead) ::kill(rank, SIGKILL);
   CHECK(dead);
+}
+
+TEST_CASE("ChildStack: a stack given back is the next one handed out", "[process]") {
+  void* first = nullptr;
+  {
+    air::ChildStack stack;
+    REQUIRE(stack.allocate());
+    first = stack.low();
+    CHECK(stack.usable() >= 16 * 1024);
+    // Writable from the bottom of its usable part up to the top.
+    static_cast<volatile char*>(first)[0] = 1;
+    static_cast<volatile char*>(first)[stack.usable() - 1] = 1;
+  }
+  air::ChildStack again;
+  REQUIRE(again.allocate());
+  CHECK(again.low() == first);
+  air::ChildStack other;
+  REQUIRE(other.allocate());
+  CHECK(other.low() != first);
+}
+
+TEST_CASE("start_process in a SpawnWave: the children start clean, the caller's mask is back after",
+          "[process]") {
+  sigset_t before;
+  ::pthread_sigmask(SIG_SETMASK, nullptr, &before);
+  std::vector<air::StartedProcess> started;
+  {
+    const air::SpawnWave wave;
+    sigset_t during;
+    ::pthread_sigmask(SIG_SETMASK, nullptr, &during);
+    CHECK(sigismember(&during, SIGTERM) == 1);
+    for (int i = 0; i < 4; ++i) {
+      auto s = air::start_process({"/bin/cat", "/proc/self/status"}, {});
+      REQUIRE(s.ok());
+      started.push_back(std::move(*s));
+    }
+  }
+  sigset_t after;
+  ::pthread_sigmask(SIG_SETMASK, nullptr, &after);
+  for (int sig = 1; sig < NSIG; ++sig) CHECK(sigismember(&after, sig) == sigismember(&before, sig));
+  for (auto& s : started) {
+    auto child = air::confirm_exec(std::move(s));
+    REQUIRE(child.ok());
+    const Finished f = finish(*child);
+    CHECK(WIFEXITED(f.wstatus));
+    CHECK(status_mask(f.out, "SigBlk") == 0);
+  }
 }
