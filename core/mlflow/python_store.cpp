@@ -14,6 +14,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -92,6 +93,12 @@ public:
     auto child = confirm_exec(std::move(*started));
     if (!child) return child.error();
     child_ = std::move(*child);
+#ifdef SYS_pidfd_open
+    // This very process, whoever reaps it: the supervisor reaps children it
+    // does not know (the helper, should it die during the run), and its pid
+    // could then be another child's by the end.
+    pidfd_.reset(static_cast<int>(::syscall(SYS_pidfd_open, child_.pid, 0)));
+#endif
     return ok_status();
   }
   bool running() const { return child_.pid > 0; }
@@ -134,18 +141,37 @@ public:
     if (!running()) return;
     child_.stdin_fd.reset();
     const auto until = Clock::now() + grace;
-    int wstatus = 0;
+    // Reaped here, or gone (ECHILD: the supervisor reaped it) either way;
+    // while it is neither, its pid is still its own, so its group may be killed.
     pid_t got;
-    while ((got = ::waitpid(child_.pid, &wstatus, WNOHANG)) == 0 && Clock::now() < until) ::usleep(5'000);
+    while ((got = reap(WNOHANG)) == 0 && Clock::now() < until) ::usleep(5'000);
     if (got == 0) {
       ::kill(-child_.pid, SIGKILL);
-      while (::waitpid(child_.pid, &wstatus, 0) < 0 && errno == EINTR) {
+      while (reap(0) < 0 && errno == EINTR) {
       }
     }
+    pidfd_.reset();
     child_ = ChildProcess{};
   }
 
 private:
+  /// waitpid for the helper, through its pidfd where there is one (so a pid
+  /// that another child has taken since is never waited for): the pid once
+  /// reaped, 0 while it runs (WNOHANG), -1 with errno (ECHILD: reaped before).
+  pid_t reap(int flags) {
+    if (pidfd_) {
+      // P_PIDFD (Linux 5.4) by its number: older C libraries do not name it.
+      constexpr auto k_p_pidfd = static_cast<idtype_t>(3);
+      siginfo_t info{};
+      if (::waitid(k_p_pidfd, static_cast<id_t>(pidfd_.get()), &info, WEXITED | flags) == 0)
+        return info.si_pid;
+      if (errno != EINVAL) return -1;
+      pidfd_.reset(); // a kernel without P_PIDFD: by pid, as before
+    }
+    int wstatus = 0;
+    return ::waitpid(child_.pid, &wstatus, flags);
+  }
+
   /// Reads what a nonblocking pipe has; resets it at EOF.
   static void drain(UniqueFd& fd, std::string& into) {
     char buf[4096];
@@ -174,6 +200,7 @@ private:
   }
 
   ChildProcess child_;
+  UniqueFd pidfd_; ///< the helper itself (Linux 5.3 and later); empty where there is none
   std::string out_, err_;
 };
 
