@@ -108,8 +108,9 @@ test_min_not_reached_is_named() {
   expect_contains "$(cat a.err)" "only 1 of at least 2 nodes joined within 1s"
 }
 
-# wait_then_term NAME: the agent is in its join wait; SIGTERM must end it at once with 143.
-term_during_join() { # term_during_join NAME READY: SIGTERM to agent NAME once READY holds
+# term_during_join NAME READY: once READY holds, the agent NAME is in its join
+# wait; SIGTERM must end it at once with 143.
+term_during_join() {
   local name=$1 ready=$2 pid agent
   eval "pid=\$${name}_pid"
   # READY holds only after the agent's signal handlers are in place; a fixed
