@@ -860,14 +860,6 @@ decide(air::ControlChannel& node0, air::ControlChannel& node1, const air::NodeSt
   return {stop0, stop1};
 }
 
-air::NodeSteps counted(int polling, std::uint64_t steps, double rate) {
-  air::NodeSteps n;
-  n.polling = polling;
-  n.steps = steps;
-  n.rate = rate;
-  return n;
-}
-
 } // namespace
 
 TEST_CASE("a signal on node 1 gets one stop step from node 0 to both nodes", "[control][preempt]") {
@@ -875,7 +867,7 @@ TEST_CASE("a signal on node 1 gets one stop step from node 0 to both nodes", "[c
   CHECK(node0->job_wide_preemption());
   CHECK(node1->job_wide_preemption());
   // Node 0's ranks are ahead and fast: node 1's own max + 1 (41) would be long passed.
-  const air::NodeSteps counts[2] = {counted(2, 120, 50), counted(2, 40, 20)};
+  const air::NodeSteps counts[2] = {air_test::node_steps(0, 120, 50), air_test::node_steps(0, 40, 20)};
   node1->preempt_signalled(15, counts[1], 30s);
   const auto start = Clock::now();
   auto [stop0, stop1] = decide(*node0, *node1, counts, 5s);
@@ -901,7 +893,7 @@ TEST_CASE("a signal on node 1 gets one stop step from node 0 to both nodes", "[c
 
 TEST_CASE("signals on both nodes at once make one decision", "[control][preempt]") {
   auto [node0, node1] = join_two(air_test::free_port());
-  const air::NodeSteps counts[2] = {counted(2, 10, 5), counted(2, 12, 5)};
+  const air::NodeSteps counts[2] = {air_test::node_steps(0, 10, 5), air_test::node_steps(0, 12, 5)};
   node0->preempt_signalled(15, counts[0], 20s);
   node1->preempt_signalled(15, counts[1], 30s);
   auto [stop0, stop1] = decide(*node0, *node1, counts, 5s);
@@ -916,7 +908,7 @@ TEST_CASE("signals on both nodes at once make one decision", "[control][preempt]
 TEST_CASE("node 0 decides without a node that does not answer, and names it", "[control][preempt]") {
   auto [node0, node1] =
       join_two(air_test::free_port(), [](air::ControlOptions& o) { o.counts_wait = 800ms; });
-  const air::NodeSteps counts[2] = {counted(2, 30, 0), counted(2, 500, 0)};
+  const air::NodeSteps counts[2] = {air_test::node_steps(0, 30, 0), air_test::node_steps(0, 500, 0)};
   node0->preempt_signalled(15, counts[0], 30s);
   const auto start = Clock::now();
   auto [stop0, stop1] = decide(*node0, *node1, counts, 5s, /*node1_answers=*/false);

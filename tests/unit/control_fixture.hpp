@@ -3,15 +3,31 @@
 
 #include "core/cluster/control.hpp"
 #include "core/os/host.hpp"
+#include "core/run/job_preemption.hpp"
 #include "tests/unit/catch.hpp"
 
 #include <poll.h>
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <vector>
 
 namespace air_test {
+
+/// One node's step counts for a preemption decision: `polling` of its ranks
+/// call should_stop(), the furthest is at `steps`, the fastest makes `rate`
+/// steps a second, and the count is `lead_s` old when the step lands.
+inline air::NodeSteps node_steps(int node, std::uint64_t steps, double rate, double lead_s = 0,
+                                 int polling = 2) {
+  air::NodeSteps s;
+  s.node = node;
+  s.polling = polling;
+  s.steps = steps;
+  s.rate = rate;
+  s.lead_s = lead_s;
+  return s;
+}
 
 /// A TCP port free on 127.0.0.1 now.
 inline int free_port() {
