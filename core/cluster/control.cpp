@@ -849,7 +849,48 @@ std::optional<Clock::time_point> ControlChannel::next_deadline() const {
   return next;
 }
 
-std::optional<RemoteFailure> ControlChannel::check(Clock::time_point now) { return pump(now); }
+std::vector<JobEvent> ControlChannel::check(Clock::time_point now) {
+  const auto failure = pump(now);
+  std::vector<JobEvent> events;
+  due_preemption(now, events);
+  if (failure) events.push_back(JobEvent::failed_with(*failure));
+  due_hang(now, events);
+  return events;
+}
+
+std::vector<JobEvent> ControlChannel::tell(const NodeEvent& event, Clock::time_point now) {
+  switch (event.kind) {
+  case NodeEvent::Kind::failed:
+    if (event.outcome) local_failure(*event.outcome);
+    break;
+  case NodeEvent::Kind::quiet:
+    ranks_quiet();
+    break;
+  case NodeEvent::Kind::placed:
+    ranks_placed(event.places);
+    break;
+  case NodeEvent::Kind::preempted:
+    preempt_signalled(event.signal, event.steps, event.grace);
+    break;
+  case NodeEvent::Kind::counted:
+    ranks_counted(event.steps);
+    break;
+  }
+  std::vector<JobEvent> events;
+  due_preemption(now, events);
+  due_hang(now, events);
+  return events;
+}
+
+void ControlChannel::due_preemption(Clock::time_point now, std::vector<JobEvent>& events) {
+  if (counts_asked()) events.push_back(JobEvent::of(JobEvent::Kind::counts_asked));
+  if (auto stop = job_stop(now)) events.push_back(JobEvent::stop_at(std::move(*stop)));
+}
+
+void ControlChannel::due_hang(Clock::time_point now, std::vector<JobEvent>& events) {
+  if (places_asked()) events.push_back(JobEvent::of(JobEvent::Kind::places_asked));
+  if (auto job = job_places(now)) events.push_back(JobEvent::places_of(std::move(*job)));
+}
 
 std::optional<RemoteFailure> ControlChannel::pump(Clock::time_point now) {
   std::optional<RemoteFailure> failure;

@@ -2,7 +2,8 @@
 
 #include "core/base/error.hpp"
 #include "core/base/unique_fd.hpp"
-#include "core/run/supervisor.hpp"
+#include "core/run/job_events.hpp"
+#include "core/run/outcome.hpp"
 
 #include <chrono>
 #include <functional>
@@ -140,29 +141,21 @@ public:
   /// with the failing node's code. Closes the connection gracefully.
   void finish(RunOutcome& outcome);
 
-  // SupervisorHooks
+  // SupervisorHooks: the job's side of the two event types (core/run/job_events.hpp).
   std::vector<int> poll_fds() const override;
   std::optional<std::chrono::steady_clock::time_point> next_deadline() const override;
-  std::optional<RemoteFailure> check(std::chrono::steady_clock::time_point now) override;
-  void local_failure(const RunOutcome& outcome) override;
+  std::vector<JobEvent> check(std::chrono::steady_clock::time_point now) override;
+  std::vector<JobEvent> tell(const NodeEvent& event, std::chrono::steady_clock::time_point now) override;
   /// Hangs across nodes: a quiet node says `quiet`; node 0 then asks every
   /// node (itself included) for its ranks' places with `where`, gathers the
   /// `place` lines for up to places_wait and hands them to its supervisor,
   /// which names the job's laggards. A stop for a hang goes out as `hung`.
   bool job_wide_hangs() const override { return options_.num_nodes > 1; }
-  void ranks_quiet() override;
-  bool places_asked() override;
-  void ranks_placed(const std::vector<HangRank>& ranks) override;
-  std::optional<JobPlaces> job_places(std::chrono::steady_clock::time_point now) override;
   /// Preemption across nodes: a node that got the signal says `preempt` with
   /// its step counts; node 0 asks the others with `count` (one round trip),
   /// waits up to counts_wait for their `counted`, picks the job's step
   /// (pick_stop_step) and sends `stopat` to every node.
   bool job_wide_preemption() const override { return options_.num_nodes > 1; }
-  void preempt_signalled(int sig, const NodeSteps& mine, std::chrono::milliseconds grace) override;
-  bool counts_asked() override;
-  void ranks_counted(const NodeSteps& mine) override;
-  std::optional<JobStop> job_stop(std::chrono::steady_clock::time_point now) override;
 
   struct Peer; ///< one connection (defined in control.cpp)
 
@@ -200,6 +193,21 @@ private:
   int max_nodes_ = 0;                ///< --nnodes MAX (num_nodes is what joined)
   std::vector<std::string> members_; ///< node_names()
   void send_members();               ///< node 0: `nodes` to every other node
+  /// What the job decided since the last call, in the order check() promises:
+  /// node 0's question for counts, the stop step, then the hang round's.
+  void due_preemption(std::chrono::steady_clock::time_point now, std::vector<JobEvent>& events);
+  void due_hang(std::chrono::steady_clock::time_point now, std::vector<JobEvent>& events);
+  // What the supervisor tells (tell), one method a NodeEvent kind.
+  void local_failure(const RunOutcome& outcome);
+  void ranks_quiet();
+  void ranks_placed(const std::vector<HangRank>& ranks);
+  void preempt_signalled(int sig, const NodeSteps& mine, std::chrono::milliseconds grace);
+  void ranks_counted(const NodeSteps& mine);
+  // What the job decided, handed over once (due_preemption, due_hang).
+  bool places_asked();
+  std::optional<JobPlaces> job_places(std::chrono::steady_clock::time_point now);
+  bool counts_asked();
+  std::optional<JobStop> job_stop(std::chrono::steady_clock::time_point now);
 
   // A node that joins later (c10d MIN:MAX; core/cluster/control.cpp, at the end).
   /// Node 0 while its ranks run: whether it takes agents that connect now.

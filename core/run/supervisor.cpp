@@ -245,6 +245,12 @@ private:
   void fail(RankState& r, std::string reason, bool lost_peer);
   void stop_for_remote(RemoteFailure failure);
   void tell_hooks();
+  /// Sends `event` to the job; what the job decides at once waits in
+  /// job_events_ for the next handle_job_events.
+  void tell_job(const NodeEvent& event);
+  /// Acts on the job's events in order, those that acting on them brings included.
+  void handle_job_events();
+  void on_job_event(JobEvent event);
   void begin_teardown(int sig);
   void kill_all();
   void announce_teardown(int sig);
@@ -258,7 +264,7 @@ private:
   void begin_hang_diagnosis();
   void finish_hang_diagnosis();
   void conclude_hang(HangReport report, const std::string& lead);
-  void check_job_hang();
+  void answer_places_asked();
   void finish_job_hang_diagnosis(JobPlaces job);
   bool begin_preemption(int sig, Clock::duration grace, PreemptionReport report = {});
   NodeSteps count_polling_ranks();
@@ -291,6 +297,7 @@ private:
   WarmStart* warm_ = nullptr;
   bool warm_notice_ = false; ///< the warm start's failure has been said
   bool hooks_told_ = false;
+  std::deque<JobEvent> job_events_; ///< the job's events not yet acted on
   LineSink stdout_sink_;
   LineSink stderr_sink_;
   std::vector<char> read_buf_;
@@ -676,12 +683,11 @@ void Supervisor::iterate() {
   // Then other nodes: a remote failure that caused a local rank's exit (a
   // broken collective) must be judged before that exit is.
   if (hooks_) {
-    auto remote = hooks_->check(Clock::now());
-    // The job's stop step before a failure read in the same pass: node 0's
-    // own preemption ends with an abort right behind its stopat.
-    follow_job_preemption(Clock::now());
-    if (remote) stop_for_remote(std::move(*remote));
-    check_job_hang();
+    // In the order the job gives them: its stop step before a failure read
+    // in the same pass (node 0's own preemption ends with an abort right
+    // behind its stopat).
+    for (auto& event : hooks_->check(Clock::now())) job_events_.push_back(std::move(event));
+    handle_job_events();
   }
   if (ready > 0 && stdin_index < fds.size() && fds[stdin_index].revents != 0) {
     const bool from_stdin = fds[stdin_index].fd == STDIN_FILENO;
@@ -703,10 +709,7 @@ void Supervisor::iterate() {
   watch_progress(Clock::now());
   check_deadlines();
   // Again: a diagnosis that just began or ended here moves the job's on at once.
-  if (hooks_) {
-    check_job_hang();
-    follow_job_preemption(Clock::now());
-  }
+  if (hooks_) handle_job_events();
   tell_hooks();
   containment_->record_descendants();
   live_tick();
@@ -717,7 +720,43 @@ void Supervisor::tell_hooks() {
       out_.remote_failure || settle_deadline_)
     return; // nothing to tell yet, or the root cause is still provisional
   hooks_told_ = true;
-  hooks_->local_failure(out_);
+  tell_job(NodeEvent::failed_with(out_));
+}
+
+void Supervisor::tell_job(const NodeEvent& event) {
+  if (hooks_ == nullptr) return;
+  for (auto& e : hooks_->tell(event, Clock::now())) job_events_.push_back(std::move(e));
+}
+
+void Supervisor::handle_job_events() {
+  while (!job_events_.empty()) {
+    JobEvent event = std::move(job_events_.front());
+    job_events_.pop_front();
+    on_job_event(std::move(event));
+  }
+  follow_job_preemption(Clock::now());
+}
+
+void Supervisor::on_job_event(JobEvent event) {
+  switch (event.kind) {
+  case JobEvent::Kind::counts_asked:
+    tell_job(NodeEvent::counted_steps(count_polling_ranks()));
+    break;
+  case JobEvent::Kind::stop:
+    apply_job_stop(event.stop);
+    break;
+  case JobEvent::Kind::failed:
+    // A fallback stop step that is due comes first, as it did before the failure was read.
+    follow_job_preemption(Clock::now());
+    stop_for_remote(std::move(event.failure));
+    break;
+  case JobEvent::Kind::places_asked:
+    answer_places_asked();
+    break;
+  case JobEvent::Kind::places:
+    finish_job_hang_diagnosis(std::move(event.places));
+    break;
+  }
 }
 
 void Supervisor::stop_for_remote(RemoteFailure failure) {
@@ -1078,7 +1117,7 @@ void Supervisor::check_deadlines() {
   if (!tearing_down_ && out_.status == RunOutcome::Status::succeeded && plan_.hang_timeout &&
       !hang_diagnosed_ && !stacks_deadline_ && now - last_progress_ >= hang_quiet_limit()) {
     begin_hang_diagnosis();
-    if (hooks_) hooks_->ranks_quiet();
+    tell_job(NodeEvent::quiet_ranks());
   }
   if (hang_verdict_deadline_ && now >= *hang_verdict_deadline_) {
     hang_verdict_deadline_.reset();
@@ -1277,21 +1316,17 @@ void Supervisor::begin_hang_diagnosis() {
   if (stacks_deadline_ || !request_stacks(StackPurpose::hang)) finish_hang_diagnosis();
 }
 
-/// Across nodes: answers node 0's question for this node's places (from the
-/// diagnosis of this quiet spell, or a new one), and on node 0 names the
-/// job's laggards once the nodes' places are in.
-void Supervisor::check_job_hang() {
-  if (hooks_->places_asked()) {
-    if (stacks_deadline_ && stacks_purpose_ == StackPurpose::hang) {
-      // finish_hang_diagnosis answers
-    } else if (hang_diagnosed_ && !local_places_.empty()) {
-      hooks_->ranks_placed(local_places_);
-    } else {
-      hang_asked_ = true;
-      begin_hang_diagnosis();
-    }
+/// Across nodes: answers node 0's question for this node's places, from the
+/// diagnosis of this quiet spell, or a new one.
+void Supervisor::answer_places_asked() {
+  if (stacks_deadline_ && stacks_purpose_ == StackPurpose::hang) {
+    // finish_hang_diagnosis answers
+  } else if (hang_diagnosed_ && !local_places_.empty()) {
+    tell_job(NodeEvent::placed_ranks(local_places_));
+  } else {
+    hang_asked_ = true;
+    begin_hang_diagnosis();
   }
-  if (auto job = hooks_->job_places(Clock::now())) finish_job_hang_diagnosis(std::move(*job));
 }
 
 namespace {
@@ -1357,7 +1392,7 @@ void Supervisor::finish_hang_diagnosis() {
   if (hooks_ && hooks_->job_wide_hangs()) {
     // Node 0 names the job's laggards and decides; this node's picture goes
     // to it, to this node's console and to its summary.
-    hooks_->ranks_placed(report.ranks);
+    tell_job(NodeEvent::placed_ranks(report.ranks));
     std::string batch =
         asked ? "air-run: node 0 asks where this node's ranks are: " + report.diagnosis.line + "\n"
               : "air-run: no progress on this node for " + quiet +
@@ -1524,8 +1559,8 @@ bool Supervisor::ask_job_to_preempt(int sig) {
   const auto now = Clock::now();
   preempt_signal_seen_ = true;
   preempt_pending_ = PendingPreemption{sig, now, now + k_preempt_decision_wait};
-  hooks_->preempt_signalled(sig, mine,
-                            std::chrono::duration_cast<std::chrono::milliseconds>(plan_.grace_period));
+  tell_job(NodeEvent::preempted_by(
+      sig, mine, std::chrono::duration_cast<std::chrono::milliseconds>(plan_.grace_period)));
   if (!console_.quiet) {
     const std::string line = "air-run: " + signal_name(sig) +
                              ": agreeing on one stop step with the other nodes (node 0 picks it)\n";
@@ -1534,15 +1569,10 @@ bool Supervisor::ask_job_to_preempt(int sig) {
   return true;
 }
 
-/// Every pass, across nodes: answers node 0's question for step counts,
-/// applies the job's stop step when it comes, and falls back to this node's
-/// own step when node 0 stays silent past k_preempt_decision_wait.
+/// Every pass, across nodes, once the job's events are acted on (its stop
+/// step among them): falls back to this node's own step when node 0 stays
+/// silent past k_preempt_decision_wait.
 void Supervisor::follow_job_preemption(Clock::time_point now) {
-  if (hooks_->counts_asked()) hooks_->ranks_counted(count_polling_ranks());
-  if (auto stop = hooks_->job_stop(now)) {
-    apply_job_stop(*stop);
-    return;
-  }
   if (!preempt_pending_) return;
   if (tearing_down_ || out_.status != RunOutcome::Status::succeeded) {
     preempt_pending_.reset(); // the run ends otherwise (a failure here or elsewhere)

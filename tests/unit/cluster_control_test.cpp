@@ -273,7 +273,7 @@ TEST_CASE("node 0's local failure aborts node 1", "[control]") {
   air::RunOutcome failed;
   failed.status = air::RunOutcome::Status::timed_out;
   failed.reason = "timed out after 1s";
-  node0->local_failure(failed);
+  air_test::tell(*node0, air::NodeEvent::failed_with(failed));
   auto f = air_test::poll_channel(*node1, 3s);
   REQUIRE(f.has_value());
   CHECK(f->node_rank == 0);
@@ -692,12 +692,18 @@ std::optional<air::JobPlaces> gather(air::ControlChannel& node0, air::ControlCha
     for (int fd : node0.poll_fds()) fds.push_back({fd, POLLIN, 0});
     for (int fd : node1.poll_fds()) fds.push_back({fd, POLLIN, 0});
     ::poll(fds.data(), fds.size(), 20);
-    REQUIRE_FALSE(node0.check(Clock::now()).has_value());
-    REQUIRE_FALSE(node1.check(Clock::now()).has_value());
-    if (node1.places_asked()) node1.ranks_placed(places[1]);
-    if (node0.places_asked()) node0.ranks_placed(places[0]);
-    if (auto job = node0.job_places(Clock::now())) return job;
-    CHECK_FALSE(node1.job_places(Clock::now()).has_value()); // only node 0 puts the picture together
+    for (auto& e : air_test::take_events(node1)) {
+      REQUIRE(e.kind != air::JobEvent::Kind::failed);
+      CHECK(e.kind != air::JobEvent::Kind::places); // only node 0 puts the picture together
+      if (e.kind == air::JobEvent::Kind::places_asked)
+        air_test::tell(node1, air::NodeEvent::placed_ranks(places[1]));
+    }
+    for (auto& e : air_test::take_events(node0)) {
+      REQUIRE(e.kind != air::JobEvent::Kind::failed);
+      if (e.kind == air::JobEvent::Kind::places_asked)
+        air_test::tell(node0, air::NodeEvent::placed_ranks(places[0]));
+      if (e.kind == air::JobEvent::Kind::places) return std::move(e.places);
+    }
   }
   return std::nullopt;
 }
@@ -724,8 +730,8 @@ TEST_CASE("a quiet node 1 gets node 0 the job's places, and a hang stop ends nod
   const std::vector<air::HangRank> places[2] = {{place_of(0, true), place_of(1, true)},
                                                 {place_of(2, true), place_of(3, false)}};
   // Node 1's diagnosis before node 0 asked goes nowhere; node 0's question brings it.
-  node1->ranks_placed(places[1]);
-  node1->ranks_quiet();
+  air_test::tell(*node1, air::NodeEvent::placed_ranks(places[1]));
+  air_test::tell(*node1, air::NodeEvent::quiet_ranks());
   const auto start = Clock::now();
   auto job = gather(*node0, *node1, places, 5s);
   REQUIRE(job.has_value());
@@ -736,7 +742,7 @@ TEST_CASE("a quiet node 1 gets node 0 the job's places, and a hang stop ends nod
   CHECK(air::diagnose_job_hang(*job).laggards == std::vector<int>{3});
 
   // A second quiet spell, on node 0 this time: a new round, asked again.
-  node0->ranks_quiet();
+  air_test::tell(*node0, air::NodeEvent::quiet_ranks());
   job = gather(*node0, *node1, places, 5s);
   REQUIRE(job.has_value());
   CHECK(job->ranks.size() == 4);
@@ -744,7 +750,7 @@ TEST_CASE("a quiet node 1 gets node 0 the job's places, and a hang stop ends nod
   air::RunOutcome hung;
   hung.status = air::RunOutcome::Status::hung;
   hung.reason = "hung: no progress for 4s; the others wait for rank 3";
-  node0->local_failure(hung);
+  air_test::tell(*node0, air::NodeEvent::failed_with(hung));
   auto f = air_test::poll_channel(*node1, 3s);
   REQUIRE(f.has_value());
   CHECK(f->hung);
@@ -757,7 +763,7 @@ TEST_CASE("node 0 names a node that never sends its places after the wait", "[co
   auto [node0, node1] =
       join_two(air_test::free_port(), [](air::ControlOptions& o) { o.places_wait = 1500ms; });
   const std::vector<air::HangRank> places[2] = {{place_of(0, true), place_of(1, true)}, {}};
-  node0->ranks_quiet();
+  air_test::tell(*node0, air::NodeEvent::quiet_ranks());
   // Node 1 has no ranks to tell of: node 0 waits out its window, then goes on with what it has.
   const auto start = Clock::now();
   auto job = gather(*node0, *node1, places, 5s);
@@ -847,15 +853,21 @@ decide(air::ControlChannel& node0, air::ControlChannel& node1, const air::NodeSt
     for (int fd : node0.poll_fds()) fds.push_back({fd, POLLIN, 0});
     for (int fd : node1.poll_fds()) fds.push_back({fd, POLLIN, 0});
     ::poll(fds.data(), fds.size(), 20);
-    REQUIRE_FALSE(node0.check(Clock::now()).has_value());
-    REQUIRE_FALSE(node1.check(Clock::now()).has_value());
-    if (node1.counts_asked() && node1_answers) node1.ranks_counted(counts[1]);
-    if (node0.counts_asked()) node0.ranks_counted(counts[0]);
-    if (auto s = node0.job_stop(Clock::now())) {
-      CHECK_FALSE(stop0.has_value()); // handed over once
-      stop0 = s;
+    for (auto& e : air_test::take_events(node1)) {
+      REQUIRE(e.kind != air::JobEvent::Kind::failed);
+      if (e.kind == air::JobEvent::Kind::counts_asked && node1_answers)
+        air_test::tell(node1, air::NodeEvent::counted_steps(counts[1]));
+      if (e.kind == air::JobEvent::Kind::stop) stop1 = e.stop;
     }
-    if (auto s = node1.job_stop(Clock::now())) stop1 = s;
+    for (auto& e : air_test::take_events(node0)) {
+      REQUIRE(e.kind != air::JobEvent::Kind::failed);
+      if (e.kind == air::JobEvent::Kind::counts_asked)
+        air_test::tell(node0, air::NodeEvent::counted_steps(counts[0]));
+      if (e.kind == air::JobEvent::Kind::stop) {
+        CHECK_FALSE(stop0.has_value()); // handed over once
+        stop0 = e.stop;
+      }
+    }
   }
   return {stop0, stop1};
 }
@@ -868,7 +880,7 @@ TEST_CASE("a signal on node 1 gets one stop step from node 0 to both nodes", "[c
   CHECK(node1->job_wide_preemption());
   // Node 0's ranks are ahead and fast: node 1's own max + 1 (41) would be long passed.
   const air::NodeSteps counts[2] = {air_test::node_steps(0, 120, 50), air_test::node_steps(0, 40, 20)};
-  node1->preempt_signalled(15, counts[1], 30s);
+  air_test::tell(*node1, air::NodeEvent::preempted_by(15, counts[1], 30s));
   const auto start = Clock::now();
   auto [stop0, stop1] = decide(*node0, *node1, counts, 5s);
   REQUIRE(stop0.has_value());
@@ -885,7 +897,7 @@ TEST_CASE("a signal on node 1 gets one stop step from node 0 to both nodes", "[c
   CHECK(stop1->grace > 28s);
   CHECK(stop1->grace <= 30s);
   // A later signal on node 0 finds the step picked: nothing new.
-  node0->preempt_signalled(15, counts[0], 30s);
+  air_test::tell(*node0, air::NodeEvent::preempted_by(15, counts[0], 30s));
   auto [again0, again1] = decide(*node0, *node1, counts, 300ms);
   CHECK_FALSE(again0.has_value());
   CHECK_FALSE(again1.has_value());
@@ -894,8 +906,8 @@ TEST_CASE("a signal on node 1 gets one stop step from node 0 to both nodes", "[c
 TEST_CASE("signals on both nodes at once make one decision", "[control][preempt]") {
   auto [node0, node1] = join_two(air_test::free_port());
   const air::NodeSteps counts[2] = {air_test::node_steps(0, 10, 5), air_test::node_steps(0, 12, 5)};
-  node0->preempt_signalled(15, counts[0], 20s);
-  node1->preempt_signalled(15, counts[1], 30s);
+  air_test::tell(*node0, air::NodeEvent::preempted_by(15, counts[0], 20s));
+  air_test::tell(*node1, air::NodeEvent::preempted_by(15, counts[1], 30s));
   auto [stop0, stop1] = decide(*node0, *node1, counts, 5s);
   REQUIRE(stop0.has_value());
   REQUIRE(stop1.has_value());
@@ -909,7 +921,7 @@ TEST_CASE("node 0 decides without a node that does not answer, and names it", "[
   auto [node0, node1] =
       join_two(air_test::free_port(), [](air::ControlOptions& o) { o.counts_wait = 800ms; });
   const air::NodeSteps counts[2] = {air_test::node_steps(0, 30, 0), air_test::node_steps(0, 500, 0)};
-  node0->preempt_signalled(15, counts[0], 30s);
+  air_test::tell(*node0, air::NodeEvent::preempted_by(15, counts[0], 30s));
   const auto start = Clock::now();
   auto [stop0, stop1] = decide(*node0, *node1, counts, 5s, /*node1_answers=*/false);
   REQUIRE(stop0.has_value());

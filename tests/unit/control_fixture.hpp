@@ -10,7 +10,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace air_test {
@@ -46,9 +48,31 @@ inline std::optional<air::RemoteFailure> poll_channel(air::ControlChannel& c,
     std::vector<pollfd> fds;
     for (int fd : c.poll_fds()) fds.push_back({fd, POLLIN, 0});
     ::poll(fds.data(), fds.size(), 20);
-    if (auto f = c.check(Clock::now())) return f;
+    for (auto& event : c.check(Clock::now()))
+      if (event.kind == air::JobEvent::Kind::failed) return std::move(event.failure);
   }
   return std::nullopt;
+}
+
+/// The job's events a test's "supervisor" has not acted on yet, by channel:
+/// what `tell` hands back (node 0 deciding with its own part) waits here
+/// for the next round of the test's loop, as it waits in the supervisor's queue.
+inline std::map<const air::ControlChannel*, std::vector<air::JobEvent>>& inbox() {
+  static std::map<const air::ControlChannel*, std::vector<air::JobEvent>> events;
+  return events;
+}
+
+/// Tells `c` this node's news, as the supervisor would, keeping what it hands back.
+inline void tell(air::ControlChannel& c, const air::NodeEvent& event) {
+  auto& mine = inbox()[&c];
+  for (auto& e : c.tell(event, std::chrono::steady_clock::now())) mine.push_back(std::move(e));
+}
+
+/// What `c` says after a wake-up: the events kept from earlier tells, then check()'s.
+inline std::vector<air::JobEvent> take_events(air::ControlChannel& c) {
+  std::vector<air::JobEvent> events = std::exchange(inbox()[&c], {});
+  for (auto& e : c.check(std::chrono::steady_clock::now())) events.push_back(std::move(e));
+  return events;
 }
 
 } // namespace air_test

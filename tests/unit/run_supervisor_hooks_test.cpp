@@ -59,7 +59,7 @@ public:
 
   std::vector<int> poll_fds() const override { return {read_}; }
   std::optional<Clock::time_point> next_deadline() const override { return wake_at; }
-  std::optional<air::RemoteFailure> check(Clock::time_point now) override {
+  std::vector<air::JobEvent> check(Clock::time_point now) override {
     ++checks;
     if (wake_at && now >= *wake_at) {
       wake_at.reset();
@@ -67,19 +67,22 @@ public:
       remote_fails();
     }
     char c;
-    if (::read(read_, &c, 1) != 1) return std::nullopt;
+    if (::read(read_, &c, 1) != 1) return {};
     air::RemoteFailure f;
     f.node_rank = 1;
     f.node_name = "beta";
     f.rank = 3;
     f.exit_code = 5;
     f.reason = "rank 3 exited with exit code 5";
-    return f;
+    return {air::JobEvent::failed_with(f)};
   }
-  void local_failure(const air::RunOutcome& outcome) override {
-    ++local_failures;
-    last_reason = outcome.reason;
-    last_code = outcome.exit_code();
+  std::vector<air::JobEvent> tell(const air::NodeEvent& event, Clock::time_point) override {
+    if (event.kind == air::NodeEvent::Kind::failed) {
+      ++local_failures;
+      last_reason = event.outcome->reason;
+      last_code = event.outcome->exit_code();
+    }
+    return {};
   }
 
   std::optional<Clock::time_point> wake_at;
@@ -199,13 +202,32 @@ class JobHangHooks : public air::SupervisorHooks {
 public:
   std::vector<int> poll_fds() const override { return {}; }
   std::optional<Clock::time_point> next_deadline() const override { return std::nullopt; }
-  std::optional<air::RemoteFailure> check(Clock::time_point) override { return std::nullopt; }
-  void local_failure(const air::RunOutcome& outcome) override { told_status = outcome.status; }
+  std::vector<air::JobEvent> check(Clock::time_point) override { return due(); }
+  std::vector<air::JobEvent> tell(const air::NodeEvent& event, Clock::time_point) override {
+    switch (event.kind) {
+    case air::NodeEvent::Kind::failed:
+      told_status = event.outcome->status;
+      break;
+    case air::NodeEvent::Kind::quiet:
+      ++quiet_calls;
+      break;
+    case air::NodeEvent::Kind::placed:
+      placed.push_back(event.places);
+      break;
+    default:
+      break;
+    }
+    return due();
+  }
   bool job_wide_hangs() const override { return true; }
-  void ranks_quiet() override { ++quiet_calls; }
-  bool places_asked() override { return std::exchange(ask, false); }
-  void ranks_placed(const std::vector<air::HangRank>& ranks) override { placed.push_back(ranks); }
-  std::optional<air::JobPlaces> job_places(Clock::time_point) override {
+  /// Node 0's question once, then its picture once this node placed its ranks.
+  std::vector<air::JobEvent> due() {
+    std::vector<air::JobEvent> events;
+    if (std::exchange(ask, false)) events.push_back(air::JobEvent::of(air::JobEvent::Kind::places_asked));
+    if (auto job = job_places()) events.push_back(air::JobEvent::places_of(std::move(*job)));
+    return events;
+  }
+  std::optional<air::JobPlaces> job_places() {
     if (!answer || placed.empty()) return std::nullopt;
     answer = false;
     // This node's ranks waiting, and node 1's rank 5 stuck outside the collective.
