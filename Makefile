@@ -23,7 +23,7 @@ RELEASE_FLAGS = -DCMAKE_BUILD_TYPE=Release -DAIR_PORTABLE=ON -DAIR_BUILD_TESTS=O
 PORTABLE_BUILD ?= build-portable
 
 .PHONY: all deps configure build demo test unit e2e pytest asan fuzz format format-check lint bench soak clean \
-	install release package wheel portable test-install
+	install release package wheel portable test-install test-distros
 
 all: build
 
@@ -89,6 +89,13 @@ test-install: package wheel
 	AIR_WHEEL=$$(ls $(PORTABLE_BUILD)/dist/air_run-*.whl) AIR_RUN=$(CURDIR)/$(PORTABLE_BUILD)/air-run \
 	  AIR_SOURCE_DIR=$(CURDIR) bash tests/e2e/test_install_wheel.sh
 	AIR_FRESH_ROOTS_DIR=$(RELEASE_BUILD)/roots AIR_SOURCE_DIR=$(CURDIR) bash tests/e2e/test_install_deps.sh
+
+# The README's two commands (make demo, make test) in fresh minimal Debian 12
+# and Debian 13 roots (needs root; slow, so not in CI: scripts/test-distro.sh).
+DISTRO_SUITES ?= bookworm trixie
+test-distros: DEPS = package
+test-distros: deps
+	@status=0; for suite in $(DISTRO_SUITES); do scripts/test-distro.sh $$suite $(RELEASE_BUILD)/roots || status=1; done; exit $$status
 
 unit: build
 	$(BUILD)/tests/unit_tests

@@ -29,13 +29,34 @@ want() { [[ ",$STEPS," == *",$1,"* ]]; }
 check() { # check NAME DESCRIPTION EXIT-STATUS
   if [[ $3 == 0 ]]; then say "PASS $1: $2"; else say "FAIL $1: $2"; failures=$((failures + 1)); fi
 }
+# run_step NAME LIMIT LOG PROGRAM [ARG...]: runs PROGRAM under `timeout LIMIT`
+# into LOG and checks its exit status. A program that is missing (not built)
+# fails the step: timeout's 127 is never read as a pass.
+run_step() {
+  local name=$1 limit=$2 log=$3
+  shift 3
+  if [[ ! -x $1 ]] && ! command -v "$1" >/dev/null; then
+    say "FAIL $name: $1 is missing (not built?)"
+    failures=$((failures + 1))
+    return
+  fi
+  timeout "$limit" "$@" >"$log" 2>&1
+  local rc=$?
+  check "$name" "exit $rc: $(tail -2 "$log" | head -1)" "$rc"
+}
 
 say "== build ($(date -u +%FT%TZ), steps: $STEPS)"
 start=$SECONDS
 cmake -S . -B $BUILD -DCMAKE_BUILD_TYPE=Release >"$OUT_DIR/build.log" 2>&1 &&
   cmake --build $BUILD -j "$(nproc)" ${GPU_SUITE_TARGET:+--target $GPU_SUITE_TARGET} >>"$OUT_DIR/build.log" 2>&1
-check build "cmake build in $((SECONDS - start)) s" $?
-[[ -x "$AIR" ]] || { say "no binary; see build.log"; tail -30 "$OUT_DIR/build.log"; exit 1; }
+rc=$?
+check build "cmake build in $((SECONDS - start)) s" $rc
+if [[ $rc != 0 || ! -x "$AIR" ]]; then
+  # A failed build fails the suite: the steps would test an older binary, or none.
+  say "== the build failed: no step runs; see build.log"
+  tail -30 "$OUT_DIR/build.log"
+  exit 1
+fi
 nvidia-smi -L | tee -a "$LOG"
 ngpu=$(nvidia-smi -L | grep -c '^GPU ')
 
@@ -60,10 +81,10 @@ fi
 
 if want unit; then
   say "== unit tests: [.gpu] cases, and the supervisor's on this machine"
-  timeout 60 $BUILD/tests/unit_tests '[.gpu]' >"$OUT_DIR/unit-gpu.log" 2>&1
-  check unit-gpu "$(tail -2 "$OUT_DIR/unit-gpu.log" | head -1)" $?
-  timeout 180 $BUILD/tests/unit_tests '[supervisor]' >"$OUT_DIR/unit-supervisor.log" 2>&1
-  check unit-supervisor "$(tail -2 "$OUT_DIR/unit-supervisor.log" | head -1)" $?
+  run_step unit-gpu 60 "$OUT_DIR/unit-gpu.log" $BUILD/tests/unit_tests '[.gpu]'
+  run_step unit-supervisor 180 "$OUT_DIR/unit-supervisor.log" $BUILD/tests/unit_tests '[supervisor]'
+  # Every unit test, as `make test` runs them: they must build and pass here (Catch2 v3) too.
+  run_step unit-all 600 "$OUT_DIR/unit-all.log" $BUILD/tests/unit_tests
 fi
 
 if want preflight; then

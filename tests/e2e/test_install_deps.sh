@@ -12,11 +12,11 @@
 # a_: here, from dpkg's database: each program's package is in minbase or is
 #     one that `install-deps.sh test` installs or pulls in (`test` and
 #     `package` for the install tests, which `make test-install` runs).
-# b_, c_: the proof on a fresh root, under `make test-install` (needs root and
-#     AIR_FRESH_ROOTS_DIR): a minbase Debian 12 root with only make and git, as
-#     the README starts, gets `scripts/install-deps.sh test`; then every program
-#     is there, pytest collects python/tests, and `make configure` finds every
-#     library.
+# b_, c_: the proof on fresh roots, under `make test-install` (needs root and
+#     AIR_FRESH_ROOTS_DIR): minbase Debian 12 and Debian 13 roots with only make
+#     and git, as the README starts, get `scripts/install-deps.sh test`; then
+#     every program is there, pytest collects python/tests, and `make configure`
+#     finds every library.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/debian_root.sh"
 
@@ -137,31 +137,49 @@ if [[ -z ${AIR_FRESH_ROOTS_DIR:-} || $(id -u) != 0 ]]; then
   exit
 fi
 
-# A fresh Debian 12 as the README starts from: minbase, make and git, and the checkout.
-use_debian_root bookworm "$(realpath -m "$AIR_FRESH_ROOTS_DIR")/bookworm-fresh" make git
-mkdir "$R/src"
-(cd "$AIR_SOURCE_DIR" && git ls-files -co --exclude-standard -z | tar --null -T - -cf -) | tar -C "$R/src" -xf -
+# Fresh roots as the README starts from: minbase, make and git, and the
+# checkout. Debian 12 (oldstable) and Debian 13 (stable); AIR_FRESH_SUITES
+# picks others.
+SUITES=(${AIR_FRESH_SUITES:-bookworm trixie})
+ROOTS=()
+for suite in "${SUITES[@]}"; do
+  root="$(realpath -m "$AIR_FRESH_ROOTS_DIR")/$suite-fresh"
+  "$AIR_SOURCE_DIR/scripts/debian-root.sh" make "$suite" "$root" make git || exit 1
+  ROOTS+=("$root")
+  mkdir "$root/src"
+  (cd "$AIR_SOURCE_DIR" && git ls-files -co --exclude-standard -z | tar --null -T - -cf -) | tar -C "$root/src" -xf -
+done
+trap 'rm -rf "${ROOTS[@]}"' EXIT
 
 test_b_install_deps_in_a_fresh_root_gives_every_program() {
-  local start=$SECONDS
-  in_root "cd /src && scripts/install-deps.sh test"
-  expect_rc 0
-  echo "  scripts/install-deps.sh test in the fresh root: $((SECONDS - start)) s"
   programs_named_by >programs.txt
-  in_root "for p in $(tr '\n' ' ' <programs.txt); do PATH=$SYSTEM_PATH type -P \$p >/dev/null || echo \$p; done"
-  expect_eq "$out" ""
-  in_root "cd /src && python3 -m pytest --collect-only -q -p no:cacheprovider python/tests | tail -n 1"
-  expect_rc 0
-  expect_contains "$out" "tests collected"
+  local i start
+  for i in "${!SUITES[@]}"; do
+    R=${ROOTS[$i]}
+    start=$SECONDS
+    in_root "cd /src && scripts/install-deps.sh test"
+    expect_rc 0
+    echo "  scripts/install-deps.sh test in a fresh ${SUITES[$i]} root: $((SECONDS - start)) s"
+    in_root "for p in $(tr '\n' ' ' <programs.txt); do PATH=$SYSTEM_PATH type -P \$p >/dev/null || echo \$p; done"
+    expect_eq "$out" ""
+    in_root "cd /src && python3 -m pytest --collect-only -q -p no:cacheprovider python/tests | tail -n 1"
+    expect_rc 0
+    expect_contains "$out" "tests collected"
+  done
 }
 
 # `make configure` runs install-deps.sh again (nothing left to install) and
 # CMake, which finds every library and header the build and the unit tests
-# need. Not `make demo` or `make build`: a compile in the root would add
-# minutes to CI for what `make test` builds anyway.
+# need. Not `make demo` or `make build`: a compile in the roots would add
+# minutes to CI for what `make test` builds anyway (`make test-distros` runs
+# the README's two commands in fresh roots).
 test_c_make_configure_in_the_fresh_root_finds_every_library() {
-  in_root "cd /src && make configure BUILD=/tmp/build && grep -c '^AIR_' /tmp/build/CMakeCache.txt"
-  expect_rc 0
+  local i
+  for i in "${!SUITES[@]}"; do
+    R=${ROOTS[$i]}
+    in_root "cd /src && make configure BUILD=/tmp/build && grep -c '^AIR_' /tmp/build/CMakeCache.txt"
+    expect_rc 0
+  done
 }
 
 run_tests
