@@ -1,5 +1,7 @@
 #pragma once
 
+#include "core/base/unique_fd.hpp"
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -66,25 +68,27 @@ struct ProgressReading {
   bool polls_stop = false;
   std::uint64_t fr_done = 0;
   bool fr_armed = false;
+  /// Non-empty when the page cannot be trusted (the rank truncated or
+  /// scribbled over it): why; every count above is then zero.
+  std::string lost;
 };
 
-/// A progress file created and mapped by air-run for one rank: read at every
-/// tick of the supervisor, written for stop and dump requests. Move-only;
-/// unmaps on destruction (the file stays for the rank).
+/// A progress file created by air-run for one rank: read at every tick of
+/// the supervisor, written for stop and dump requests. The rank maps it;
+/// air-run only reads and writes it through its descriptor, so nothing the
+/// rank does to the file (truncate it, scribble over it) can fault air-run:
+/// read() then says the counts are lost. Move-only; closes on destruction
+/// (the file stays for the rank).
 class ProgressFile {
 public:
-  ProgressFile() = default;
-  ProgressFile(const ProgressFile&) = delete;
-  ProgressFile& operator=(const ProgressFile&) = delete;
-  ProgressFile(ProgressFile&& other) noexcept;
-  ProgressFile& operator=(ProgressFile&& other) noexcept;
-  ~ProgressFile();
-
-  /// Creates (or empties) `path`, sizes it to one page, maps it and writes
-  /// the magic. Returns "" on success, else the error ("open /x: ...").
+  /// Creates (or empties) `path`, sizes it to one page and writes the
+  /// magic. Returns "" on success, else the error ("open /x: ...").
   std::string create(const std::string& path);
 
-  bool mapped() const { return base_ != nullptr; }
+  /// Whether the file is open (created, and not given up as lost).
+  bool mapped() const { return static_cast<bool>(fd_); }
+  /// Stops reading the file: its counts are lost.
+  void close() { fd_.reset(); }
   ProgressReading read() const;
   /// Asks the rank to stop once its step count reaches `stop_step`.
   void request_stop(std::uint64_t stop_step, std::int64_t deadline_realtime_ns);
@@ -94,7 +98,7 @@ public:
 private:
   std::uint64_t load(int slot) const;
   void store(int slot, std::uint64_t value);
-  void* base_ = nullptr;
+  UniqueFd fd_;
 };
 
 } // namespace air

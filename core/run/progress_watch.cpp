@@ -1,6 +1,7 @@
 #include "core/run/progress_watch.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace air {
 namespace {
@@ -15,6 +16,10 @@ ProgressWatch::ProgressWatch(std::size_t ranks)
     : files_(ranks), fr_asked_(ranks, 0), readings_(ranks), named_(ranks, false), explained_(ranks),
       rank_base_(ranks), rank_rate_(ranks, 0.0) {}
 
+std::vector<std::pair<std::size_t, std::string>> ProgressWatch::take_lost() {
+  return std::exchange(lost_, {});
+}
+
 std::string ProgressWatch::create(std::size_t index, const std::string& path) {
   readings_[index] = ProgressReading{};
   rank_base_[index].reset();
@@ -27,7 +32,14 @@ bool ProgressWatch::poll(Clock::time_point now) {
   std::vector<double> counts;
   for (std::size_t i = 0; i < files_.size(); ++i) {
     if (!files_[i].mapped()) continue;
-    const ProgressReading r = files_[i].read();
+    ProgressReading r = files_[i].read();
+    if (!r.lost.empty()) {
+      // The rank broke its own channel: its counts are gone for the rest of
+      // the attempt, and the run goes on without them.
+      files_[i].close();
+      lost_.emplace_back(i, std::move(r.lost));
+      r = ProgressReading{};
+    }
     if (r.steps != readings_[i].steps) moved = true;
     readings_[i] = r;
     if (r.attached) counts.push_back(static_cast<double>(r.steps));

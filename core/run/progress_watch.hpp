@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace air {
@@ -68,6 +69,11 @@ public:
   /// The last judgement, over every rank that counted steps.
   const std::vector<Straggler>& stragglers() const { return stragglers_; }
 
+  /// The ranks (by index) whose progress file poll() gave up on since the
+  /// last call, with why (core/run/progress.hpp): their counts are lost and
+  /// read as none from then on. The caller says so.
+  std::vector<std::pair<std::size_t, std::string>> take_lost();
+
 private:
   void measure_rank_rate(std::size_t index, Clock::time_point now);
   std::vector<ProgressFile> files_;
@@ -83,6 +89,7 @@ private:
   /// Per rank, as for the median's rate: a base reading and the rate measured from it.
   std::vector<std::optional<std::pair<Clock::time_point, std::uint64_t>>> rank_base_;
   std::vector<double> rank_rate_;
+  std::vector<std::pair<std::size_t, std::string>> lost_;
 };
 
 } // namespace air
