@@ -218,4 +218,24 @@ test_join_token_file_must_be_private() {
   expect_contains "$err" "join token file token is readable by other users (mode 0644)"
 }
 
+# A rank owns its progress file's path: truncating it made air-run's mapping
+# fault (SIGBUS, exit 135: no summary, the run folder left behind). Now the
+# page is read, not mapped, and the rank's counts are said to be lost.
+test_a_rank_that_truncates_its_progress_file_cannot_take_air_run_down() {
+  cat >truncate.py <<'PY'
+import os, sys, time
+path = os.environ["AIR_RUN_PROGRESS_FILE"]
+time.sleep(0.3)
+if os.environ["RANK"] == "1":
+    os.truncate(path, 0)
+time.sleep(2.5)
+print("rank %s done" % os.environ["RANK"], flush=True)
+PY
+  run_air --cpu-ranks 2 --python /usr/bin/python3 --summary s.json truncate.py
+  expect_rc 0
+  expect_contains "$err" "rank 1's step counts are lost: its progress file was truncated"
+  expect_eq "$(json_get s.json 'd["outcome"]["status"]')" "succeeded"
+  expect_contains "$out" "rank 1 done"
+}
+
 run_tests
