@@ -5,6 +5,7 @@
 #include "cli/output_paths.hpp"
 #include "cli/write_reports.hpp"
 #include "core/hw/hardware.hpp"
+#include "core/mlflow/rank_wait.hpp"
 #include "core/mlflow/settings.hpp"
 #include "core/mlflow/tracker.hpp"
 #include "core/os/atomic_file.hpp"
@@ -219,12 +220,13 @@ Expected<int> stdin_rank_for(const LaunchSpec& spec, const LaunchPlan& plan) {
   return plan.world_size == 1 && ::isatty(STDIN_FILENO) == 1 ? 0 : -1;
 }
 
-/// Writes the sitecustomize.py that arms faulthandler in Python ranks, when the plan arms them.
+/// Writes the sitecustomize.py that arms faulthandler in Python ranks, when the plan arms them;
+/// with the MLflow run's wait, which run/ cannot name (mlflow/ is above it).
 Status write_stack_shim(const LaunchPlan& plan) {
   if (plan.stack_signal <= 0) return ok_status();
   AIR_TRY(make_directories(plan.stack_shim_dir));
   return write_file_atomically(plan.stack_shim_dir + "/" + std::string(k_stack_shim_name),
-                               std::string(stack_shim_source()));
+                               stack_shim_source({mlflow_rank_wait_part()}));
 }
 
 /// The spec's report paths when the spec file itself was refused: the flags

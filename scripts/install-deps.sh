@@ -106,6 +106,7 @@ case $what in
     packages+=(
       libxml2-utils                   # xmllint: validates the JUnit report in tests
       clang-format clang-tidy         # make format / make lint
+      pyflakes3                       # lints the ranks' Python (tests/e2e/test_python_lint.sh)
       clang "$(pick libclang-rt-dev "libclang-rt-$(clang_major)-dev" "libclang-common-$(clang_major)-dev")" # make fuzz: clang++ -fsanitize=fuzzer (libFuzzer)
       python3 python3-torch python3-pytest python3-cloudpickle python3-venv python3-pip
       python3-setuptools python3-wheel  # tests/e2e/test_install_wheel.sh builds the wheel

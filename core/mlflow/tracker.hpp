@@ -26,8 +26,9 @@ namespace air::mlflow {
 inline constexpr const char* k_summary_artifact = "air-run-summary.json";
 
 /// Python ranks started before the run exists: the file air-run writes once
-/// the run's creation is over (core/run/stacks.cpp's shim waits for it when
-/// the rank's code first looks for the run), and
+/// the run's creation is over (the shim's part
+/// core/mlflow/python/air_run_mlflow_wait.py waits for it when the rank's
+/// code first looks for the run), and
 /// how many seconds a rank waits for it before it goes on untracked.
 inline constexpr const char* k_run_file_var = "AIR_RUN_MLFLOW_RUN_FILE";
 inline constexpr const char* k_run_wait_var = "AIR_RUN_MLFLOW_RUN_WAIT";

@@ -5,40 +5,19 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <array>
 #include <cerrno>
 #include <cstring>
 
 namespace air {
 namespace {
 
-// Same order as _AIR_COLLECTIVES in the shim (core/run/stacks.cpp).
-constexpr std::array<std::string_view, 18> k_collectives{"all_reduce",
-                                                         "broadcast",
-                                                         "barrier",
-                                                         "all_gather",
-                                                         "all_gather_into_tensor",
-                                                         "reduce_scatter",
-                                                         "reduce_scatter_tensor",
-                                                         "reduce",
-                                                         "all_to_all",
-                                                         "all_to_all_single",
-                                                         "gather",
-                                                         "scatter",
-                                                         "all_gather_object",
-                                                         "broadcast_object_list",
-                                                         "send",
-                                                         "recv",
-                                                         "monitored_barrier",
-                                                         "ddp_all_reduce"};
-
 constexpr char k_magic[8] = {'A', 'I', 'R', 'P', 'R', 'G', '0', '1'};
 
 } // namespace
 
 std::string_view collective_name(std::uint64_t op) {
-  if (op == 0 || op > k_collectives.size()) return "a collective";
-  return k_collectives[op - 1];
+  if (op == 0 || op > k_collective_names.size()) return "a collective";
+  return k_collective_names[op - 1];
 }
 
 std::string ProgressFile::create(const std::string& path) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "core/base/unique_fd.hpp"
+#include "core/run/progress_slots.hpp"
 
 #include <cstdint>
 #include <string>
@@ -20,39 +21,18 @@
 //
 // The same page carries air-run's requests back to the rank: stop at an
 // agreed step (preemption, `air.should_stop()`) and dump PyTorch's Flight
-// Recorder. Every slot is a little-endian 64-bit integer at a fixed offset;
-// the shim's Python source uses the same numbers (a unit test checks it).
+// Recorder. Every slot is a little-endian 64-bit integer at a fixed offset.
+// The layout has one source, core/run/progress_slots.def, from which the
+// build generates core/run/progress_slots.hpp (air::progress_slot::NAME,
+// k_progress_file_size, k_collective_names) and the shim's Python constants.
 
 namespace air {
 
 /// Environment variable that hands a rank its progress file.
 inline constexpr std::string_view k_progress_file_var = "AIR_RUN_PROGRESS_FILE";
 
-/// Size of a progress file: one page.
-inline constexpr std::size_t k_progress_file_size = 4096;
-
-/// Slot indexes (offset = 8 * index). Written by the rank unless marked.
-namespace progress_slot {
-inline constexpr int magic = 0;             ///< "AIRPRG01", written by air-run
-inline constexpr int steps = 1;             ///< training steps counted
-inline constexpr int last_step_ns = 2;      ///< CLOCK_MONOTONIC of the last step
-inline constexpr int busy_ns = 3;           ///< time outside collectives, summed over busy_steps
-inline constexpr int busy_steps = 4;        ///< steps whose busy time is in busy_ns (all but the first)
-inline constexpr int coll_seq = 5;          ///< collectives entered from Python
-inline constexpr int coll_entered_ns = 6;   ///< CLOCK_MONOTONIC when the current one began; 0: none
-inline constexpr int coll_op = 7;           ///< 1-based index into collective_names() of the current one
-inline constexpr int stop_step = 8;         ///< air-run: stop once steps >= this (0: at once)
-inline constexpr int stop_requested = 9;    ///< air-run: 1 once the run must stop
-inline constexpr int stop_deadline_ns = 10; ///< air-run: CLOCK_REALTIME when SIGKILL comes
-inline constexpr int polls_stop = 11;       ///< 1 once the rank called air.should_stop()
-inline constexpr int fr_request = 12;       ///< air-run: bumped to ask for a Flight Recorder dump
-inline constexpr int fr_done = 13;          ///< the fr_request the rank last answered
-inline constexpr int pid = 14;              ///< the rank's pid, written when the shim attached
-inline constexpr int fr_armed = 15;         ///< 1 once the rank's Flight Recorder dumper runs
-} // namespace progress_slot
-
-/// The torch.distributed functions the shim times, in the order of their
-/// coll_op numbers (1-based). Pure.
+/// The torch.distributed function the shim times as coll_op `op` (1-based,
+/// k_collective_names), or "a collective" for any other number. Pure.
 std::string_view collective_name(std::uint64_t op);
 
 /// One rank's counters as read from its progress file at one moment.

@@ -1,6 +1,8 @@
 #pragma once
 
+#include <string>
 #include <string_view>
+#include <vector>
 
 // Stacks of stuck ranks. A rank that hangs (a collective waiting for a peer
 // that never comes) says nothing about where it is; the question every hung
@@ -28,7 +30,21 @@ inline constexpr std::string_view k_stack_signal_var = "AIR_RUN_STACK_SIGNAL";
 /// The file name of the shim inside its directory.
 inline constexpr std::string_view k_stack_shim_name = "sitecustomize.py";
 
-/// The Python source of the shim. Pure.
-std::string_view stack_shim_source();
+/// A part of the shim that a layer above run/ owns, such as the MLflow run's
+/// wait (core/mlflow/rank_wait.hpp): run/ cannot include it, so the caller
+/// hands it in. `source` defines functions only; `start` is the statement
+/// that starts the part in the rank.
+struct ShimPart {
+  std::string_view source;
+  std::string_view start;
+};
+
+/// The Python source of the shim, assembled from the .py files built into
+/// the binary (core/run/python/, docs/development.md "The ranks' Python"):
+/// stacks, the progress page's slots, progress, patches, then `later`'s
+/// sources, then the start, which arms the stacks, attaches the progress
+/// page, starts `later`'s parts in their order and runs the shadowed
+/// sitecustomize last. Pure.
+std::string stack_shim_source(const std::vector<ShimPart>& later = {});
 
 } // namespace air

@@ -3,6 +3,7 @@
 #include "core/base/text.hpp"
 #include "core/os/atomic_file.hpp"
 #include "core/os/spawn_request.hpp"
+#include "core/run/python/air_run_warm_py.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -80,11 +81,13 @@ void drain(int fd, std::string& into, std::size_t keep) {
 
 } // namespace
 
+std::string_view warm_start_source() { return embedded_python::air_run_warm(); }
+
 std::string warm_start_program() {
   std::string text(warm_start_source());
-  replace_all(text, "%FAILED_CHDIR%", std::to_string(k_failed_chdir));
-  replace_all(text, "%FAILED_AFFINITY%", std::to_string(k_failed_affinity));
-  replace_all(text, "%FAILED_MEMPOLICY%", std::to_string(k_failed_mempolicy));
+  replace_all(text, "AIR_RUN_FAILED_CHDIR", std::to_string(k_failed_chdir));
+  replace_all(text, "AIR_RUN_FAILED_AFFINITY", std::to_string(k_failed_affinity));
+  replace_all(text, "AIR_RUN_FAILED_MEMPOLICY", std::to_string(k_failed_mempolicy));
   return text;
 }
 

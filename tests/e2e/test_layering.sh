@@ -61,6 +61,37 @@ while IFS= read -r file; do
   done < <(grep -E '^#include "(core|cli)/' "$file")
 done < <(git ls-files 'core/*.cpp' 'core/*.hpp' 'cli/*.cpp' 'cli/*.hpp' | grep -v '^cli/nccl_check/')
 
+# The ranks' Python (core/*/python/*.py) follows the same rule: a module
+# imports, for pyflakes and pytest, only modules of its own folder or of folders
+# to its right (air_run_slots.py is generated for run/ from
+# core/run/progress_slots.def). With pyflakes (tests/e2e/test_python_lint.sh)
+# this keeps run/'s shim from naming MLflow's part, which the caller hands in.
+py_folder_of() {
+  local found
+  if [ "$1" = air_run_slots ]; then
+    echo run
+    return
+  fi
+  found=$(git ls-files "core/*/python/$1.py" | head -1)
+  [ -n "$found" ] && folder_of "$found"
+}
+while IFS= read -r file; do
+  from=$(folder_of "$file")
+  from_rank=$(rank_of "$from")
+  if [ "$from_rank" -lt 0 ]; then
+    fail "$file: folder '$from' has no place in the dependency rule (tests/e2e/test_layering.sh)"
+    continue
+  fi
+  while IFS= read -r module; do
+    to=$(py_folder_of "$module")
+    [ -n "$to" ] || continue
+    to_rank=$(rank_of "$to")
+    if [ "$to" != "$from" ] && [ "$to_rank" -ge "$from_rank" ]; then
+      fail "$file imports $module ($to): $from may import only folders to its right"
+    fi
+  done < <(sed -nE 's/^(from|import) (air_run_[A-Za-z0-9_]+).*/\2/p' "$file")
+done < <(git ls-files 'core/*.py')
+
 # No loose files directly under core/: every file belongs to a subsystem.
 for file in $(git ls-files 'core/*.cpp' 'core/*.hpp'); do
   case $file in core/*/*) ;; *) fail "$file: not in a subsystem folder of core/" ;; esac
@@ -80,6 +111,15 @@ if [ -z "${AIR_LAYERING_SELF_TEST:-}" ]; then
   if (cd "$planted" && git init -q && git add -A &&
     AIR_SOURCE_DIR="$planted" AIR_LAYERING_SELF_TEST=1 bash "$root/tests/e2e/test_layering.sh" >/dev/null 2>&1); then
     fail "a planted base -> run include was not reported"
+  fi
+  # And a planted run -> mlflow import of the ranks' Python.
+  rm -rf "$planted/core/base" "$planted/.git"
+  mkdir -p "$planted/core/run/python" "$planted/core/mlflow/python"
+  printf 'from air_run_mlflow_wait import _air_run_mlflow_run\n' >"$planted/core/run/python/air_run_x.py"
+  printf 'def _air_run_mlflow_run():\n    pass\n' >"$planted/core/mlflow/python/air_run_mlflow_wait.py"
+  if (cd "$planted" && git init -q && git add -A &&
+    AIR_SOURCE_DIR="$planted" AIR_LAYERING_SELF_TEST=1 bash "$root/tests/e2e/test_layering.sh" >/dev/null 2>&1); then
+    fail "a planted run -> mlflow import of Python was not reported"
   fi
 fi
 

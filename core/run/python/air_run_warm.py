@@ -1,9 +1,13 @@
-#include "core/run/warm_start.hpp"
+"""The warm start's interpreter (--preload): imports a run's modules once and
+forks every rank of every attempt from itself (core/run/warm_start.cpp).
 
-namespace air {
+air-run writes it to the run folder as air_run_warm.py, with the set-up
+error codes filled in; the placeholders below let it load as it is here.
+"""
+AIR_RUN_FAILED_CHDIR = AIR_RUN_FAILED_AFFINITY = AIR_RUN_FAILED_MEMPOLICY = 0
 
-std::string_view warm_start_source() {
-  return R"PY(# Written by air-run for one run (--preload). A Python interpreter that has
+# ---- air-run embeds this file from the next line on ----
+# Written by air-run for one run (--preload). A Python interpreter that has
 # already imported the modules a run's ranks need, and forks one rank per
 # request from air-run instead of every rank starting Python and importing
 # torch again: on a restart the ranks are back in their loop in a fraction of
@@ -31,9 +35,11 @@ import struct
 import sys
 import time
 
-_FAILED_CHDIR = %FAILED_CHDIR%
-_FAILED_AFFINITY = %FAILED_AFFINITY%
-_FAILED_MEMPOLICY = %FAILED_MEMPOLICY%
+# The spawn's set-up error codes (core/os/spawn_request.hpp): air-run writes
+# them in for the names below when it writes this file.
+_FAILED_CHDIR = AIR_RUN_FAILED_CHDIR
+_FAILED_AFFINITY = AIR_RUN_FAILED_AFFINITY
+_FAILED_MEMPOLICY = AIR_RUN_FAILED_MEMPOLICY
 _PR_SET_PDEATHSIG = 1
 _SIGKILL = 9
 _MPOL_PREFERRED = 1
@@ -411,7 +417,3 @@ def main(modules):
     os.close(null)
     request, _fds = _serve(sock)
     _run(request)
-)PY";
-}
-
-} // namespace air

@@ -1,0 +1,201 @@
+"""The shim's patches: make torch count into the progress page, optimizer
+steps, torch.distributed collectives and DDP's gradient all-reduce, through
+an import hook that patches each module as it loads.
+"""
+import sys
+
+from air_run_slots import _AIR_COLLECTIVES
+
+# ---- air-run embeds this file from the next line on ----
+# DDP's gradient all-reduce: the collective op number air-run names it by.
+_AIR_OP_DDP = _AIR_COLLECTIVES.index("ddp_all_reduce") + 1
+
+
+def _air_run_patch_optimizers(module, progress):
+    """Counts optimizer steps: torch 2's global post-step hook where there is
+    one, else a wrapper around each optimizer class's step (torch 1.x)."""
+    optimizer = getattr(module, "Optimizer", None)
+    if optimizer is None:
+        return
+
+    def counted(opt):
+        n = opt.__dict__.get("_air_run_steps", 0) + 1
+        opt.__dict__["_air_run_steps"] = n
+        progress.count(id(opt), n)
+
+    register = getattr(module, "register_optimizer_step_post_hook", None)
+    if register is not None:
+        register(lambda opt, args, kwargs: counted(opt))
+        return
+
+    import functools
+
+    def wrap_class(cls):
+        step = cls.__dict__.get("step")
+        if step is None or getattr(step, "_air_run_counted", False):
+            return
+
+        @functools.wraps(step)
+        def step_counted(self, *args, **kwargs):
+            if self.__dict__.get("_air_run_in_step"):  # super().step() of a subclass
+                return step(self, *args, **kwargs)
+            self.__dict__["_air_run_in_step"] = True
+            try:
+                out = step(self, *args, **kwargs)
+            finally:
+                self.__dict__["_air_run_in_step"] = False
+            counted(self)
+            return out
+
+        step_counted._air_run_counted = True
+        setattr(cls, "step", step_counted)
+
+    init = optimizer.__init__
+
+    @functools.wraps(init)
+    def init_counted(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        for cls in type(self).__mro__:
+            if cls is optimizer or not issubclass(cls, optimizer):
+                continue
+            wrap_class(cls)
+
+    optimizer.__init__ = init_counted
+
+
+def _air_run_patch_collectives(module, progress):
+    """Times the collectives of torch.distributed.distributed_c10d, before
+    torch.distributed re-exports them, and arms the Flight Recorder dump
+    once a process group exists."""
+    for op, name in enumerate(_AIR_COLLECTIVES, start=1):
+        fn = getattr(module, name, None)
+        if callable(fn) and not getattr(fn, "_air_run_timed", False):
+            setattr(module, name, progress.timed(fn, op))
+    init = getattr(module, "init_process_group", None)
+    if init is None:
+        return
+    import functools
+
+    @functools.wraps(init)
+    def init_watched(*args, **kwargs):
+        out = init(*args, **kwargs)
+        try:
+            import torch
+
+            c10d = torch._C._distributed_c10d
+            dump = getattr(c10d, "_dump_nccl_trace_json", None) or getattr(c10d, "_dump_fr_trace_json", None)
+            if dump is not None and not getattr(progress, "_fr_watched", False):
+                progress._fr_watched = True
+
+                def dump_all():
+                    try:
+                        return dump(includeCollectives=True, onlyActive=False)
+                    except TypeError:  # a release with other keyword names
+                        return dump()
+
+                progress.watch_flight_recorder(dump_all)
+        except Exception:
+            pass
+        return out
+
+    module.init_process_group = init_watched
+
+
+def _air_run_patch_ddp(module, progress):
+    """Times DDP's gradient all-reduce, which PyTorch's C++ reducer runs
+    inside backward() without calling torch.distributed's Python functions:
+    a backward() after the forward of a DDP model that syncs gradients over
+    gloo counts as one collective, `ddp_all_reduce`. The reducer waits there
+    for every rank's buckets, so a rank ahead of a straggler spends the
+    difference inside it, as with an explicit all_reduce. Nothing of DDP is
+    replaced (no communication hook: the gradients stay bit for bit DDP's).
+    Not on NCCL: there backward() returns before the GPU has reduced
+    anything, so it would time nothing."""
+    ddp = getattr(module, "DistributedDataParallel", None)
+    autograd = sys.modules.get("torch.autograd")
+    c10d = sys.modules.get("torch.distributed.distributed_c10d")
+    if ddp is None or autograd is None or c10d is None or not callable(getattr(autograd, "backward", None)):
+        return
+    import functools
+
+    forward = ddp.forward
+
+    @functools.wraps(forward)
+    def forward_noted(self, *args, **kwargs):
+        on_gloo = self.__dict__.get("_air_run_on_gloo")
+        if on_gloo is None:
+            try:
+                on_gloo = c10d.get_backend(self.process_group) == "gloo"
+            except Exception:
+                on_gloo = False
+            self.__dict__["_air_run_on_gloo"] = on_gloo
+        if on_gloo and getattr(self, "require_backward_grad_sync", True):  # not under no_sync()
+            progress._ddp_forward = True
+        return forward(self, *args, **kwargs)
+
+    def after_ddp_forward():
+        """True once per reducing DDP forward: the backward() that follows."""
+        noted = progress._ddp_forward
+        progress._ddp_forward = False
+        return noted
+
+    ddp.forward = forward_noted
+    autograd.backward = progress.timed(autograd.backward, _AIR_OP_DDP, only_if=after_ddp_forward)
+
+
+class _AirRunImportHook:
+    """Patches torch's optimizer and c10d modules right after they load, so
+    that counting costs nothing for programs that never import torch."""
+
+    def __init__(self, progress):
+        self._progress = progress
+        self._patches = {
+            "torch.optim.optimizer": _air_run_patch_optimizers,
+            "torch.distributed.distributed_c10d": _air_run_patch_collectives,
+            "torch.nn.parallel.distributed": _air_run_patch_ddp,
+        }
+
+    def find_spec(self, name, path=None, target=None):
+        patch = self._patches.get(name)
+        if patch is None:
+            return None
+        import importlib.machinery
+
+        del self._patches[name]
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        loader = spec.loader
+        exec_module = loader.exec_module
+        progress = self._progress
+
+        def exec_and_patch(module):
+            exec_module(module)
+            try:
+                patch(module, progress)
+            except Exception:
+                pass
+
+        loader.exec_module = exec_and_patch
+        return spec
+
+    def patch_loaded(self):
+        """Patches the modules imported before the rank began (a warm start's
+        interpreter imported torch before forking it). torch.distributed
+        re-exported c10d's functions when it loaded: those names are pointed
+        at the patched ones too."""
+        for name in [n for n in self._patches if n in sys.modules]:
+            module = sys.modules[name]
+            patch = self._patches.pop(name)
+            before = dict(vars(module))
+            try:
+                patch(module, self._progress)
+            except Exception:
+                continue
+            exports = sys.modules.get(name.rpartition(".")[0])
+            if exports is None:
+                continue
+            for attr, old in before.items():
+                new = getattr(module, attr, old)
+                if new is not old and getattr(exports, attr, None) is old:
+                    setattr(exports, attr, new)

@@ -1,0 +1,198 @@
+"""The rank shim's Python (core/run/python/), imported as plain modules: the
+progress page's layout against the C++ header generated from the same table,
+step and collective counting on a page in memory, the torch patches on fake
+modules, and the stack dump armed by air_run_stacks."""
+
+import os
+import re
+import signal
+import struct
+import sys
+import textwrap
+import types
+
+import pytest
+
+from conftest import REPO_ROOT, rank_python_path, run_python
+
+
+def read_slot(page, index):
+    return struct.unpack_from("<Q", page, 8 * index)[0]
+
+
+def cpp_layout(generated):
+    """(page bytes, {slot name: index}, [collective names]) as the C++ side
+    sees them: read from the generated core/run/progress_slots.hpp."""
+    with open(os.path.join(generated, "core", "run", "progress_slots.hpp")) as f:
+        text = f.read()
+    page = int(re.search(r"k_progress_file_size = (\d+);", text).group(1))
+    slots = {m.group(1): int(m.group(2)) for m in re.finditer(r"inline constexpr int (\w+) = (\d+);", text)}
+    names_block = re.search(r"k_collective_names\{(.*?)\};", text, re.S).group(1)
+    return page, slots, re.findall(r'"(\w+)"', names_block)
+
+
+def table_names():
+    """{C++ slot name: Python constant name}, from core/run/progress_slots.def."""
+    names = {}
+    with open(os.path.join(REPO_ROOT, "core", "run", "progress_slots.def")) as f:
+        for line in f:
+            if line.startswith("slot "):
+                _, _, cxx, py = line.split()[:4]
+                names[cxx] = py
+    return names
+
+
+@pytest.fixture
+def progress(rank_python, tmp_path):
+    import air_run_progress
+
+    page = bytearray(4096)
+    return air_run_progress._AirRunProgress(page, str(tmp_path / "rank0.progress")), page
+
+
+def test_slots_agree_with_the_generated_cpp_header(rank_python):
+    import air_run_slots
+
+    page, slots, names = cpp_layout(rank_python)
+    assert page == air_run_slots._AIR_PAGE_BYTES == 4096
+    py_names = table_names()
+    assert set(py_names) == set(slots) and len(slots) == 16
+    for cxx, index in slots.items():
+        assert getattr(air_run_slots, py_names[cxx]) == index, cxx
+    assert sorted(slots.values()) == list(range(len(slots)))  # distinct, none left out
+    assert 8 * len(slots) <= page
+    assert list(air_run_slots._AIR_COLLECTIVES) == names
+    assert names[0] == "all_reduce" and names[-1] == "ddp_all_reduce"
+
+
+def test_ddp_all_reduce_is_numbered_as_air_run_names_it(rank_python):
+    import air_run_patches
+
+    _, _, names = cpp_layout(rank_python)
+    assert names[air_run_patches._AIR_OP_DDP - 1] == "ddp_all_reduce"
+
+
+def test_the_rank_is_counted_by_its_furthest_source(progress):
+    p, page = progress
+    import air_run_slots as s
+
+    assert read_slot(page, s._AIR_SLOT_PID) == os.getpid()
+    p.count("opt-a", 1)
+    p.count("opt-b", 1)  # two optimizers stepping once: one training step
+    assert p.steps == 1 and read_slot(page, s._AIR_SLOT_STEPS) == 1
+    assert read_slot(page, s._AIR_SLOT_BUSY_STEPS) == 0  # the first step has no busy time
+    p.count("opt-a", 2)
+    assert read_slot(page, s._AIR_SLOT_STEPS) == 2
+    assert read_slot(page, s._AIR_SLOT_BUSY_STEPS) == 1
+    assert read_slot(page, s._AIR_SLOT_LAST_STEP) > 0
+    p.step()  # air.step(): its own source, from 0
+    assert p.steps == 2
+    p.step()
+    p.step()
+    assert p.steps == 3 and read_slot(page, s._AIR_SLOT_STEPS) == 3
+
+
+def test_a_stop_request_is_honoured_at_the_agreed_step(progress):
+    p, page = progress
+    import air_run_slots as s
+
+    assert not p.should_stop() and p.stop_step() is None and p.stop_deadline() is None
+    assert read_slot(page, s._AIR_SLOT_POLLS_STOP) == 1
+    struct.pack_into("<Q", page, 8 * s._AIR_SLOT_STOP_STEP, 2)
+    struct.pack_into("<Q", page, 8 * s._AIR_SLOT_STOP_REQUESTED, 1)
+    p.count("opt", 1)
+    assert not p.should_stop() and p.stop_step() == 2
+    p.count("opt", 2)
+    assert p.should_stop()
+
+
+def test_collectives_are_timed_under_their_number_and_nest_once(progress):
+    p, page = progress
+    import air_run_patches
+    import air_run_slots as s
+
+    seen = []
+
+    def all_reduce(x):
+        seen.append((read_slot(page, s._AIR_SLOT_COLL_SEQ), read_slot(page, s._AIR_SLOT_COLL_OP),
+                     read_slot(page, s._AIR_SLOT_COLL_ENTERED) > 0))
+        return x + 1
+
+    c10d = types.ModuleType("fake_c10d")
+    c10d.all_reduce = all_reduce
+    c10d.broadcast = lambda x: c10d.all_reduce(x)  # a collective built on another
+    c10d.not_a_collective = lambda: None
+    air_run_patches._air_run_patch_collectives(c10d, p)
+    assert c10d.all_reduce(1) == 2
+    assert seen[-1] == (1, s._AIR_COLLECTIVES.index("all_reduce") + 1, True)
+    assert read_slot(page, s._AIR_SLOT_COLL_ENTERED) == 0  # left
+    c10d.broadcast(1)
+    assert seen[-1] == (2, s._AIR_COLLECTIVES.index("broadcast") + 1, True)  # counted once, as broadcast
+    assert c10d.all_reduce._air_run_timed and not hasattr(c10d.not_a_collective, "_air_run_timed")
+    timed = c10d.all_reduce
+    air_run_patches._air_run_patch_collectives(c10d, p)
+    assert c10d.all_reduce is timed  # never wrapped twice
+
+
+def test_modules_loaded_before_the_rank_are_patched_and_re_exported(progress, monkeypatch):
+    p, page = progress
+    import air_run_patches
+    import air_run_slots as s
+
+    c10d = types.ModuleType("torch.distributed.distributed_c10d")
+    c10d.barrier = lambda: "done"
+    exports = types.ModuleType("torch.distributed")
+    exports.barrier = c10d.barrier
+    monkeypatch.setitem(sys.modules, "torch.distributed.distributed_c10d", c10d)
+    monkeypatch.setitem(sys.modules, "torch.distributed", exports)
+    for other in ("torch.optim.optimizer", "torch.nn.parallel.distributed"):  # a real torch stays as it is
+        monkeypatch.delitem(sys.modules, other, raising=False)
+    air_run_patches._AirRunImportHook(p).patch_loaded()
+    assert exports.barrier is c10d.barrier and exports.barrier._air_run_timed
+    assert exports.barrier() == "done"
+    assert read_slot(page, s._AIR_SLOT_COLL_OP) == s._AIR_COLLECTIVES.index("barrier") + 1
+
+
+def test_optimizer_steps_are_counted_on_torch_1(progress):
+    p, page = progress
+    import air_run_patches
+
+    class Optimizer:  # torch 1.x: no global step hook
+        def __init__(self):
+            pass
+
+    class SGD(Optimizer):
+        def step(self):
+            return "stepped"
+
+    class Momentum(SGD):
+        def step(self):  # calls super().step(): still one step
+            return super().step()
+
+    module = types.ModuleType("torch.optim.optimizer")
+    module.Optimizer = Optimizer
+    air_run_patches._air_run_patch_optimizers(module, p)
+    opt = Momentum()
+    assert opt.step() == "stepped"
+    opt.step()
+    assert p.steps == 2 and read_slot(page, 1) == 2
+
+
+def test_the_stack_file_gets_every_thread_on_the_signal(tmp_path):
+    stack_file = tmp_path / "rank0.stack"
+    script = textwrap.dedent("""\
+        import os, signal, sys, time
+        sys.path[:0] = %r
+        os.setpgid(0, 0)  # the rank leads its group, as under air-run
+        import air_run_stacks
+        air_run_stacks._air_run_arm()
+        os.kill(os.getpid(), signal.SIGRTMIN + 1)
+        time.sleep(0.2)
+        print("alive")
+        """) % (rank_python_path(),)
+    env = dict(os.environ, AIR_RUN_STACK_FILE=str(stack_file), AIR_RUN_STACK_SIGNAL=str(signal.SIGRTMIN + 1))
+    out = run_python(["-c", script], env=env)
+    assert out.returncode == 0, out.stderr
+    assert "alive" in out.stdout
+    stacks = stack_file.read_text()
+    assert "most recent call first" in stacks and 'File "<string>"' in stacks
