@@ -217,8 +217,8 @@ std::vector<int> ControlChannel::poll_fds() const {
 
 std::optional<Clock::time_point> ControlChannel::next_deadline() const {
   std::optional<Clock::time_point> next = next_heartbeat_;
-  if (round_deadline_ && *round_deadline_ < *next) next = round_deadline_;
-  if (counts_deadline_ && !preempt_decided_ && *counts_deadline_ < *next) next = counts_deadline_;
+  for (const auto round_ends : {hang_round_.deadline(), stop_round_.deadline()})
+    if (round_ends && *round_ends < *next) next = round_ends;
   for (const auto& peer : peers_) {
     if (peer->link.closed()) continue;
     const auto silent = peer->link.last_heard() + options_.heartbeat_timeout;
@@ -362,26 +362,22 @@ std::optional<RemoteFailure> ControlChannel::on_agent_line(Peer& peer, const Con
     early_over_[peer.node_rank] = m.restartable;
     return std::nullopt;
   case ControlMessage::Kind::quiet:
-    if (!round_deadline_) start_round(now);
+    if (!hang_round_.gathering()) start_round(now);
     return std::nullopt;
   case ControlMessage::Kind::place:
     // Only this round's, and only up to the count the node gave.
-    if (round_deadline_ && m.round == hang_round_) {
-      auto& places = round_places_[m.node_rank];
-      round_counts_[m.node_rank] = m.count;
-      if (places.size() < static_cast<std::size_t>(m.count)) places.push_back(m.place);
-    }
+    hang_round_.take_place(m.round, m.node_rank, m.count, m.place);
     return std::nullopt;
   case ControlMessage::Kind::preempt:
     // Only while its ranks run (after the end that node is on its own fallback anyway).
     if (running_) {
-      take_counts(m.node_rank, steps_of(m), std::nullopt, now);
+      stop_round_.take(m.node_rank, steps_of(m), std::nullopt, now);
       start_preemption(m.signal, m.node_rank, std::chrono::milliseconds(m.grace_ms), now);
     }
     return std::nullopt;
   case ControlMessage::Kind::counted:
-    if (counts_deadline_ && !preempt_decided_)
-      take_counts(m.node_rank, steps_of(m), (now - count_sent_) / 2, now);
+    if (stop_round_.gathering())
+      stop_round_.take(m.node_rank, steps_of(m), (now - stop_round_.asked_at()) / 2, now);
     return std::nullopt;
   case ControlMessage::Kind::fail:
   case ControlMessage::Kind::abort:
@@ -409,8 +405,8 @@ std::optional<RemoteFailure> ControlChannel::on_node0_line(const ControlMessage&
     return f;
   }
   case ControlMessage::Kind::where:
-    if (m.round > hang_round_) {
-      hang_round_ = m.round;
+    if (m.round > asked_round_) {
+      asked_round_ = m.round;
       places_asked_ = true;
     }
     return std::nullopt;
@@ -418,8 +414,8 @@ std::optional<RemoteFailure> ControlChannel::on_node0_line(const ControlMessage&
     counts_asked_ = true;
     return std::nullopt;
   case ControlMessage::Kind::stopat:
-    if (!job_stop_ && !preempt_decided_) {
-      preempt_decided_ = true; // the first decision counts
+    if (!job_stop_ && !stop_heard_) {
+      stop_heard_ = true; // the first decision counts
       JobStop stop;
       stop.signal = m.signal;
       stop.stop_step = m.steps;
@@ -483,20 +479,16 @@ void ControlChannel::local_failure(const RunOutcome& outcome) {
 }
 
 void ControlChannel::start_round(Clock::time_point now) {
-  ++hang_round_;
-  round_deadline_ = now + options_.places_wait;
-  round_places_.clear();
-  round_counts_.clear();
-  places_asked_ = true; // node 0's own ranks too
   ControlMessage where;
   where.kind = ControlMessage::Kind::where;
-  where.round = hang_round_;
+  where.round = hang_round_.start(now, options_.places_wait);
+  places_asked_ = true; // node 0's own ranks too
   send_to_all(peers_, where);
 }
 
 void ControlChannel::ranks_quiet() {
   if (options_.node_rank == 0) {
-    if (!round_deadline_) start_round(Clock::now());
+    if (!hang_round_.gathering()) start_round(Clock::now());
     return;
   }
   ControlMessage quiet;
@@ -509,17 +501,16 @@ bool ControlChannel::places_asked() { return std::exchange(places_asked_, false)
 
 void ControlChannel::ranks_placed(const std::vector<HangRank>& ranks) {
   if (options_.node_rank == 0) {
-    if (!round_deadline_) return; // a diagnosis of node 0's own: the round that follows asks again
-    round_places_[0] = ranks;
-    round_counts_[0] = static_cast<int>(ranks.size());
+    // Outside a round, a diagnosis of node 0's own: the round that follows asks again.
+    hang_round_.take_places(0, ranks);
     return;
   }
-  if (hang_round_ <= answered_round_) return; // not asked (yet): `where` comes after our `quiet`
-  answered_round_ = hang_round_;
+  if (asked_round_ <= answered_round_) return; // not asked (yet): `where` comes after our `quiet`
+  answered_round_ = asked_round_;
   for (const HangRank& rank : ranks) {
     ControlMessage place;
     place.kind = ControlMessage::Kind::place;
-    place.round = hang_round_;
+    place.round = asked_round_;
     place.node_rank = options_.node_rank;
     place.count = static_cast<int>(ranks.size());
     place.place = rank;
@@ -527,31 +518,24 @@ void ControlChannel::ranks_placed(const std::vector<HangRank>& ranks) {
   }
 }
 
-std::optional<JobPlaces> ControlChannel::job_places(Clock::time_point now) {
-  if (options_.node_rank != 0 || !round_deadline_) return std::nullopt;
-  const auto complete = [this](int node) {
-    const auto count = round_counts_.find(node);
-    const auto places = round_places_.find(node);
-    return count != round_counts_.end() && places != round_places_.end() &&
-           places->second.size() >= static_cast<std::size_t>(count->second);
-  };
-  bool all = complete(0);
+std::vector<int> ControlChannel::awaited_nodes() const {
+  std::vector<int> nodes{0};
   for (const auto& peer : peers_)
-    if (!peer->link.closed() && !complete(peer->node_rank)) all = false;
-  if (!all && now < *round_deadline_) return std::nullopt;
-  round_deadline_.reset();
-  JobPlaces job = merge_places(round_places_, options_.num_nodes);
-  round_places_.clear();
-  round_counts_.clear();
-  return job;
+    if (!peer->link.closed()) nodes.push_back(peer->node_rank);
+  return nodes;
+}
+
+std::optional<JobPlaces> ControlChannel::job_places(Clock::time_point now) {
+  if (options_.node_rank != 0) return std::nullopt;
+  return hang_round_.complete(awaited_nodes(), options_.num_nodes, now);
 }
 
 void ControlChannel::settle(RunOutcome& outcome) {
   if (settled_) return;
   settled_ = true;
-  running_ = false;        // the ranks here are done: no agent is admitted until the next attempt
-  round_deadline_.reset(); // a hang diagnosis still gathering belongs to the attempt that ended
-  reset_preemption();      // so does a preemption (the next attempt starts afresh)
+  running_ = false;     // the ranks here are done: no agent is admitted until the next attempt
+  hang_round_.cancel(); // a hang diagnosis still gathering belongs to the attempt that ended
+  reset_preemption();   // so does a preemption (the next attempt starts afresh)
   const bool local_ok = outcome.status == RunOutcome::Status::succeeded;
   if (!local_ok && !outcome.remote_failure)
     report_failure(outcome.exit_code(), outcome.root_cause_rank, outcome.reason);
@@ -620,19 +604,10 @@ void ControlChannel::close_gracefully() {
 
 // Preemption across nodes (docs/preemption.md, "Several nodes").
 
-namespace {
-
-/// Half a round trip to a node whose counts came unasked (a `preempt` line)
-/// when no other node's answer measured one: generous for a data centre's
-/// network, and doubled again by pick_stop_step's margin.
-constexpr auto k_unknown_trip = std::chrono::milliseconds(100);
-
-} // namespace
-
 void ControlChannel::preempt_signalled(int sig, const NodeSteps& mine, std::chrono::milliseconds grace) {
   const auto now = Clock::now();
   if (options_.node_rank == 0) {
-    take_counts(0, mine, Clock::duration::zero(), now);
+    stop_round_.take(0, mine, Clock::duration::zero(), now);
     start_preemption(sig, 0, grace, now);
     return;
   }
@@ -649,36 +624,21 @@ void ControlChannel::preempt_signalled(int sig, const NodeSteps& mine, std::chro
 
 void ControlChannel::start_preemption(int sig, int node, std::chrono::milliseconds grace,
                                       Clock::time_point now) {
-  if (preempt_decided_) return; // a later signal elsewhere: the stopat is out already
-  if (counts_deadline_) {
-    grace_ends_ = std::min(grace_ends_, now + grace); // the grace period of the first signal
-    return;
-  }
-  preempt_signal_ = sig;
-  preempt_node_ = node;
-  grace_ends_ = now + grace;
-  counts_deadline_ = now + options_.counts_wait;
-  count_sent_ = now;
+  if (!stop_round_.start(sig, node, grace, now, options_.counts_wait)) return;
   // One round trip: every node whose counts node 0 does not have yet is
   // asked; node 0's own ranks through its supervisor (counts_asked).
-  if (counted_.count(0) == 0) counts_asked_ = true;
+  if (!stop_round_.has(0)) counts_asked_ = true;
   ControlMessage count;
   count.kind = ControlMessage::Kind::count;
   for (auto& peer : peers_)
-    if (!peer->link.closed() && counted_.count(peer->node_rank) == 0) send_message(*peer, count);
-}
-
-void ControlChannel::take_counts(int node, NodeSteps counts, std::optional<Clock::duration> trip,
-                                 Clock::time_point now) {
-  counts.node = node;
-  counted_[node] = Counted{counts, now, trip};
+    if (!stop_round_.has(peer->node_rank)) send_message(*peer, count);
 }
 
 bool ControlChannel::counts_asked() { return std::exchange(counts_asked_, false); }
 
 void ControlChannel::ranks_counted(const NodeSteps& mine) {
   if (options_.node_rank == 0) {
-    if (counts_deadline_ && !preempt_decided_) take_counts(0, mine, Clock::duration::zero(), Clock::now());
+    if (stop_round_.gathering()) stop_round_.take(0, mine, Clock::duration::zero(), Clock::now());
     return;
   }
   ControlMessage m;
@@ -692,53 +652,23 @@ void ControlChannel::ranks_counted(const NodeSteps& mine) {
 
 std::optional<JobStop> ControlChannel::job_stop(Clock::time_point now) {
   if (options_.node_rank != 0) return std::exchange(job_stop_, std::nullopt);
-  if (!counts_deadline_ || preempt_decided_) return std::nullopt;
-  bool all = counted_.count(0) > 0;
-  for (const auto& peer : peers_)
-    if (!peer->link.closed() && counted_.count(peer->node_rank) == 0) all = false;
-  if (!all && now < *counts_deadline_) return std::nullopt;
-  return decide_stop(now);
-}
-
-JobStop ControlChannel::decide_stop(Clock::time_point now) {
-  preempt_decided_ = true;
-  // A count taken `trip` before it reached node 0 ages until now, and the
-  // stopat takes about as long again to reach that node: its lead.
-  std::optional<Clock::duration> known;
-  for (const auto& [node, c] : counted_)
-    if (c.trip && node != 0) known = std::max(known.value_or(Clock::duration::zero()), *c.trip);
-  std::vector<NodeSteps> nodes;
-  for (auto [node, c] : counted_) {
-    const Clock::duration trip = c.trip.value_or(known.value_or(k_unknown_trip));
-    c.steps.lead_s = std::chrono::duration<double>(now - c.arrived + 2 * trip).count();
-    nodes.push_back(c.steps);
-  }
-  JobStop stop;
-  stop.signal = preempt_signal_;
-  stop.stop_step = pick_stop_step(nodes);
-  stop.grace = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(grace_ends_ - now),
-                        std::chrono::milliseconds(0));
-  stop.node = preempt_node_;
-  for (int node = 0; node < options_.num_nodes; ++node)
-    if (counted_.count(node) == 0) stop.missing_nodes.push_back(node);
+  auto stop = stop_round_.decide(awaited_nodes(), options_.num_nodes, now);
+  if (!stop) return std::nullopt;
   ControlMessage m;
   m.kind = ControlMessage::Kind::stopat;
-  m.steps = stop.stop_step;
-  m.signal = stop.signal;
-  m.grace_ms = static_cast<int>(std::min<long long>(stop.grace.count(), 999'999'999));
-  m.node_rank = stop.node;
+  m.steps = stop->stop_step;
+  m.signal = stop->signal;
+  m.grace_ms = static_cast<int>(std::min<long long>(stop->grace.count(), 999'999'999));
+  m.node_rank = stop->node;
   send_to_all(peers_, m);
   return stop;
 }
 
 void ControlChannel::reset_preemption() {
-  counts_deadline_.reset();
-  counted_.clear();
-  preempt_decided_ = false;
+  stop_round_.reset();
+  stop_heard_ = false;
   counts_asked_ = false;
   job_stop_.reset();
-  preempt_signal_ = 0;
-  preempt_node_ = -1;
 }
 
 } // namespace air

@@ -4,7 +4,9 @@
 #include "core/base/unique_fd.hpp"
 #include "core/cluster/control_options.hpp"
 #include "core/cluster/control_peer.hpp"
+#include "core/cluster/hang_round.hpp"
 #include "core/cluster/join_gate.hpp"
+#include "core/cluster/stop_round.hpp"
 #include "core/run/job_events.hpp"
 #include "core/run/outcome.hpp"
 
@@ -226,43 +228,23 @@ private:
   int first_attempt_ = 0;
   // Hang diagnosis across nodes
   void start_round(std::chrono::steady_clock::time_point now); ///< node 0: `where` to every node
-  int hang_round_ = 0;        ///< node 0: the latest round; others: the latest one asked for
+  HangRound hang_round_;      ///< node 0: the job-wide diagnosis that gathers
+  int asked_round_ = 0;       ///< others: the latest round node 0 asked for
   int answered_round_ = 0;    ///< others: the round whose places went out
   bool places_asked_ = false; ///< places_asked() has news
   bool hang_stop_ = false;    ///< this node's failure is a hang: node 0 tells the others with `hung`
-  std::optional<std::chrono::steady_clock::time_point> round_deadline_; ///< node 0: while a round gathers
-  std::map<int, std::vector<HangRank>> round_places_; ///< node 0: this round's places by node
-  std::map<int, int> round_counts_;                   ///< node 0: how many ranks each node sends
   // Preemption across nodes
   /// Node 0: a preemption signal reached node `node` (this one or another):
   /// asks the nodes that have not counted yet, unless a decision is under way.
   void start_preemption(int sig, int node, std::chrono::milliseconds grace,
                         std::chrono::steady_clock::time_point now);
-  /// Node 0: one node's counts, taken `trip` before they reached node 0
-  /// (half a round trip; nullopt when unknown), received at `now`.
-  void take_counts(int node, NodeSteps counts, std::optional<std::chrono::steady_clock::duration> trip,
-                   std::chrono::steady_clock::time_point now);
-  /// Node 0: the job's stop step from the counts at hand, sent to every node.
-  JobStop decide_stop(std::chrono::steady_clock::time_point now);
   void reset_preemption();
-  /// Node 0, while a preemption is being decided: the signal, the node that
-  /// had it, when the grace period ends, when the counts wait ends and when
-  /// `count` went out; the counts by node, with when each arrived and its
-  /// trip (half the measured round trip; unknown for a `preempt` line's).
-  struct Counted {
-    NodeSteps steps;
-    std::chrono::steady_clock::time_point arrived{};
-    std::optional<std::chrono::steady_clock::duration> trip;
-  };
-  int preempt_signal_ = 0;
-  int preempt_node_ = -1;
-  std::chrono::steady_clock::time_point grace_ends_{};
-  std::optional<std::chrono::steady_clock::time_point> counts_deadline_;
-  std::chrono::steady_clock::time_point count_sent_{};
-  std::map<int, Counted> counted_;
-  bool preempt_decided_ = false;    ///< node 0: stopat went out (this attempt)
+  /// Node 0: the nodes a round waits for: itself and every open connection's.
+  std::vector<int> awaited_nodes() const;
+  StopRound stop_round_;            ///< node 0: the job-wide preemption being decided
+  bool stop_heard_ = false;         ///< others: node 0's stopat came (the first one counts)
   bool counts_asked_ = false;       ///< counts_asked() has news
-  std::optional<JobStop> job_stop_; ///< the decision, until job_stop() hands it over
+  std::optional<JobStop> job_stop_; ///< others: the decision, until job_stop() hands it over
 };
 
 } // namespace air
