@@ -2,6 +2,11 @@
 
 #include "core/base/error.hpp"
 #include "core/base/unique_fd.hpp"
+#include "core/cluster/control_options.hpp"
+#include "core/cluster/control_peer.hpp"
+#include "core/cluster/hang_round.hpp"
+#include "core/cluster/join_gate.hpp"
+#include "core/cluster/stop_round.hpp"
 #include "core/run/job_events.hpp"
 #include "core/run/outcome.hpp"
 
@@ -14,44 +19,6 @@
 #include <vector>
 
 namespace air {
-
-/// What an agent needs to join the others (see ControlChannel).
-struct ControlOptions {
-  int node_rank = 0;
-  int num_nodes = 2;
-  int ranks_per_node = 1;
-  std::string node_name;               ///< this node, for messages
-  std::vector<std::string> node_names; ///< by node rank when known (Slurm), for messages
-  std::string master_host;             ///< where node 0's agent listens (used by nodes > 0)
-  int port = 0;                        ///< node 0's control port
-  std::string run_id;                  ///< node 0's run id, handed to every node with `start`
-  std::string mlflow_experiment_id;    ///< node 0's MLflow run, handed on with `start` ("" = none)
-  std::string mlflow_run_id;
-  std::string join_token; ///< the job's shared secret (AIR_RUN_JOIN_TOKEN), "" when none
-  std::string job_id;     ///< bound into the join proofs (Slurm's job id), "" when none
-  std::chrono::milliseconds join_timeout{300'000};
-  std::chrono::milliseconds heartbeat_interval{1'000};
-  std::chrono::milliseconds heartbeat_timeout{5'000}; ///< a peer silent this long is a dead agent
-  /// c10d rendezvous: node ranks are handed out by node 0 in order of
-  /// arrival (node_rank is ignored; node 0 is the agent that binds `port`),
-  /// and num_nodes may be a range min_nodes..num_nodes.
-  bool c10d = false;
-  bool may_host = true; ///< c10d: `master_host` is this machine, so try to bind `port` first
-  int min_nodes = 0;    ///< c10d: 0 = num_nodes
-  std::chrono::milliseconds last_call_timeout{30'000}; ///< c10d: wait this long for more once min joined
-  int master_port = 0;   ///< node 0: the ranks' MASTER_PORT, handed to every node with `start`
-  int interrupt_fd = -1; ///< a signalfd (InterruptWatch): a signal ends every wait with exit 128+N
-  /// A line for the user while joining (an agent that joined a running job
-  /// waits for the next restart); nullptr: none.
-  std::function<void(const std::string&)> notice;
-  /// Node 0: how long a job-wide hang diagnosis waits for the nodes' places:
-  /// a node's stack dumps take up to 5 s (with Flight Recorder traces), then
-  /// a round trip. A node still silent then is named as missing.
-  std::chrono::milliseconds places_wait{10'000};
-  /// Node 0: how long a preemption waits for the nodes' step counts
-  /// (core/run/job_preemption.hpp says why this long).
-  std::chrono::milliseconds counts_wait{k_preempt_counts_wait};
-};
 
 /// The small TCP connection every agent keeps to node 0's agent during a
 /// multi-node run (static mode and Slurm): node 0 listens on the control
@@ -157,25 +124,54 @@ public:
   /// (pick_stop_step) and sends `stopat` to every node.
   bool job_wide_preemption() const override { return options_.num_nodes > 1; }
 
-  struct Peer; ///< one connection (defined in control.cpp)
-
 private:
+  using Peer = ControlPeer;
   explicit ControlChannel(ControlOptions options);
+  /// Node 0: the join server's connections; the others: the join client's.
   Status serve_join(UniqueFd listener);
   Status client_join();
-  /// One connection's join handshake: the result, or nullopt when node 0
-  /// closed it before proving itself (the caller connects again).
-  std::optional<Status> handshake(std::unique_ptr<Peer> peer, const std::string& where,
-                                  std::chrono::steady_clock::time_point deadline);
-  /// Waits a moment before connecting again; an error when a signal came.
-  Status wait_before_retry(const std::string& where);
-  int take_interrupt() const;
   std::optional<RemoteFailure> pump(std::chrono::steady_clock::time_point now);
-  std::optional<RemoteFailure> on_line(Peer& peer, const std::string& line);
+  /// Node 0: a line from the agent on `peer`; the others: a line from node 0.
+  std::optional<RemoteFailure> on_agent_line(Peer& peer, const ControlMessage& m);
+  std::optional<RemoteFailure> on_node0_line(const ControlMessage& m);
+  /// The failure a `fail`, `abort` or `hung` line carries.
+  RemoteFailure failure_of(const ControlMessage& m) const;
+  /// Node 0: whether a message that names a node names the one the
+  /// connection joined as; one that speaks for another node is a protocol
+  /// violation, told once per connection (through options.notice) and never
+  /// acted on.
+  bool speaks_for_itself(Peer& peer, const ControlMessage& m);
+  /// A peer gone before the end (closed, or silent past heartbeat_timeout).
+  std::optional<RemoteFailure> lost(Peer& peer, bool was_closed, std::chrono::steady_clock::time_point now);
   void broadcast_abort(const RemoteFailure& failure, const Peer* except);
+  /// Waits until every node is done (node 0) or node 0 says finish (the
+  /// others), or a failure comes: then written into `outcome`.
+  void wait_all_done(RunOutcome& outcome);
   void close_gracefully();
-  std::string plain_name(int node_rank, const std::string& said) const;
-  std::string name_of(int node_rank, const std::string& said) const;
+
+  // Restart agreement (core/cluster/restart_agreement.cpp).
+  /// What the agreement heard: node 0, every other node's word (node rank ->
+  /// may restart); the others, node 0's answer.
+  struct RestartWords {
+    std::map<int, bool> said;
+    bool decided = false;    ///< the others: `restart` or `stop` came
+    std::optional<int> port; ///< the others: `restart`'s master port
+    bool lost = false;       ///< a node is gone, or a signal came
+  };
+  /// Heartbeats and listens until node 0 has every word (or the others its
+  /// answer), a node is lost, or a signal comes (`outcome` then says
+  /// interrupted and `restartable` turns false).
+  void gather_restart_words(RunOutcome& outcome, bool& restartable, int attempt, RestartWords& words);
+  /// One connection's lines: `over` (node 0), `restart` or `stop` (the others).
+  void hear_restart_words(Peer& peer, RestartWords& words);
+  /// Node 0, elastic: drops the nodes that are gone; false when fewer than
+  /// MIN are left. `regroup` says whether any went.
+  bool drop_lost_nodes(RunOutcome& outcome, bool& regroup);
+  /// Node 0: the answer to every node, `restart` (with the agents waiting to
+  /// join, renumbered when the group changed) or `stop`.
+  void send_restart_answer(bool all, bool regroup, int attempt, int master_port);
+  /// A fresh attempt on `master_port`: nothing failed yet, nobody is done.
+  void begin_attempt(int master_port);
 
   ControlOptions options_;
   std::string run_id_;
@@ -217,57 +213,38 @@ private:
   /// refused (exit 2). Returns the membership change that ends the attempt
   /// when one was admitted.
   std::optional<RemoteFailure> admit_late(std::chrono::steady_clock::time_point now);
-  void accept_late(std::chrono::steady_clock::time_point now);
-  /// One late connection's lines: authentication, then its hello. The name it
-  /// joins with when admitted.
+  /// One late connection's lines, through the join gate. The name it joins
+  /// with when admitted.
   std::optional<std::string> hear_late(Peer& peer, std::chrono::steady_clock::time_point now);
+  /// Whether a late agent's hello fits the running job; refuses it when not.
+  bool late_hello_fits(Peer& peer, const ControlMessage& hello);
   /// Node 0: refuses the agents still waiting to join, and closes them.
   void refuse_waiting(int exit_code, const std::string& why);
   UniqueFd listener_;                          ///< node 0, elastic: the control port, open for late agents
   std::vector<std::unique_ptr<Peer>> late_;    ///< node 0: late connections before their hello
   std::vector<std::unique_ptr<Peer>> waiting_; ///< node 0: agents admitted to the next attempt
-  std::chrono::steady_clock::time_point accept_resumes_{}; ///< out of descriptors: the listener rests
-  bool running_ = false; ///< this attempt's ranks run (join/restart to settle)
+  JoinGate late_gate_;                         ///< node 0, elastic: the door for late agents
+  bool running_ = false;                       ///< this attempt's ranks run (join/restart to settle)
   int first_attempt_ = 0;
   // Hang diagnosis across nodes
   void start_round(std::chrono::steady_clock::time_point now); ///< node 0: `where` to every node
-  int hang_round_ = 0;        ///< node 0: the latest round; others: the latest one asked for
+  HangRound hang_round_;      ///< node 0: the job-wide diagnosis that gathers
+  int asked_round_ = 0;       ///< others: the latest round node 0 asked for
   int answered_round_ = 0;    ///< others: the round whose places went out
   bool places_asked_ = false; ///< places_asked() has news
   bool hang_stop_ = false;    ///< this node's failure is a hang: node 0 tells the others with `hung`
-  std::optional<std::chrono::steady_clock::time_point> round_deadline_; ///< node 0: while a round gathers
-  std::map<int, std::vector<HangRank>> round_places_; ///< node 0: this round's places by node
-  std::map<int, int> round_counts_;                   ///< node 0: how many ranks each node sends
   // Preemption across nodes
   /// Node 0: a preemption signal reached node `node` (this one or another):
   /// asks the nodes that have not counted yet, unless a decision is under way.
   void start_preemption(int sig, int node, std::chrono::milliseconds grace,
                         std::chrono::steady_clock::time_point now);
-  /// Node 0: one node's counts, taken `trip` before they reached node 0
-  /// (half a round trip; nullopt when unknown), received at `now`.
-  void take_counts(int node, NodeSteps counts, std::optional<std::chrono::steady_clock::duration> trip,
-                   std::chrono::steady_clock::time_point now);
-  /// Node 0: the job's stop step from the counts at hand, sent to every node.
-  JobStop decide_stop(std::chrono::steady_clock::time_point now);
   void reset_preemption();
-  /// Node 0, while a preemption is being decided: the signal, the node that
-  /// had it, when the grace period ends, when the counts wait ends and when
-  /// `count` went out; the counts by node, with when each arrived and its
-  /// trip (half the measured round trip; unknown for a `preempt` line's).
-  struct Counted {
-    NodeSteps steps;
-    std::chrono::steady_clock::time_point arrived{};
-    std::optional<std::chrono::steady_clock::duration> trip;
-  };
-  int preempt_signal_ = 0;
-  int preempt_node_ = -1;
-  std::chrono::steady_clock::time_point grace_ends_{};
-  std::optional<std::chrono::steady_clock::time_point> counts_deadline_;
-  std::chrono::steady_clock::time_point count_sent_{};
-  std::map<int, Counted> counted_;
-  bool preempt_decided_ = false;    ///< node 0: stopat went out (this attempt)
+  /// Node 0: the nodes a round waits for: itself and every open connection's.
+  std::vector<int> awaited_nodes() const;
+  StopRound stop_round_;            ///< node 0: the job-wide preemption being decided
+  bool stop_heard_ = false;         ///< others: node 0's stopat came (the first one counts)
   bool counts_asked_ = false;       ///< counts_asked() has news
-  std::optional<JobStop> job_stop_; ///< the decision, until job_stop() hands it over
+  std::optional<JobStop> job_stop_; ///< others: the decision, until job_stop() hands it over
 };
 
 } // namespace air

@@ -89,10 +89,13 @@ Expected<InterruptWatch> InterruptWatch::open() {
   return watch;
 }
 
-int InterruptWatch::take() {
+int InterruptWatch::take() { return take_signal(fd_.get()); }
+
+int take_signal(int signal_fd) {
+  if (signal_fd < 0) return 0;
   signalfd_siginfo info{};
   for (;;) {
-    const ssize_t n = ::read(fd_.get(), &info, sizeof(info));
+    const ssize_t n = ::read(signal_fd, &info, sizeof(info));
     if (n < 0 && errno == EINTR) continue;
     if (n != static_cast<ssize_t>(sizeof(info))) return 0;
     return static_cast<int>(info.ssi_signo);

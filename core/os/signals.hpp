@@ -51,6 +51,10 @@ private:
   struct sigaction old_chld_action_ {};
 };
 
+/// The first signal queued on `signal_fd` (a non-blocking signalfd),
+/// consumed; 0 when none, and when `signal_fd` is -1. Never blocks.
+int take_signal(int signal_fd);
+
 /// A signalfd over the interrupting signals (SIGINT, SIGTERM, SIGHUP, those
 /// of `supervised_signals()`), for the waits outside the supervisor's loop:
 /// the multi-node join, the agreement between restart attempts. Blocks them

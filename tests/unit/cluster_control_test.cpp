@@ -16,7 +16,10 @@
 #include <functional>
 #include <future>
 #include <limits>
+#include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 using air::ControlMessage;
 using Kind = air::ControlMessage::Kind;
@@ -930,4 +933,59 @@ TEST_CASE("node 0 decides without a node that does not answer, and names it", "[
   CHECK(stop0->missing_nodes == std::vector<int>{1});
   CHECK(stop0->stop_step == 31); // node 1's 500 steps never came
   CHECK(stop1->stop_step == 31);
+}
+
+TEST_CASE("a token-holding agent cannot speak for another node", "[control][auth][forged]") {
+  const int port = air_test::free_port();
+  auto three = [port](int node_rank) {
+    auto o = options_for(node_rank, port);
+    o.num_nodes = 3;
+    o.node_name = node_rank == 0 ? "alpha" : node_rank == 1 ? "beta" : "gamma";
+    o.heartbeat_timeout = 10s; // the hand-made agent sends no heartbeats
+    return o;
+  };
+  auto told = std::make_shared<std::vector<std::string>>();
+  auto server = std::async(std::launch::async, [three, told] {
+    auto o = three(0);
+    o.notice = [told](const std::string& line) { told->push_back(line); };
+    return air::ControlChannel::join(o);
+  });
+  auto real = std::async(std::launch::async, [three] { return air::ControlChannel::join(three(2)); });
+  // Node 1 holds the join token and joins as itself...
+  const int fd = connect_loopback(port);
+  authenticate(fd, "s3cret-join-token");
+  send_text(fd, "hello 2 1 3 2 beta\n");
+  Joined node0 = server.get();
+  Joined node2 = real.get();
+  INFO((node0 ? "" : node0.error().message) << (node2 ? "" : node2.error().message));
+  REQUIRE(node0.ok());
+  REQUIRE(node2.ok());
+
+  // ...then says node 2 went quiet, and that node 2 failed.
+  send_text(fd, "quiet 2\n");
+  send_text(fd, "fail 2 5 7 gamma forged failure\n");
+  send_text(fd, "abort 2 5 7 gamma forged abort\n");
+  // Neither a failure nor a hang round in node 2's name: no event at all.
+  const auto events_within = [](air::ControlChannel& c, std::chrono::milliseconds limit) {
+    std::vector<air::JobEvent> events;
+    for (const auto end = Clock::now() + limit; Clock::now() < end;) {
+      std::vector<pollfd> fds;
+      for (int f : c.poll_fds()) fds.push_back({f, POLLIN, 0});
+      ::poll(fds.data(), fds.size(), 20);
+      for (auto& e : air_test::take_events(c)) events.push_back(std::move(e));
+    }
+    return events;
+  };
+  CHECK(events_within(**node0, 600ms).empty());
+  CHECK(events_within(**node2, 200ms).empty()); // node 2 was never asked for its places
+  REQUIRE(told->size() == 1);                   // told once per connection
+  CHECK(told->front().find("protocol violation: node 1 (beta) sent a message naming node 2") == 0);
+
+  // What node 1 says of itself still counts.
+  send_text(fd, "fail 1 3 9 beta rank 3 exited with exit code 9\n");
+  auto f = air_test::poll_channel(**node0, 2s);
+  REQUIRE(f.has_value());
+  CHECK(f->node_rank == 1);
+  CHECK(f->exit_code == 9);
+  ::close(fd);
 }
