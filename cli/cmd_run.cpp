@@ -3,6 +3,7 @@
 #include "cli/commands.hpp"
 #include "cli/console_setup.hpp"
 #include "cli/dry_run.hpp"
+#include "cli/launch_checks.hpp"
 #include "cli/nodes.hpp"
 #include "cli/output_paths.hpp"
 #include "cli/run_dir_guard.hpp"
@@ -31,16 +32,12 @@
 
 #include <fmt/format.h>
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <filesystem>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -62,155 +59,6 @@ struct Notices {
     if (!quiet) std::fputs(paint(line + "\n", Paint::dim, color).c_str(), stderr);
   }
 };
-
-/// Fails before launch when the target cannot start, so a typo costs no ranks:
-/// the interpreter or executable must resolve, a script must be readable.
-/// `check_python` is false for a dry run whose environment a launch would
-/// build first: its interpreter does not exist yet, and that is no error.
-Status check_target(const LaunchSpec& spec, const Environment& env, bool check_python = true) {
-  const auto& command = spec.command.value;
-  const bool python_target = !spec.no_python.value && (spec.module.value || command.front().ends_with(".py"));
-  if (python_target && !check_python) {
-    if (!spec.module.value) return check_readable_file(command.front(), "script");
-    return ok_status();
-  }
-  if (python_target) {
-    auto python = check_executable(spec.python.value, env);
-    if (!python) {
-      return Error{python.error().kind,
-                   fmt::format("Python interpreter {} (environment.python)", python.error().message)};
-    }
-    if (!spec.module.value) return check_readable_file(command.front(), "script");
-    return ok_status();
-  }
-  auto exe = check_executable(command.front(), env);
-  if (!exe) return exe.error();
-  return ok_status();
-}
-
-std::optional<std::string> requested_type(const LaunchSpec& spec) {
-  if (spec.accelerator_type.value.empty()) return std::nullopt;
-  return spec.accelerator_type.value;
-}
-
-/// The hardware a run is matched against. A run that asks for CPU ranks skips
-/// the GPU probe: loading NVML costs tens of milliseconds and about 18 MiB of
-/// resident memory on a GPU machine, for a run that uses no GPU.
-Hardware hardware_for(const LaunchSpec& spec, const Environment& env) {
-  const auto type = requested_type(spec);
-  if (!type) return detect_hardware(env);
-  const auto parsed = parse_accelerator_type(*type);
-  if (!parsed || !parsed->cpu) return detect_hardware(env); // a bad type is reported by the selection
-  Hardware skipped;
-  skipped.source = "skipped";
-  skipped.reason = "accelerator_type is CPU: GPUs not probed";
-  return skipped;
-}
-
-/// The ranks and GPUs: torchrun's --nproc-per-node when given (more ranks
-/// than GPUs allowed), else air-run's strict accelerator matching.
-Expected<Selection> select_ranks(const LaunchSpec& spec, const Hardware& hardware) {
-  if (spec.nproc_per_node.value.empty()) {
-    return select_accelerators(requested_type(spec), spec.num_accelerators.value, spec.cpu_ranks.value,
-                               hardware, !spec.cpu_ranks.is_default());
-  }
-  auto nproc = parse_nproc_per_node(spec.nproc_per_node.value, "nproc_per_node");
-  if (!nproc) return nproc.error();
-  // os.cpu_count(), as torchrun counts: every online CPU, not the affinity mask.
-  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  return select_nproc_per_node(*nproc, requested_type(spec), hardware, cpus > 0 ? static_cast<int>(cpus) : 1);
-}
-
-/// The run's own folder inside the log directory: the log directory itself,
-/// or the part before the per-rank folder of `logs/<run id>/{rank}`. "" when
-/// there is none (no --log-dir, or `{rank}` in the first path segment).
-std::string run_folder_of(const std::string& log_dir) {
-  const auto rank = log_dir.find("{rank}");
-  if (rank == std::string::npos) return log_dir;
-  const auto slash = log_dir.rfind('/', rank);
-  return slash == std::string::npos || slash == 0 ? std::string() : log_dir.substr(0, slash);
-}
-
-/// torchrun's per-run log directory for -r/-t files, made when either is
-/// set: `<log_dir>/<run_id>_XXXXXX` (a temporary base when log_dir is unset).
-Expected<std::string> make_torchrun_log_dir(const LaunchSpec& spec, const Environment& env,
-                                            const std::string& run_id) {
-  if (spec.redirects.value == "0" && spec.tee.value == "0" && spec.duplicate_stdout_filters.value.empty() &&
-      spec.duplicate_stderr_filters.value.empty())
-    return std::string();
-  // The run's folder: with a folder per rank (`logs/{run_id}/{rank}`), the one above them.
-  std::string base = run_folder_of(spec.log_dir.value);
-  if (base.empty()) base = fmt::format("{}/torchelastic_{}", env_or(env, "TMPDIR", "/tmp"), run_id);
-  AIR_TRY(make_directories(base));
-  std::string path = fmt::format("{}/{}_XXXXXX", base, run_id);
-  if (mkdtemp(path.data()) == nullptr) {
-    return Error{ErrorKind::system, fmt::format("mkdtemp {}: {}", path, std::strerror(errno))};
-  }
-  return path;
-}
-
-/// The paths a run writes, as given (with placeholders), and their check:
-/// an unknown placeholder is a usage error before anything starts.
-struct PathTemplates {
-  std::string log_dir, summary_file, junit_file;
-
-  static Expected<PathTemplates> of(const LaunchSpec& spec) {
-    AIR_TRY(check_placeholders(spec.log_dir.value, {"run_id", "node_rank", "rank"}, "log_dir (--log-dir)"));
-    AIR_TRY(check_placeholders(spec.summary_file.value, {"run_id", "node_rank"}, "summary_file (--summary)"));
-    AIR_TRY(check_placeholders(spec.junit_file.value, {"run_id", "node_rank"}, "junit_file (--junit)"));
-    // A per-run subfolder by default: a second run never overwrites the first.
-    return PathTemplates{with_run_folder(spec.log_dir.value), spec.summary_file.value, spec.junit_file.value};
-  }
-
-  /// Puts the run's values into the spec's paths ({rank} stays for the planner).
-  void apply(LaunchSpec& spec, const std::string& run_id, int node_rank) const {
-    spec.log_dir.value = fill_run_placeholders(log_dir, run_id, node_rank);
-    spec.summary_file.value = fill_run_placeholders(summary_file, run_id, node_rank);
-    spec.junit_file.value = fill_run_placeholders(junit_file, run_id, node_rank);
-  }
-};
-
-/// Takes this node's log folder for the run (core/os/run_folder.hpp): when an
-/// earlier or concurrent run with the same run id holds it, this run's logs
-/// go to `<folder>.1` (`.2`, ...) instead, and `spec.log_dir` says so.
-/// Returns the folder taken ("" without one).
-Expected<std::string> claim_log_folder(LaunchSpec& spec, int node_rank) {
-  const std::string folder = run_folder_of(spec.log_dir.value);
-  if (folder.empty()) return std::string();
-  // The run's folder is made inside the directory the user named: that one
-  // must not be open to other users either (checked before anything is made in it).
-  const std::string parent = std::filesystem::path(folder).parent_path().string();
-  if (struct stat st{}; !parent.empty() && ::stat(parent.c_str(), &st) == 0)
-    AIR_TRY(check_trusted_path(parent, "log directory"));
-  auto claimed = claim_run_folder(folder, node_rank);
-  if (!claimed) return claimed.error();
-  if (*claimed != folder) spec.log_dir.value = *claimed + spec.log_dir.value.substr(folder.size());
-  return claimed;
-}
-
-/// The output paths' check (cli/output_paths.hpp); a refused path is dropped
-/// from the refused launch's report, which would only fail on it again.
-Status check_writable_outputs(const LaunchSpec& spec, bool create, LaunchFacts& facts) {
-  std::string refused_key;
-  auto ok = check_output_paths(spec, create, &refused_key);
-  if (!ok && facts.spec) {
-    if (refused_key == "summary_file") facts.spec->summary_file.value.clear();
-    if (refused_key == "junit_file") facts.spec->junit_file.value.clear();
-  }
-  return ok;
-}
-
-/// The rank that reads air-run's stdin (-1: none): the one --stdin names, else
-/// rank 0 of a single-rank run on a terminal (breakpoint() just works).
-Expected<int> stdin_rank_for(const LaunchSpec& spec, const LaunchPlan& plan) {
-  if (const auto& asked = spec.stdin_rank.value) {
-    if (*asked >= plan.world_size)
-      return usage_error(fmt::format("stdin (--stdin): rank {} is not in this run (world size {})", *asked,
-                                     plan.world_size));
-    return *asked;
-  }
-  return plan.world_size == 1 && ::isatty(STDIN_FILENO) == 1 ? 0 : -1;
-}
 
 /// Writes the sitecustomize.py that arms faulthandler in Python ranks, when the plan arms them.
 Status write_stack_shim(const LaunchPlan& plan) {
