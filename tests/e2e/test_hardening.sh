@@ -22,6 +22,28 @@ test_spec_holding_just_a_comma_is_refused() {
     $(cat err) == *"comma.yaml:1:1: expected one YAML document, found another"* ]] || fail "$(cat err)"
 }
 
+test_deeply_nested_specs_are_refused_at_the_first_level_too_deep() {
+  # A line of 100,000 '[' took 21 s to refuse, a flow mapping nested 20,000
+  # deep 2 s (libyaml's scanner and yaml-cpp's tree cost more with every open
+  # level); scripts/bench-yaml-bombs.py times them. Both are refused at the
+  # 65th level: the top-level mapping is the first, the value's first '[' or
+  # '{' (column 10) the second.
+  python3 -c "print('command: ' + '[' * 100000)" >seq.yaml
+  python3 -c "print('command: ' + '{a: ' * 20000 + '1' + '}' * 20000)" >map.yaml
+  run_air --dry-run -f seq.yaml --no-python true
+  expect_rc 2
+  expect_contains "$err" "air-run: error: seq.yaml:1:73: invalid YAML: nested deeper than 64 levels"
+  [[ -z $out ]] || fail "a refused spec printed a plan: $out"
+  run_air --dry-run -f map.yaml --no-python true
+  expect_rc 2
+  expect_contains "$err" "air-run: error: map.yaml:1:262: invalid YAML: nested deeper than 64 levels"
+  [[ -z $out ]] || fail "a refused spec printed a plan: $out"
+  # Not only under --dry-run: nothing is launched (the target would leave a file).
+  run_air -f seq.yaml --no-python touch launched
+  expect_rc 2
+  [[ ! -e launched ]] || fail "a refused spec launched its target"
+}
+
 test_huge_rank_count_is_a_clear_error() {
   run_air --dry-run --cpu-ranks 2147483647 --no-python true
   expect_rc 2

@@ -863,6 +863,26 @@ TEST_CASE("an unclosed quote does not swallow the keys after it", "[spec]") {
         "job.yaml:1:10: invalid YAML: alias *target names no anchor defined before it");
 }
 
+TEST_CASE("lists and mappings nested past 64 levels are refused where the 65th opens", "[spec]") {
+  if (!air::yaml_syntax_is_strict()) return;
+  air::SpecInputs inputs;
+  inputs.file_path = "job.yaml";
+  // The top-level mapping is the first level: 63 lists under it are 64 levels.
+  inputs.file_text = "command: " + std::string(63, '[') + std::string(63, ']') + "\n";
+  CHECK(resolve_error(inputs).find("nested deeper") == std::string::npos);
+  inputs.file_text = "command: " + std::string(64, '[') + std::string(64, ']') + "\n";
+  CHECK(resolve_error(inputs) == "job.yaml:1:73: invalid YAML: nested deeper than 64 levels");
+  std::string map = "command: ";
+  for (int i = 0; i < 20000; ++i) map += "{a: ";
+  inputs.file_text = map + "1" + std::string(20000, '}') + "\n";
+  CHECK(resolve_error(inputs) == "job.yaml:1:262: invalid YAML: nested deeper than 64 levels");
+  // Block lists nest too: "- - - x" is three levels.
+  std::string block;
+  for (int i = 0; i < 100; ++i) block += "- ";
+  inputs.file_text = block + "x\n";
+  CHECK(resolve_error(inputs) == "job.yaml:1:129: invalid YAML: nested deeper than 64 levels");
+}
+
 TEST_CASE("numa_binding and signals_to_handle are checked where they were given", "[spec][torchrun]") {
   CHECK(resolve_error("numa_binding: gpu\n") ==
         "job.yaml:1:1: numa_binding: expected node, socket, exclusive, core-complex or none, got 'gpu'");
