@@ -1,10 +1,9 @@
 // The teardown (core/run/teardown.hpp): the first signal to every rank's
-// group, the grace deadline, then SIGKILL; and the root cause it follows
-// (core/run/exits.hpp). A real child in its own group that ignores SIGTERM
-// stands in for a rank that does not stop.
-#include "core/run/exits.hpp"
+// group, the grace deadline, then SIGKILL. A real child in its own group
+// that ignores SIGTERM stands in for a rank that does not stop.
 #include "core/run/teardown.hpp"
 #include "tests/unit/catch.hpp"
+#include "tests/unit/plan_fixture.hpp"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,17 +15,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-air::LaunchPlan plan_of(int ranks) {
-  air::LaunchPlan plan;
-  for (int i = 0; i < ranks; ++i) {
-    air::RankPlan r;
-    r.rank = i;
-    r.local_rank = i;
-    plan.ranks.push_back(r);
-  }
-  return plan;
-}
 
 /// A child leading its own process group that ignores SIGTERM, ready once this returns.
 pid_t stubborn_child() {
@@ -51,7 +39,7 @@ pid_t stubborn_child() {
 } // namespace
 
 TEST_CASE("teardown: the first signal, the grace period, then SIGKILL", "[teardown]") {
-  const air::LaunchPlan plan = plan_of(2);
+  const air::LaunchPlan plan = air::test::bare_plan(2);
   air::RunOutcome out;
   air::RankTable ranks(plan, air::ConsoleOptions{}, out);
   const pid_t pid = stubborn_child();
@@ -95,30 +83,4 @@ TEST_CASE("teardown notice: what stops, how, and for how long", "[teardown]") {
   CHECK(one.find("; Ctrl-C again to kill now\n") != std::string::npos);
   CHECK(air::teardown_notice(4, SIGTERM, std::chrono::milliseconds(5'000)).find("4 ranks (SIGTERM)") !=
         std::string::npos);
-}
-
-TEST_CASE("exits: a lost peer waits for its cause, which becomes the root cause", "[exits]") {
-  const air::LaunchPlan plan = plan_of(3);
-  air::RunOutcome out;
-  air::RankTable ranks(plan, air::ConsoleOptions{}, out);
-  air::Exits exits(ranks, out);
-  const auto t0 = Clock::now();
-  CHECK_FALSE(exits.fail(ranks[1], "rank 1 exited with 1", true, t0)); // a symptom: wait
-  CHECK(out.status == air::RunOutcome::Status::failed);
-  CHECK(out.root_cause_rank == 1);
-  REQUIRE(exits.settling());
-  CHECK(*exits.settle_deadline() == t0 + 1s);
-  ranks.started(ranks[2], 999'999); // still running: the deadline decides
-  CHECK_FALSE(exits.settle_due(t0 + 999ms));
-  CHECK(exits.settle_due(t0 + 1s));
-  CHECK_FALSE(exits.fail(ranks[0], "rank 0 exited with 1", true, t0)); // another symptom: no news
-  CHECK(out.root_cause_rank == 1);
-  CHECK(exits.fail(ranks[2], "rank 2 was killed by SIGSEGV", false, t0)); // the cause: tear down now
-  CHECK(out.root_cause_rank == 2);
-  CHECK(out.reason == "rank 2 was killed by SIGSEGV");
-  exits.settled();
-  CHECK_FALSE(exits.settling());
-  CHECK_FALSE(exits.fail(ranks[0], "rank 0 exited with 1", false, t0)); // not the first failure
-  CHECK(out.root_cause_rank == 2);
-  ranks.forget(ranks[2]);
 }

@@ -1,6 +1,6 @@
-// The hang watch's clock (core/run/hang_watch.hpp): when quiet ranks make a
+// The hang clock (core/run/hang_clock.hpp): when quiet ranks make a
 // hang, with the start-up allowance and once per quiet spell.
-#include "core/run/hang_watch.hpp"
+#include "core/run/hang_clock.hpp"
 #include "tests/unit/catch.hpp"
 
 #include <chrono>
@@ -14,13 +14,13 @@ const Clock::time_point t0 = Clock::time_point() + 1000s;
 
 } // namespace
 
-TEST_CASE("without --hang-timeout the hang watch never wakes the loop", "[hang_watch]") {
+TEST_CASE("without --hang-timeout the hang clock never wakes the loop", "[hang_clock]") {
   air::HangClock clock(std::nullopt, t0);
   CHECK_FALSE(clock.next_deadline());
   CHECK_FALSE(clock.due(t0 + 24h));
 }
 
-TEST_CASE("before the first progress a short --hang-timeout waits the start-up allowance", "[hang_watch]") {
+TEST_CASE("before the first progress a short --hang-timeout waits the start-up allowance", "[hang_clock]") {
   air::HangClock clock(5s, t0);
   CHECK(clock.quiet_limit() == 60s);
   REQUIRE(clock.next_deadline());
@@ -33,7 +33,7 @@ TEST_CASE("before the first progress a short --hang-timeout waits the start-up a
   CHECK_FALSE(patient.due(t0 + 89s));
 }
 
-TEST_CASE("progress starts a new quiet spell, diagnosed once", "[hang_watch]") {
+TEST_CASE("progress starts a new quiet spell, diagnosed once", "[hang_clock]") {
   air::HangClock clock(5s, t0);
   clock.progress(t0 + 10s);
   CHECK(clock.quiet_limit() == 5s); // progress seen: no allowance any more
