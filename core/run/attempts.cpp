@@ -146,6 +146,9 @@ RunOutcome run_attempts(LaunchPlan& plan, const ConsoleOptions& console, Supervi
     if (!plan.resume_from.empty())
       say(console, fmt::format("attempt {} resumes from {} (AIR_RESUME_FROM)", attempt, plan.resume_from));
     outcome = supervise(plan, console, supervisor_hooks, warm.get());
+    // Every rank has stopped: what they saved is what a new launch resumes from.
+    if (outcome.preemption && !plan.checkpoint_dir.empty())
+      outcome.preemption->checkpoint = latest_checkpoint(plan.checkpoint_dir).value_or("");
     if (attempt > 0 && outcome.status == RunOutcome::Status::timed_out && first_timeout) {
       outcome.reason = fmt::format("timed out after {} (the whole run, {} attempts)",
                                    format_duration(*first_timeout), attempt + 1);

@@ -1,6 +1,7 @@
 #pragma once
 // Shared by the planner tests (run_plan, run_numa_binding, spec_torchrun): a
-// spec resolved from YAML, a CPU selection and a plan context.
+// spec resolved from YAML, a CPU selection and a plan context; and by the
+// supervisor's parts' tests (run_teardown, run_exits): a bare plan.
 
 #include "core/run/plan.hpp"
 #include "core/spec/spec.hpp"
@@ -37,6 +38,19 @@ inline PlanContext plan_context() {
   ctx.run_dir = "/tmp/air-run-r1";
   ctx.master_port = 29500;
   return ctx;
+}
+
+/// A plan of `n` ranks numbered 0 to n-1 and nothing else: the rank table
+/// of the supervisor's parts' tests.
+inline LaunchPlan bare_plan(int n) {
+  LaunchPlan plan;
+  for (int i = 0; i < n; ++i) {
+    RankPlan r;
+    r.rank = i;
+    r.local_rank = i;
+    plan.ranks.push_back(r);
+  }
+  return plan;
 }
 
 } // namespace air::test

@@ -1,0 +1,80 @@
+// The console: air-run's stdout and stderr and the live area under the ranks' lines.
+#include "core/run/console.hpp"
+
+#include <unistd.h>
+
+namespace air {
+
+Console::Console(const ConsoleOptions& options)
+    : options_(options), stdout_(options.stdout_fd), stderr_(options.stderr_fd) {}
+
+void Console::write(int stream, std::string_view batch, std::size_t lines) {
+  if (!live_ || !live_->wraps(fd(stream))) {
+    sink(stream).write(batch, lines);
+    return;
+  }
+  live_batch_ = live_->erase();
+  live_batch_ += batch;
+  live_batch_ += live_->redraw();
+  sink(stream).write(live_batch_, lines);
+}
+
+void Console::write_piece(int stream, std::string_view text) { sink(stream).write(text, 0); }
+
+void Console::add_poll_fds(std::vector<pollfd>& fds) const {
+  for (const LineSink* s : {&stdout_, &stderr_}) {
+    if (s->pending()) fds.push_back({s->poll_fd(), POLLOUT, 0});
+  }
+}
+
+void Console::flush() {
+  stdout_.flush();
+  stderr_.flush();
+}
+
+void Console::start_live(bool prompt) {
+  // Without the status (--no-live, -q) the area still carries the ranks'
+  // unfinished lines when they have terminals; not beside a rank's prompt
+  // (--stdin), which owns the last line.
+  const bool partials =
+      (options_.stdout_tty || options_.stderr_tty) && ::isatty(options_.stderr_fd) == 1 && !prompt;
+  if (!options_.live && !partials) return;
+  live_.emplace(options_.stderr_fd, options_.stdout_fd, options_.live_gpus, options_.live_nvml,
+                options_.stderr_color, options_.live);
+}
+
+bool Console::shows_partials(int stream) const { return live_ && live_->wraps(fd(stream)); }
+
+void Console::set_partial(std::size_t key, const std::string& text) {
+  if (live_) live_->set_partial(key, text);
+}
+
+std::optional<std::chrono::steady_clock::time_point> Console::next_deadline() const {
+  if (!live_) return std::nullopt;
+  return live_->next_deadline();
+}
+
+void Console::live_tick(std::chrono::steady_clock::time_point now,
+                        const std::function<LiveSnapshot()>& snapshot) {
+  if (!live_ || now < live_->next_deadline()) return;
+  // A console that is behind gets no redraw now: the next batch of lines
+  // brings the area along anyway.
+  if (stdout_.pending() || stderr_.pending()) return;
+  const std::string text = live_->tick(now, snapshot());
+  if (!text.empty()) stderr_.write(text, 0);
+}
+
+void Console::stop_live() {
+  if (!live_) return;
+  const std::string text = live_->close();
+  if (!text.empty()) stderr_.write(text, 0);
+  live_.reset();
+}
+
+std::uint64_t Console::finish(int stall_ms) {
+  stdout_.finish(stall_ms);
+  stderr_.finish(stall_ms);
+  return stdout_.lines_dropped() + stderr_.lines_dropped();
+}
+
+} // namespace air

@@ -1,0 +1,93 @@
+#pragma once
+
+#include "core/os/log_sink.hpp"
+#include "core/run/live_view.hpp"
+#include "core/run/supervisor.hpp"
+
+#include <poll.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace air {
+
+/// Whole lines on their way to the console, with how many they are (the
+/// console counts what it drops in lines).
+struct ConsoleBatch {
+  std::string text;
+  std::size_t lines = 0;
+
+  /// Appends one line of air-run's own ("air-run: " + `line` + "\n").
+  void say(const std::string& line) {
+    text += "air-run: " + line + "\n";
+    ++lines;
+  }
+};
+
+/// The console: air-run's stdout and stderr, written without blocking the
+/// loop (core/os/log_sink.hpp), and the live status area under the rank
+/// output (core/run/live_view.hpp). Streams are numbered 0 (stdout) and 1
+/// (stderr) as the ranks' are.
+class Console {
+public:
+  explicit Console(const ConsoleOptions& options);
+
+  const ConsoleOptions& options() const { return options_; }
+  /// Writes whole lines to `stream`. On the live area's terminal they go out
+  /// in one write between the area's erase and its redraw, so the area never
+  /// splits a line and always ends up under the newest one.
+  void write(int stream, std::string_view batch, std::size_t lines);
+  /// Writes `batch` to stderr, when it holds any line.
+  void write(const ConsoleBatch& batch) {
+    if (batch.lines > 0) write(1, batch.text, batch.lines);
+  }
+  /// Writes a piece of a line (a rank's prompt): no line is counted, the area is not redrawn.
+  void write_piece(int stream, std::string_view text);
+  /// Whether `stream` takes nothing more now (its buffer is full).
+  bool full(int stream) const { return sink(stream).full(); }
+  /// When `stream` last took anything.
+  std::chrono::steady_clock::time_point last_progress(int stream) const {
+    return sink(stream).last_progress();
+  }
+  /// Adds the descriptors that have output waiting to `fds` (POLLOUT).
+  void add_poll_fds(std::vector<pollfd>& fds) const;
+  /// Writes what waits, after poll said a descriptor takes more.
+  void flush();
+
+  /// Turns the live area on (when the options ask for it), once the ranks
+  /// run. `prompt`: a rank reads the terminal (--stdin), and its prompt owns the last line.
+  void start_live(bool prompt);
+  /// Whether writes to `stream` land on the live area's terminal, which
+  /// shows the ranks' unfinished lines.
+  bool shows_partials(int stream) const;
+  /// Sets the unfinished line of `key` (a rank's stream) shown in the area; "" removes it.
+  void set_partial(std::size_t key, const std::string& text);
+  /// When the area wants redrawing; nullopt without an area.
+  std::optional<std::chrono::steady_clock::time_point> next_deadline() const;
+  /// Redraws the area when its deadline has come, with `snapshot()`.
+  void live_tick(std::chrono::steady_clock::time_point now, const std::function<LiveSnapshot()>& snapshot);
+  /// Erases the area for good: the run is over, the report follows.
+  void stop_live();
+  /// Writes what is left, giving up after `stall_ms` without progress; the
+  /// lines dropped on both streams, all run long.
+  std::uint64_t finish(int stall_ms);
+
+private:
+  LineSink& sink(int stream) { return stream == 1 ? stderr_ : stdout_; }
+  const LineSink& sink(int stream) const { return stream == 1 ? stderr_ : stdout_; }
+  int fd(int stream) const { return stream == 1 ? options_.stderr_fd : options_.stdout_fd; }
+
+  ConsoleOptions options_;
+  LineSink stdout_;
+  LineSink stderr_;
+  std::optional<LiveView> live_; ///< the live status area, when on
+  std::string live_batch_;       ///< a console batch wrapped in the area's erase and redraw
+};
+
+} // namespace air

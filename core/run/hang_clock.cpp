@@ -1,0 +1,42 @@
+// The hang clock: when quiet ranks make a hang.
+#include "core/run/hang_clock.hpp"
+
+#include <algorithm>
+
+namespace air {
+
+namespace {
+
+/// Before any rank has shown a sign of progress (a step or a line), a hang is
+/// diagnosed after at least this long: starting an interpreter and importing
+/// torch alone takes seconds to tens of seconds on a loaded machine, and a
+/// short --hang-timeout is meant for the training loop, not the start-up.
+constexpr auto k_hang_startup_allowance = std::chrono::seconds(60);
+
+} // namespace
+
+void HangClock::progress(Clock::time_point now) {
+  last_progress_ = now;
+  seen_ = true;
+  diagnosed_ = false;
+}
+
+HangClock::Clock::duration HangClock::quiet_limit() const {
+  const Clock::duration limit = timeout_.value_or(Clock::duration::zero());
+  return seen_ ? limit : std::max<Clock::duration>(limit, k_hang_startup_allowance);
+}
+
+std::optional<HangClock::Clock::time_point> HangClock::next_deadline() const {
+  if (!timeout_ || diagnosed_) return std::nullopt;
+  return last_progress_ + quiet_limit();
+}
+
+bool HangClock::due(Clock::time_point now) const {
+  return timeout_ && !diagnosed_ && now - last_progress_ >= quiet_limit();
+}
+
+double HangClock::quiet_s(Clock::time_point now) const {
+  return std::chrono::duration<double>(now - spell_started_.value_or(last_progress_)).count();
+}
+
+} // namespace air

@@ -1,0 +1,207 @@
+// The hang watch: diagnosing ranks that make no progress, on one node or across nodes.
+#include "core/run/hang_watch.hpp"
+
+#include "core/base/duration.hpp"
+#include "core/os/file_read.hpp"
+#include "core/run/diagnosis.hpp"
+#include "core/run/flight_recorder.hpp"
+#include "core/run/progress.hpp"
+
+#include <algorithm>
+#include <ctime>
+#include <utility>
+
+namespace air {
+
+namespace {
+
+/// Across nodes with --on-hang stop: how long a node whose ranks hang waits
+/// for node 0's job-wide verdict before it stops on its own (node 0 gathers
+/// the places for up to 10 s; an older node 0 never answers).
+constexpr auto k_job_hang_verdict_wait = std::chrono::seconds(30);
+/// At most this much of a rank's Flight Recorder dump is read (2000 entries
+/// of about 500 bytes each).
+constexpr std::size_t k_flight_recorder_max = 4 * 1024 * 1024;
+
+/// "12:01:03": a wall-clock time for the diagnosis line.
+std::string clock_time(std::chrono::system_clock::time_point t) {
+  const std::time_t secs = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  localtime_r(&secs, &tm);
+  char text[16];
+  std::strftime(text, sizeof text, "%H:%M:%S", &tm);
+  return text;
+}
+
+} // namespace
+
+HangWatch::HangWatch(const LaunchPlan& plan, RankTable& ranks, RunOutcome& out, Console& console,
+                     ProgressWatch& progress, StackDumps& stacks, const Teardown& teardown,
+                     const SupervisorHooks* hooks, Tell tell, Stop stop, Clock::time_point start)
+    : plan_(plan), ranks_(ranks), out_(out), console_(console), progress_(progress), stacks_(stacks),
+      teardown_(teardown), hooks_(hooks), tell_(std::move(tell)), stop_(std::move(stop)),
+      clock_(plan.hang_timeout, start) {}
+
+std::optional<HangWatch::Clock::time_point> HangWatch::next_deadline(bool tearing_down) const {
+  std::optional<Clock::time_point> next = tearing_down ? std::nullopt : clock_.next_deadline();
+  if (verdict_deadline_ && (!next || *verdict_deadline_ < *next)) next = verdict_deadline_;
+  return next;
+}
+
+void HangWatch::tick(Clock::time_point now) {
+  if (!teardown_.active() && out_.status == RunOutcome::Status::succeeded && clock_.due(now) &&
+      !stacks_.waiting()) {
+    begin();
+    tell_(NodeEvent::quiet_ranks());
+  }
+  if (verdict_deadline_ && now >= *verdict_deadline_) {
+    verdict_deadline_.reset();
+    // Node 0 never decided (an older agent, or no --hang-timeout there): stop as one node would.
+    if (clock_.diagnosed() && out_.hang && !teardown_.active() &&
+        out_.status == RunOutcome::Status::succeeded)
+      conclude(std::move(*out_.hang), {});
+  }
+}
+
+/// No rank made progress for --hang-timeout: ask the ranks for their stacks
+/// and Flight Recorder traces; finish() reads them.
+void HangWatch::begin() {
+  clock_.diagnosing();
+  progress_.request_flight_recorder();
+  // Stacks already asked for (Ctrl-\\, a timeout) keep their purpose: go on without.
+  if (stacks_.waiting() || !stacks_.request(StackPurpose::hang, Clock::now())) finish();
+}
+
+void HangWatch::answer_places_asked() {
+  if (stacks_.waiting() && stacks_.purpose() == StackPurpose::hang) {
+    // finish() answers
+  } else if (clock_.diagnosed() && !local_places_.empty()) {
+    tell_(NodeEvent::placed_ranks(local_places_));
+  } else {
+    asked_ = true;
+    begin();
+  }
+}
+
+/// This node's ranks' places at `now`: each one's collective (from its
+/// progress page), its stack's user frame and its Flight Recorder dump.
+HangReport HangWatch::local_report(Clock::time_point now) {
+  const auto wall_now = std::chrono::system_clock::now();
+  const std::int64_t mono_now_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
+  HangReport report;
+  report.quiet_s = clock_.quiet_s(now);
+  report.at = wall_now;
+  for (auto& r : ranks_) {
+    const ProgressReading& p = progress_.reading(r.index);
+    RankOutcome& o = out_.ranks[r.index];
+    HangRank h;
+    h.rank = r.plan->rank;
+    h.running = r.running();
+    h.counted = p.attached;
+    h.steps = p.steps;
+    h.collective_seq = p.coll_seq;
+    h.in_collective = p.attached && p.coll_entered_ns != 0;
+    if (h.in_collective) {
+      h.collective = std::string(collective_name(p.coll_op));
+      h.waiting_s = std::max(0.0, static_cast<double>(mono_now_ns - p.coll_entered_ns) / 1e9);
+      h.since = clock_time(wall_now - std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                                          std::chrono::duration<double>(h.waiting_s)));
+    }
+    h.place = user_place(o.stack);
+    if (p.fr_armed) {
+      const std::string fr = r.plan->progress_file + ".fr.json";
+      const FileRead dump = read_small_file(fr, k_flight_recorder_max, FileWriter::us);
+      if (dump.state == FileRead::State::ok) {
+        report.flight_recorder_files.push_back(fr);
+        if (const auto state = parse_flight_recorder(dump.text)) {
+          h.nccl_enqueued = state->last_enqueued;
+          h.nccl_op = state->last_op;
+          h.nccl_state = state->last_state;
+        }
+      }
+    }
+    report.ranks.push_back(std::move(h));
+  }
+  return report;
+}
+
+/// Names the laggards from each rank's place in its collectives and its
+/// stack, prints the diagnosis and records it; with --on-hang stop, ends the run.
+void HangWatch::finish() {
+  const auto now = Clock::now();
+  HangReport report = local_report(now);
+  report.diagnosis = diagnose_hang(report.ranks);
+  const std::string quiet =
+      format_duration(std::chrono::duration_cast<Millis>(std::chrono::duration<double>(report.quiet_s)));
+  local_places_ = report.ranks;
+  const bool asked = std::exchange(asked_, false);
+  if (hooks_ && hooks_->job_wide_hangs()) {
+    // Node 0 names the job's laggards and decides; this node's picture goes
+    // to it, to this node's console and to its summary.
+    tell_(NodeEvent::placed_ranks(report.ranks));
+    std::string batch =
+        asked ? "air-run: node 0 asks where this node's ranks are: " + report.diagnosis.line + "\n"
+              : "air-run: no progress on this node for " + quiet +
+                    " (no step, no output): " + report.diagnosis.line + "\n" +
+                    "air-run: node 0 names the job's laggards from every node's ranks\n";
+    console_.write(1, batch, asked ? 1 : 2);
+    if (!asked && plan_.stop_on_hang) verdict_deadline_ = now + k_job_hang_verdict_wait;
+    out_.hang = std::move(report);
+    return;
+  }
+  conclude(std::move(report), "air-run: no progress for " + quiet + " (no step, no output): ");
+}
+
+void HangWatch::finish_job(JobPlaces job) {
+  if (!plan_.hang_timeout) return; // another node's --hang-timeout: this one watches none
+  const auto now = Clock::now();
+  HangReport report;
+  report.at = std::chrono::system_clock::now();
+  // At least one node was quiet for --hang-timeout; node 0's own ranks maybe longer.
+  report.quiet_s = std::max(std::chrono::duration<double>(*plan_.hang_timeout).count(),
+                            clock_.diagnosed() ? clock_.quiet_s(now) : 0.0);
+  if (out_.hang) report.flight_recorder_files = out_.hang->flight_recorder_files;
+  report.diagnosis = diagnose_job_hang(job);
+  report.ranks = std::move(job.ranks);
+  const std::string quiet =
+      format_duration(std::chrono::duration_cast<Millis>(std::chrono::duration<double>(report.quiet_s)));
+  conclude(std::move(report), "air-run: the job, across the nodes: no progress for " + quiet + ": ");
+}
+
+/// Prints a diagnosis (`lead` starts its line; none: only the verdict's line)
+/// and records it; with --on-hang stop, ends the run with status hung.
+void HangWatch::conclude(HangReport report, const std::string& lead) {
+  const bool stop = plan_.stop_on_hang && plan_.hang_timeout;
+  verdict_deadline_.reset(); // decided
+  std::string batch;
+  std::size_t lines = 0;
+  if (!lead.empty()) {
+    batch = lead + report.diagnosis.line + "\n";
+    ++lines;
+  }
+  if (!report.diagnosis.laggards.empty()) {
+    batch += "air-run: the others wait for rank" +
+             std::string(report.diagnosis.laggards.size() > 1 ? "s " : " ") +
+             rank_words(report.diagnosis.laggards) +
+             (stop ? "; stopping the run (--on-hang stop)\n" : "; the run goes on (--on-hang report)\n");
+    ++lines;
+  } else {
+    batch += stop ? "air-run: stopping the run (--on-hang stop)\n"
+                  : "air-run: the run goes on (--on-hang report); Ctrl-\\ shows every stack\n";
+    ++lines;
+  }
+  console_.write(1, batch, lines);
+  out_.hang = std::move(report);
+  if (stop && !teardown_.active() && out_.status == RunOutcome::Status::succeeded) {
+    out_.status = RunOutcome::Status::hung;
+    out_.reason = "hung: no progress for " + format_duration(*plan_.hang_timeout);
+    if (!out_.hang->diagnosis.laggards.empty())
+      out_.reason += "; the others wait for rank" +
+                     std::string(out_.hang->diagnosis.laggards.size() > 1 ? "s " : " ") +
+                     rank_words(out_.hang->diagnosis.laggards);
+    stop_();
+  }
+}
+
+} // namespace air

@@ -1,0 +1,76 @@
+#pragma once
+
+#include "core/run/console.hpp"
+#include "core/run/hang_clock.hpp"
+#include "core/run/rank_table.hpp"
+#include "core/run/teardown.hpp"
+
+#include <poll.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace air {
+
+/// Rank output: reads the ranks' pipes and fans each read out to the rank's
+/// log files (the bytes as they came), the filtered logs, the tail kept for
+/// the reports and the console (lines, prefixed), with the unfinished lines
+/// (prompts, progress bars) shown as they come. A whole line is progress
+/// for the hang watch.
+class RankOutput {
+public:
+  using Clock = std::chrono::steady_clock;
+
+  RankOutput(const LaunchPlan& plan, RankTable& ranks, Console& console, RunOutcome& out,
+             const Teardown& teardown, HangClock& hang);
+
+  /// Opens every log file of the plan; false (with the outcome a launch
+  /// failure) when one cannot be opened.
+  bool open_logs();
+  /// Adds every open pipe the console can take more of to `fds` (POLLIN),
+  /// with its owner at the same place in `owners`.
+  void add_poll_fds(std::vector<pollfd>& fds, std::vector<std::pair<RankState*, RankStream*>>& owners) const;
+  /// Whether `s` is left in its pipe for now: the console takes no more
+  /// (a live rank waits, as with any pipe). Not once the run is ending: then
+  /// the output is taken, and dropped with a count if need be.
+  bool held_back(const RankState& r, const RankStream& s) const;
+  /// Past when the end of the run stops waiting for an ended rank's pipes:
+  /// whatever holds them then is a leftover (the sweep ends it).
+  Clock::time_point drain_deadline(const RankState& r) const;
+  /// Reads what `s` has; false when nothing came (and at its end, which closes it).
+  bool read(RankState& r, RankStream& s);
+  /// Reads what an ended rank left in its pipes (bounded): its last lines
+  /// tell a lost peer apart.
+  void drain_ready(RankState& r);
+  /// The end of the run, once the leftovers are gone: takes what is still
+  /// in the pipes and closes them. Their writers have ended, so a read finds
+  /// the end at once; one that still does not (a writer beyond air-run's
+  /// reach) is left after what it wrote so far.
+  void close_all();
+
+private:
+  void close(RankState& r, RankStream& s);
+  void deliver(RankState& r, RankStream& s, std::string_view data, bool eof);
+  void write_logs(RankState& r, RankStream& s, std::string_view data, bool eof);
+  std::size_t take_lines(RankState& r, RankStream& s, std::string_view data, bool eof, bool echo);
+  void update_partial(RankState& r, RankStream& s);
+  void show_partial(RankState& r, RankStream& s);
+
+  const LaunchPlan& plan_;
+  RankTable& ranks_;
+  Console& console_;
+  RunOutcome& out_;
+  const Teardown& teardown_;
+  HangClock& hang_;
+  std::vector<char> read_buf_;
+  std::string console_batch_;
+  std::string filtered_batch_;
+  std::optional<LineSink>
+      filtered_[2]; ///< filtered_stdout.log, filtered_stderr.log (LaunchPlan::filtered_files)
+};
+
+} // namespace air

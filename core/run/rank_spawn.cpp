@@ -1,0 +1,165 @@
+// The spawn wave: every rank started, cold or warm.
+#include "core/run/rank_spawn.hpp"
+
+#include "core/os/containment.hpp"
+#include "core/os/shared_spawn.hpp"
+#include "core/run/terminal_line.hpp"
+#include "core/run/warm_start.hpp"
+
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace air {
+
+namespace {
+
+/// The width of --timestamps' "12:03:04.567 " before a rank line.
+constexpr std::size_t k_clock_stamp_width = 13;
+
+} // namespace
+
+void RankSpawn::spawn_all(ProgressWatch& progress, Containment& containment, StdinRelay& stdin,
+                          const Failed& failed) {
+  // Before the ranks start: a shim maps its page at start-up. Without one
+  // (a full disk) the rank runs uncounted, like a non-Python rank.
+  for (auto& r : ranks_)
+    if (!r.plan->progress_file.empty()) progress.create(r.index, r.plan->progress_file);
+  auto warm = start_warm_ranks(containment);
+  for (auto& [r, s] : start_ranks(warm, containment, stdin, failed)) {
+    auto child = confirm_exec(std::move(s));
+    if (!child) {
+      if (r->reads_stdin) stdin.stop();
+      ranks_.forget(*r); // confirm_exec reaped it
+      r->spawned = false;
+      r->pid = -1;
+      out_.ranks[r->index].pid = -1;
+      failed(*r, child.error());
+      continue;
+    }
+    r->streams[0].fd = std::move(child->stdout_fd);
+    r->streams[1].fd = std::move(child->stderr_fd);
+    r->streams[0].tty = child->stdout_tty;
+    r->streams[1].tty = child->stderr_tty;
+    containment.rank_confirmed(r->pid);
+  }
+}
+
+/// Starts every rank the warm start did not (`warm`, by rank index), in one
+/// SpawnWave: the ranks started, in order, their execs yet to be confirmed.
+RankSpawn::Started RankSpawn::start_ranks(WarmResults& warm, Containment& containment, StdinRelay& stdin,
+                                          const Failed& failed) {
+  Started started;
+  started.reserve(ranks_.size());
+  // One /dev/null for the stdin of every rank of this wave, not an open and
+  // a close per rank: each child gets its own copy of the fd (close-on-exec,
+  // so only its dup onto fd 0 outlives exec), and ours closes with the wave.
+  UniqueFd null_stdin;
+  const SpawnWave wave; // every signal blocked once for all the births, not around each
+  bool any_failed = false;
+  for (auto& r : ranks_) {
+    r.started = std::chrono::steady_clock::now();
+    const bool forked = warm[r.index] && *warm[r.index];
+    // After a failure, later ranks are not started (pid stays -1, status
+    // not_exited), but those already forked warm are running: kept, so the
+    // teardown stops them like any rank.
+    if (any_failed && !forked) continue;
+    SpawnOptions options = spawn_options(r);
+    if (!forked && !options.stdin_pipe && options.stdin_from < 0) {
+      if (!null_stdin) null_stdin.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+      options.stdin_from = null_stdin.get(); // -1 if that failed: start_process opens its own
+    }
+    auto s = forked ? std::move(*warm[r.index])
+                    : start_process(r.plan->argv, r.plan->env, containment.cgroup_target(), options);
+    if (!s) {
+      failed(r, s.error());
+      any_failed = true;
+      continue;
+    }
+    r.reads_stdin = options.stdin_pipe;
+    if (r.reads_stdin) stdin.attach(std::move(s->child.stdin_fd));
+    ranks_.started(r, s->child.pid);
+    containment.rank_started(r.pid);
+    out_.ranks[r.index].pid = r.pid;
+    started.emplace_back(&r, std::move(*s));
+  }
+  return started;
+}
+
+/// The ranks the warm interpreter accepts, forked from it in one batch (by
+/// rank index; nullopt: start it fresh). A rank it could not fork is started
+/// fresh too, and the first such failure (an import error, a refusal, its
+/// death) is said: the run goes on, slower.
+RankSpawn::WarmResults RankSpawn::start_warm_ranks(Containment& containment) {
+  WarmResults out(ranks_.size());
+  if (warm_ == nullptr) return out;
+  const bool was_ready = warm_->failure().empty();
+  std::vector<WarmStart::Rank> batch;
+  std::vector<RankState*> whose;
+  for (auto& r : ranks_) {
+    if (!warm_start_accepts(r.plan->argv, warm_->python())) continue;
+    batch.push_back({&r.plan->argv, &r.plan->env, spawn_options(r)});
+    whose.push_back(&r);
+  }
+  if (batch.empty()) return out;
+  auto results = warm_->start_ranks(batch, containment.cgroup_target());
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    RankState& r = *whose[i];
+    if (results[i]) {
+      out_.ranks[r.index].warm = true;
+      out[r.index] = std::move(results[i]);
+      continue;
+    }
+    if (was_ready && !warm_notice_) {
+      warm_notice_ = true;
+      const std::string line = "air-run: --preload: rank " + std::to_string(r.plan->rank) +
+                               " starts a fresh interpreter: " + results[i].error().message + "\n";
+      console_.write(1, line, 1);
+    }
+  }
+  return out;
+}
+
+/// How rank `r` starts: which rank gets the terminal as its stdin
+/// (ConsoleOptions::stdin_rank), its CPUs, and its terminals.
+SpawnOptions RankSpawn::spawn_options(const RankState& r) const {
+  const ConsoleOptions& console = console_.options();
+  SpawnOptions options;
+  options.stdin_pipe = r.plan->rank == console.stdin_rank;
+  if (!r.plan->cpu_affinity.empty()) bind_to(options, r.plan->cpu_affinity, r.plan->numa_node);
+  // A terminal only where the rank's stream reaches air-run's terminal: a
+  // stream that goes to files only (-r) or a rank off the console (--ranks)
+  // keeps its pipe, as its output is no terminal's either.
+  options.stdout_tty = console.stdout_tty && r.plan->console && r.plan->stream_console[0];
+  options.stderr_tty = console.stderr_tty && r.plan->console && r.plan->stream_console[1];
+  if (options.stdout_tty || options.stderr_tty) {
+    // As wide as what is left of the line after the prefix (and time stamp),
+    // so a progress bar sized to the terminal fits on one line.
+    winsize size{};
+    const int fd = console.stdout_tty ? console.stdout_fd : console.stderr_fd;
+    if (::ioctl(fd, TIOCGWINSZ, &size) == 0 && size.ws_col > 0 && size.ws_row > 0) {
+      const std::size_t taken = visible_width(r.prefix) + (console.timestamps ? k_clock_stamp_width : 0);
+      options.tty_columns = static_cast<unsigned short>(
+          std::max<std::size_t>(20, size.ws_col > taken ? size.ws_col - taken : 0));
+      options.tty_rows = size.ws_row;
+    }
+  }
+  return options;
+}
+
+void RankSpawn::resize_terminals() {
+  for (auto& r : ranks_) {
+    if (!r.running()) continue;
+    const SpawnOptions options = spawn_options(r);
+    if (options.tty_columns == 0) continue;
+    winsize size{};
+    size.ws_col = options.tty_columns;
+    size.ws_row = options.tty_rows;
+    for (auto& s : r.streams)
+      if (s.tty && s.fd) ::ioctl(s.fd.get(), TIOCSWINSZ, &size);
+  }
+}
+
+} // namespace air

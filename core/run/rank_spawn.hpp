@@ -1,0 +1,58 @@
+#pragma once
+
+#include "core/base/error.hpp"
+#include "core/os/process.hpp"
+#include "core/run/console.hpp"
+#include "core/run/progress_watch.hpp"
+#include "core/run/rank_table.hpp"
+#include "core/run/stdin_relay.hpp"
+
+#include <functional>
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace air {
+
+class Containment;
+class WarmStart;
+
+/// The spawn wave: starts every rank of the table, the ones the warm
+/// interpreter accepts forked from it (--preload, core/run/warm_start.hpp),
+/// the others fresh, and gives the ranks on the console their terminals
+/// (ConsoleOptions::stdout_tty) and their size.
+class RankSpawn {
+public:
+  /// What becomes of a rank that could not be started: `error` says why.
+  using Failed = std::function<void(RankState& r, const Error& error)>;
+
+  RankSpawn(RankTable& ranks, RunOutcome& out, Console& console, WarmStart* warm)
+      : ranks_(ranks), out_(out), console_(console), warm_(warm) {}
+
+  /// Starts every rank: forks them all first, then confirms their execs, so
+  /// the children exec in parallel instead of one after another (on 32
+  /// cores, 64 ranks started about twice as fast). A rank whose exec fails
+  /// is then found after later ranks were started; `failed` decides what
+  /// follows (the teardown stops the others like any running rank). Each
+  /// rank's progress page is made before it starts; the --stdin rank's pipe
+  /// goes to `stdin`.
+  void spawn_all(ProgressWatch& progress, Containment& containment, StdinRelay& stdin, const Failed& failed);
+  /// Gives the ranks' terminals air-run's new size (less the prefix), so a
+  /// library that asks again draws to the new width.
+  void resize_terminals();
+
+private:
+  using Started = std::vector<std::pair<RankState*, StartedProcess>>;
+  using WarmResults = std::vector<std::optional<Expected<StartedProcess>>>;
+  WarmResults start_warm_ranks(Containment& containment);
+  Started start_ranks(WarmResults& warm, Containment& containment, StdinRelay& stdin, const Failed& failed);
+  SpawnOptions spawn_options(const RankState& r) const;
+
+  RankTable& ranks_;
+  RunOutcome& out_;
+  Console& console_;
+  WarmStart* warm_ = nullptr;
+  bool warm_notice_ = false; ///< the warm start's failure has been said
+};
+
+} // namespace air

@@ -1,0 +1,59 @@
+#pragma once
+
+#include "core/run/console.hpp"
+#include "core/run/rank_table.hpp"
+
+#include <chrono>
+#include <optional>
+#include <vector>
+
+namespace air {
+
+/// Why stacks are being taken: shown on demand (Ctrl-\), before a timeout's
+/// teardown, or for a hang's diagnosis.
+enum class StackPurpose { show, timeout, hang };
+
+/// Stack dumps: asks the armed Python ranks for their stacks (the stack
+/// signal, core/run/stacks.hpp), waits for the files to stop growing, and
+/// reads what each rank wrote.
+class StackDumps {
+public:
+  using Clock = std::chrono::steady_clock;
+
+  /// `stack_signal`: the signal the ranks armed (LaunchPlan::stack_signal; 0: none).
+  StackDumps(RankTable& ranks, int stack_signal)
+      : ranks_(ranks), signal_(stack_signal), asks_(ranks.size()) {}
+
+  /// Sends the stack signal to every running rank that armed it. Returns
+  /// whether any was asked; the loop then waits for the dumps.
+  bool request(StackPurpose purpose, Clock::time_point now);
+  /// Whether dumps are awaited.
+  bool waiting() const { return deadline_.has_value(); }
+  /// What the awaited dumps are for.
+  StackPurpose purpose() const { return purpose_; }
+  /// When to look at the files again; nullopt when none is awaited.
+  std::optional<Clock::time_point> next_deadline(Clock::time_point now) const;
+  /// Whether waiting is over: the deadline passed, or every asked rank's
+  /// dump has arrived (and, for a hang, `flight_recorder_answered`).
+  bool due(Clock::time_point now, bool flight_recorder_answered);
+  /// Ends the wait and reads the dumps: into `out` for a timeout or a hang;
+  /// for Ctrl-\ the lines to show.
+  ConsoleBatch collect(RunOutcome& out, Clock::time_point now);
+
+private:
+  /// One rank's dump: the size of its stack file when the signal went out
+  /// (-1: not asked), and at the previous check.
+  struct Ask {
+    long long offset = -1;
+    long long seen = -1;
+  };
+  bool arrived();
+
+  RankTable& ranks_;
+  int signal_;
+  std::vector<Ask> asks_;
+  std::optional<Clock::time_point> deadline_; ///< when to stop waiting; set while waiting
+  StackPurpose purpose_ = StackPurpose::show;
+};
+
+} // namespace air
