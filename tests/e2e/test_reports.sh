@@ -171,6 +171,18 @@ test_refused_launch_still_writes_its_reports() {
   [[ ! -e out/{nope}.json ]] || fail "a summary was written to the bad path"
 }
 
+test_spec_error_annotation_is_relative_to_github_workspace() {
+  # A bad spec in ci/ of the workspace, air-run run from ci/: GitHub wants the
+  # file relative to GITHUB_WORKSPACE, as for a rank's traceback.
+  mkdir -p ws/ci
+  printf 'timeout: 10m\ntiemout: 3\n' >ws/ci/job.yaml
+  cd ws/ci || fail "no ws/ci"
+  GITHUB_ACTIONS=true GITHUB_WORKSPACE=$TESTDIR/ws run_air -f job.yaml --no-python true
+  cd "$TESTDIR" || fail "no $TESTDIR"
+  expect_rc 2
+  expect_contains "$out" "::error file=ci/job.yaml,line=2,title=air-run%3A launch refused::job.yaml:2:1: unknown key 'tiemout'"
+}
+
 test_junit_validates() {
   command -v xmllint >/dev/null || { echo "skip: no xmllint"; return 0; }
   printf '#!/bin/sh\necho "out $RANK"\n[ "$RANK" = 1 ] && exit 2\nexec sleep 30\n' >r.sh
