@@ -22,6 +22,14 @@ namespace air::cli {
 
 namespace {
 
+/// air-run's working directory, "" when unknown: the spec path in a spec
+/// error is relative to it.
+std::string working_directory() {
+  std::error_code ec;
+  const auto cwd = std::filesystem::current_path(ec);
+  return ec ? std::string() : cwd.string();
+}
+
 /// Says on stderr that a report was not written; the caller makes it exit 125.
 bool report_not_written(const char* what, const Error& error) {
   const std::string line = fmt::format("air-run: error: {} not written: {}\n", what, error.message);
@@ -67,7 +75,7 @@ bool publish_reports(const RunReport& report, const LaunchSpec& spec, const Envi
   if (github_actions_enabled(env)) {
     // GitHub reads workflow commands from both streams; keep stdout pure JSON under --json.
     std::string commands;
-    for (const auto& line : github_annotations(report, env_or(env, "GITHUB_WORKSPACE")))
+    for (const auto& line : github_annotations(report, env_or(env, "GITHUB_WORKSPACE"), working_directory()))
       commands += line + "\n";
     if (!commands.empty())
       written &= write_report_stream(spec.json.value ? STDERR_FILENO : STDOUT_FILENO, commands,

@@ -49,7 +49,23 @@ std::string escape_workflow_property(std::string_view text) {
   return out;
 }
 
-std::vector<std::string> github_annotations(const RunReport& report, const std::string& workspace) {
+namespace {
+
+/// `path` as a path from `cwd` when it is relative ("job.yaml" in "/ws/ci" ->
+/// "/ws/ci/job.yaml"); unchanged when absolute or `cwd` is unknown.
+std::string from_directory(const std::string& path, const std::string& cwd) {
+  if (path.empty() || path.front() == '/' || cwd.empty()) return path;
+  std::string_view rest = path;
+  while (rest.substr(0, 2) == "./") rest.remove_prefix(2);
+  std::string base = cwd;
+  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  return (base == "/" ? "" : base) + "/" + std::string(rest);
+}
+
+} // namespace
+
+std::vector<std::string> github_annotations(const RunReport& report, const std::string& workspace,
+                                            const std::string& cwd) {
   const RunOutcome& o = report.outcome;
   std::vector<std::string> lines;
   // A hang or a straggler is news even when the run went on to succeed.
@@ -94,8 +110,11 @@ std::vector<std::string> github_annotations(const RunReport& report, const std::
     std::string where; // a spec error names its place: "job.yaml:2:1: unknown key ..."
     if (report.refusal != nullptr) {
       if (const auto place = message_place(report.refusal->message)) {
-        where = "file=" + escape_workflow_property(relative_to(place->file, workspace)) +
-                ",line=" + std::to_string(place->line) + ",";
+        // The spec path is as the user typed it, from air-run's directory;
+        // without a workspace it stays so.
+        const std::string file =
+            workspace.empty() ? place->file : relative_to(from_directory(place->file, cwd), workspace);
+        where = "file=" + escape_workflow_property(file) + ",line=" + std::to_string(place->line) + ",";
       }
     }
     if (o.status == RunOutcome::Status::hung && o.hang) message += ": " + o.hang->diagnosis.line;

@@ -29,8 +29,12 @@ std::string escape_workflow_property(std::string_view text);
 /// one `::error title=air-run::<reason>` line. A success gets none. Pure.
 /// When the failing rank's traceback names a frame, the command carries
 /// `file=` (relative to `workspace`, GITHUB_WORKSPACE, when inside it) and
-/// `line=`, so GitHub shows the error on that line of the diff.
-std::vector<std::string> github_annotations(const RunReport& report, const std::string& workspace = "");
+/// `line=`, so GitHub shows the error on that line of the diff. A refused
+/// spec's place ("job.yaml:2:1: ...") is relative to air-run's working
+/// directory `cwd`: it is read from there, then made relative to `workspace`
+/// like a frame ("ci/job.yaml" for `air-run job.yaml` run in $GITHUB_WORKSPACE/ci).
+std::vector<std::string> github_annotations(const RunReport& report, const std::string& workspace = "",
+                                            const std::string& cwd = "");
 
 /// A place in a file that an error message starts with.
 struct SourcePlace {

@@ -2,6 +2,8 @@
 
 #include "core/base/text.hpp"
 #include "core/os/file_read.hpp"
+#include "core/report/shown_tail.hpp"
+#include "core/report/traceback.hpp"
 
 #include <fmt/format.h>
 
@@ -118,10 +120,9 @@ std::optional<RankError> rank_error(const RankOutcome& rank,
   }
   e.source = RankError::Source::output_tail;
   e.message = describe_rank_end(rank);
-  for (const std::string& line : rank.tail) {
-    if (!e.traceback.empty()) e.traceback += '\n';
-    e.traceback += line;
-  }
+  e.traceback = shown_tail_text(rank.tail);
+  // The exception the tail ends on names the type, as an error file would.
+  e.type = split_exception_message(exception_line(e.traceback)).first;
   return e;
 }
 

@@ -38,9 +38,10 @@ struct RankError {
     spawn,       ///< the rank could not be started (exec failed)
   };
   Source source = Source::output_tail;
-  std::string type;      ///< exception type, "" when unknown
-  std::string message;   ///< "boom", or the exit description for output_tail
-  std::string traceback; ///< py_callstack, the joined output tail, or raw text of a malformed file
+  std::string type;    ///< exception type (an output tail's from its exception line), "" when unknown
+  std::string message; ///< "boom", or the exit description for output_tail
+  std::string
+      traceback; ///< py_callstack, the output tail as shown (shown_tail.hpp), or raw text of a malformed file
   std::optional<std::int64_t> timestamp; ///< from the error file
 };
 

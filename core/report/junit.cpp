@@ -1,5 +1,6 @@
 #include "core/report/junit.hpp"
 
+#include "core/report/shown_tail.hpp"
 #include "core/report/summary.hpp"
 #include "core/report/traceback.hpp"
 
@@ -80,9 +81,10 @@ std::string ant_timestamp(std::chrono::system_clock::time_point t) {
   return iso.substr(0, 19);
 }
 
+/// The tail as reports show it (shown_tail.hpp), each line ended.
 std::string join_tail(const RankOutcome& r) {
   std::string out;
-  for (const std::string& line : r.tail) {
+  for (const std::string& line : shown_tail(r.tail)) {
     out += line;
     out += '\n';
   }

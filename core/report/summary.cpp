@@ -1,6 +1,7 @@
 #include "core/report/summary.hpp"
 
 #include "core/base/duration.hpp"
+#include "core/report/shown_tail.hpp"
 
 #include <cctype>
 #include <cmath>
@@ -120,7 +121,7 @@ Json rank_json(const RunReport& report, std::size_t i) {
   out["log"] = plan != nullptr ? string_or_null(plan->log_file) : Json(nullptr);
   out["log_error"] = string_or_null(r.log_error);
   out["killed"] = r.killed;
-  out["last_line"] = r.tail.empty() ? Json(nullptr) : Json(r.tail.back());
+  out["last_line"] = r.tail.empty() ? Json(nullptr) : Json(shown_last_line(r.tail));
   out["last_output_age_s"] = r.last_output_age_s >= 0 ? Json(seconds(r.last_output_age_s)) : Json(nullptr);
   out["stack"] = string_or_null(r.stack);
   out["steps"] = r.steps ? Json(*r.steps) : Json(nullptr);

@@ -1,5 +1,6 @@
 #include "core/report/text.hpp"
 
+#include "core/report/shown_tail.hpp"
 #include "core/run/console_style.hpp"
 
 #include <fmt/format.h>
@@ -82,7 +83,8 @@ void append_stacks(std::string& out, const RunOutcome& o) {
     if (r.tail.empty() || r.last_output_age_s < 0)
       out += ", no output yet:\n";
     else
-      out += ", last output " + format_seconds(r.last_output_age_s) + " ago: " + r.tail.back() + "\n";
+      out +=
+          ", last output " + format_seconds(r.last_output_age_s) + " ago: " + shown_last_line(r.tail) + "\n";
     for (const std::string& line : split_lines(r.stack))
       if (!line.empty()) out += "      " + line + "\n";
   }

@@ -27,8 +27,19 @@ bool name_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.';
 }
 
+/// torch 2.3+'s "[rank1]: " (or "[rank1]:") before each line a rank prints.
+std::string_view without_rank_prefix(std::string_view line) {
+  constexpr std::string_view k_rank = "[rank";
+  if (line.substr(0, k_rank.size()) != k_rank) return line;
+  std::size_t i = k_rank.size();
+  while (i < line.size() && line[i] >= '0' && line[i] <= '9') ++i;
+  if (i == k_rank.size() || line.substr(i, 2) != "]:") return line;
+  return line.substr(i + 2);
+}
+
 /// "[rank1]: " prefixes and leading blanks are not part of the line.
 std::string_view strip(std::string_view line) {
+  line = without_rank_prefix(line);
   while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
   while (!line.empty() && (line.back() == ' ' || line.back() == '\t')) line.remove_suffix(1);
   return line;

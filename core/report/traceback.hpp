@@ -20,11 +20,12 @@ struct SourceLocation {
 /// The exception line of a Python traceback or output tail: the last line
 /// that reads like "ValueError: bad shape" or "torch.distributed.DistBackendError: ..."
 /// (a dotted name ending in Error, Exception, Interrupt or Exit, then ":" or
-/// the end). "" when there is none. Pure.
+/// the end). torch 2.3+'s "[rankN]: " before a line is not part of it.
+/// "" when there is none. Pure.
 std::string exception_line(std::string_view text);
 
 /// The innermost frame of the last traceback in `text`: the last
-/// `File "path", line N` line. Pure.
+/// `File "path", line N` line ("[rankN]: " before it or not). Pure.
 std::optional<SourceLocation> innermost_frame(std::string_view text);
 
 /// `path` relative to `workspace` when it lies inside it (GitHub wants

@@ -10,9 +10,12 @@ namespace air {
 namespace {
 
 /// Paths of code that is not the user's: the interpreter's library, installed
-/// packages (torch), air's own modules and the shim.
-constexpr std::string_view k_not_user_code[] = {"/site-packages/", "/dist-packages/", "/lib/python3",
-                                                "/pyshim/",        "/air/_",          "<frozen "};
+/// packages (torch), air's own package (its private modules, air.data, the
+/// TorchDistributor) and the shim. A rank inside air.data.save is placed at
+/// the user's line that called it, which is where a fix goes.
+constexpr std::string_view k_not_user_code[] = {
+    "/site-packages/",  "/dist-packages/",           "/lib/python3", "/pyshim/", "/air/_", "/air/data/",
+    "/air/__init__.py", "/air/torch_distributor.py", "<frozen "};
 
 bool user_code(std::string_view file) {
   return std::none_of(std::begin(k_not_user_code), std::end(k_not_user_code),
@@ -93,6 +96,60 @@ std::string rank_words(const std::vector<int>& ranks) {
   return out;
 }
 
+namespace {
+
+/// Every running rank waits, but not all in the same collective: they called
+/// different ones (rank 0 alone in air.data.save's broadcast_object_list, the
+/// others in the barrier after it), and each waits for the others forever.
+/// No rank is behind, so none is a laggard; the line groups the ranks by the
+/// collective they wait in, in rank order:
+/// "ranks wait in different collectives: rank 0 in broadcast_object_list #4
+/// at save at train.py:9 since 12:01:03; ranks 1 and 2 in barrier #4 at ...".
+std::optional<std::string> mismatch_line(const std::vector<const HangRank*>& waiting,
+                                         const std::vector<const HangRank*>& outside) {
+  if (!outside.empty() || waiting.size() < 2) return std::nullopt;
+  const bool one_name = std::all_of(waiting.begin(), waiting.end(), [&](const HangRank* r) {
+    return r->collective == waiting.front()->collective;
+  });
+  if (one_name) return std::nullopt;
+  std::vector<const HangRank*> sorted = waiting;
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const HangRank* a, const HangRank* b) { return a->rank < b->rank; });
+  // Groups in the order of their first rank; a group is one collective at one place.
+  std::vector<std::vector<const HangRank*>> groups;
+  for (const HangRank* r : sorted) {
+    auto same = std::find_if(groups.begin(), groups.end(), [&](const auto& g) {
+      return g.front()->collective == r->collective && g.front()->collective_seq == r->collective_seq &&
+             g.front()->place == r->place;
+    });
+    if (same == groups.end())
+      groups.push_back({r});
+    else
+      same->push_back(r);
+  }
+  std::string line = "ranks wait in different collectives: ";
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    const auto& g = groups[i];
+    std::vector<int> ids;
+    std::string since = g.front()->since;
+    for (const HangRank* r : g) {
+      ids.push_back(r->rank);
+      since = std::min(since, r->since);
+    }
+    const HangRank& first = *g.front();
+    const std::string who = ids.size() == 1 && first.node >= 0
+                                ? fmt::format("rank {} (node {})", first.rank, first.node)
+                                : fmt::format("{} {}", plural(ids.size(), "rank", "ranks"), rank_words(ids));
+    if (i > 0) line += "; ";
+    line += fmt::format("{} in {} #{} at {} since {}", who, first.collective, first.collective_seq,
+                        first.place.empty() ? std::string("an unknown place (no Python stack)") : first.place,
+                        since);
+  }
+  return line;
+}
+
+} // namespace
+
 HangDiagnosis diagnose_hang(const std::vector<HangRank>& ranks) {
   HangDiagnosis d;
   std::vector<const HangRank*> waiting, outside;
@@ -105,6 +162,10 @@ HangDiagnosis diagnose_hang(const std::vector<HangRank>& ranks) {
     } else {
       outside.push_back(&r);
     }
+  }
+  if (auto line = mismatch_line(waiting, outside)) {
+    d.line = std::move(*line);
+    return d;
   }
   // Who is behind: outside any collective while others wait in one; else,
   // all waiting, those in an earlier collective than the latest.

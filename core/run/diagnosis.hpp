@@ -16,7 +16,8 @@ namespace air {
 
 /// The innermost frame of a rank's main thread that is the user's code, from
 /// a faulthandler dump: "stuck_here at train.py:12". Frames of the standard
-/// library, of site-packages (torch) and of air's own shim are passed over.
+/// library, of site-packages (torch), of the air package (air.data...) and of
+/// air's own shim are passed over.
 /// "" when the dump has no such frame. Pure.
 std::string user_place(std::string_view faulthandler_dump);
 
@@ -48,7 +49,11 @@ struct HangDiagnosis {
 
 /// Names the laggards: ranks outside any collective while others wait in
 /// one, or ranks behind in the collective sequence while the others wait in
-/// a later one; failing both (NCCL collectives return at once, so Python sees
+/// a later one of the same kind. Ranks that all wait, in different
+/// collectives, called mismatched ones (a collective only some ranks call):
+/// the line says so, "ranks wait in different collectives: rank 0 in
+/// broadcast_object_list #4 at ...; ranks 1 and 2 in barrier #4 at ...", and
+/// names no laggard; failing both (NCCL collectives return at once, so Python sees
 /// none), ranks whose Flight Recorder shows fewer collectives enqueued than
 /// the others'. Otherwise no rank is singled out and the line gives every
 /// rank's place. Pure.

@@ -171,16 +171,16 @@ def shown_to_user(line):
     return line.startswith(("air-run: warning:", "air-run: MLflow: "))
 
 
-def _pump(pipe, stream_name, tails, lock, show=None):
+def _pump(pipe, stream_name, tails, lock):
     """Copies a pipe to sys.stdout / sys.stderr line by line (looked up on every
     line, so notebook and pytest replacements of sys.stdout see the output);
-    a line for which `show` returns False is only kept in the tails."""
+    a line for which shown_to_user returns False is only kept in the tails."""
     for raw in iter(pipe.readline, b""):
         line = raw.decode("utf-8", "replace")
         with lock:
             for tail in tails:
                 tail.append(line.rstrip("\n"))
-        if show is not None and not show(line):
+        if not shown_to_user(line):
             continue
         stream = getattr(sys, stream_name)
         try:
@@ -191,10 +191,13 @@ def _pump(pipe, stream_name, tails, lock, show=None):
     pipe.close()
 
 
-def run_air_run(argv, env, summary_path=None, grace_seconds=30.0, show=None):
-    """Runs air-run, streaming its output (the ranks' prefixed lines and its
-    own messages) to this process's sys.stdout / sys.stderr as it comes;
-    `show`, when given, says which lines to print (see shown_to_user).
+def run_air_run(argv, env, summary_path=None, grace_seconds=30.0):
+    """Runs air-run, streaming its output to this process's sys.stdout /
+    sys.stderr as it comes: the lines shown_to_user keeps (the ranks' prefixed
+    lines, air-run's warnings and MLflow lines); every line is kept in the
+    tails for the exception's text. The one way air runs air-run for a Python
+    caller (a distributed call, TorchDistributor.run of a function or of a
+    script), so all of them print the same lines.
 
     Ctrl-C (KeyboardInterrupt) forwards SIGINT to air-run, which stops the
     ranks; the KeyboardInterrupt is re-raised once it has exited.
@@ -211,10 +214,10 @@ def run_air_run(argv, env, summary_path=None, grace_seconds=30.0, show=None):
                             stderr=subprocess.PIPE, env=env,
                             preexec_fn=_die_with_parent if _PRCTL is not None else None)
     pumps = [
-        threading.Thread(target=_pump, args=(proc.stdout, "stdout", [output_tail], lock, show),
+        threading.Thread(target=_pump, args=(proc.stdout, "stdout", [output_tail], lock),
                          daemon=True),
         threading.Thread(target=_pump, args=(proc.stderr, "stderr", [output_tail, stderr_tail],
-                                            lock, show), daemon=True),
+                                            lock), daemon=True),
     ]
     for t in pumps:
         t.start()
@@ -468,8 +471,7 @@ def call_on_ranks(target, args, kwargs, *, what, num_ranks=None, accelerator_typ
         if grace_period is not None:
             argv += ["--grace-period", format_grace_period(grace_period)]
         argv += ["-m", "air._worker", payload, outdir]
-        launch = run_air_run(argv, env, summary, _grace_seconds(grace_period),
-                             show=shown_to_user)
+        launch = run_air_run(argv, env, summary, _grace_seconds(grace_period))
         if summary_sink is not None:
             summary_sink(launch.summary)
         return results_or_raise(launch, outdir, world_hint=num_ranks or _count(placement),

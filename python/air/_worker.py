@@ -112,13 +112,39 @@ def _record_error(outdir, rank, exc):
 
 def _user_frames(tb):
     """Drops the leading frames of the air package (this worker, the decorator
-    wrapper) so the traceback starts in user code; keeps them all when the
-    error is in air itself."""
+    wrapper) so the traceback starts in user code, and the frames of air-run's
+    shim wherever they are (its wrapper around each torch.distributed
+    collective, which only times the call: an error raised in a collective
+    would show it between the user's line and torch's); keeps the air
+    package's frames all when the error is in air itself."""
     package_dir = os.path.dirname(os.path.abspath(__file__)) + os.sep
     first = tb
     while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(package_dir):
         tb = tb.tb_next
-    return tb if tb is not None else first
+    return _without_shim_frames(tb) if tb is not None else first
+
+
+def _in_shim(tb):
+    """Whether a frame is air-run's shim: a module of the run's `pyshim`
+    directory, which air-run puts first on the ranks' PYTHONPATH."""
+    filename = tb.tb_frame.f_code.co_filename
+    return os.path.basename(os.path.dirname(os.path.abspath(filename))) == "pyshim"
+
+
+def _without_shim_frames(tb):
+    """The traceback `tb` without the shim's frames (relinked: tb_next is
+    writable); `tb` itself when every frame is the shim's."""
+    start, kept = tb, []
+    while tb is not None:
+        if not _in_shim(tb):
+            kept.append(tb)
+        tb = tb.tb_next
+    if not kept:
+        return start
+    for frame, after in zip(kept, kept[1:]):
+        frame.tb_next = after
+    kept[-1].tb_next = None
+    return kept[0]
 
 
 def _finish(code):

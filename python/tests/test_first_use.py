@@ -140,6 +140,52 @@ def test_a_failing_rank_is_shown_twice_without_air_frames_or_housekeeping(air_ru
     assert "root cause" not in everything
 
 
+GLOO_FAILING_SCRIPT = """\
+import traceback
+import torch
+import torch.distributed as dist
+from air import distributed
+
+
+@distributed(num_accelerators=2, timeout=120)
+def train():
+    dist.init_process_group("gloo")
+    dist.all_reduce(torch.ones(1))
+    if dist.get_rank() == 1:
+        dist.all_reduce("not a tensor")
+    return "ok"
+
+
+try:
+    train.distributed()
+except Exception as error:
+    traceback.print_exc()
+    print("=== remote ===")
+    print(error.remote_traceback)
+"""
+
+
+def test_a_gloo_rank_failing_in_a_collective_shows_no_frame_of_air_or_its_shim(air_run, torch, tmp_path):
+    # An error raised inside a collective of real gloo ranks: air-run's shim
+    # wraps each collective (to time it), so its frame sat between the user's
+    # line and torch's in the rank's traceback.
+    script = tmp_path / "gloo_script.py"
+    script.write_text(GLOO_FAILING_SCRIPT)
+    done = run_python([str(script)], cwd=str(tmp_path), env=subprocess_env(AIR_RUN_BINARY=air_run))
+    assert done.returncode == 0, done.stderr
+    remote = done.stdout.split("=== remote ===\n")[1]
+    package = os.path.dirname(os.path.abspath(air.__file__))
+    assert 'gloo_script.py", line 12, in train' in remote, remote
+    assert "distributed_c10d.py" in remote, remote
+    assert "pyshim" not in remote and package not in remote, remote
+    # The caller's stack: its own line, then the one raise of .distributed().
+    call = done.stderr.index('gloo_script.py", line 17, in <module>')
+    caller = done.stderr[done.stderr.rindex("Traceback (most recent call last):", 0, call):
+                         done.stderr.index("DistributedError", call)]
+    air_frames = [l.strip() for l in caller.splitlines() if l.strip().startswith('File "' + package)]
+    assert len(air_frames) == 1 and air_frames[0].endswith("in distributed"), caller
+
+
 def test_housekeeping_lines_are_not_shown():
     shown = _launch.shown_to_user
     assert shown("[rank0]: hello\n")

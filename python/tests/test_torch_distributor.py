@@ -111,3 +111,38 @@ def test_real_pyspark_is_not_shadowed(tmp_path):
     done = run_python(["-m", "air.torch_distributor", str(script)], env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "False True\n"
+
+
+# ------------------------------------------- scripts and functions print the same lines
+
+SAME_LINES_SCRIPT = """\
+import sys
+from air import TorchDistributor
+
+
+def train_fn():
+    import os
+    print("hello from", os.environ["RANK"], flush=True)
+
+
+TorchDistributor(num_processes=2, use_gpu=False).run(sys.argv[1])
+print("=== function ===", flush=True)
+sys.stderr.write("=== function ===\\n")
+TorchDistributor(num_processes=2, use_gpu=False).run(train_fn)
+"""
+
+
+def test_scripts_and_functions_print_the_same_air_run_lines(air_run, tmp_path):
+    # TorchDistributor.run("script.py") and .run(fn) both go through
+    # _launch.run_air_run: the ranks' lines are printed, air-run's notices
+    # (OMP_NUM_THREADS) and end-of-run report are not, for either.
+    (tmp_path / "hello.py").write_text('import os\nprint("hello from", os.environ["RANK"], flush=True)\n')
+    (tmp_path / "caller.py").write_text(SAME_LINES_SCRIPT)
+    done = run_python([str(tmp_path / "caller.py"), str(tmp_path / "hello.py")], cwd=str(tmp_path),
+                      env=subprocess_env(AIR_RUN_BINARY=air_run))
+    assert done.returncode == 0, done.stderr
+    out_file, out_fn = done.stdout.split("=== function ===\n")
+    err_file, err_fn = done.stderr.split("=== function ===\n")
+    for out, err in ((out_file, err_file), (out_fn, err_fn)):
+        assert "[rank1]: hello from 1" in out
+        assert "air-run: " not in out + err, out + err

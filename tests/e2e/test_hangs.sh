@@ -230,6 +230,36 @@ test_ddp_hang_names_the_rank_that_never_reached_backward() {
     "[1] ddp_all_reduce"
 }
 
+# The old `if rank == 0: torch.save(...)` habit with air.data.save, which is
+# collective: rank 0 waits in its broadcast_object_list, ranks 1 and 2 in the
+# barrier after it. The diagnosis names the mismatch, and places rank 0 at the
+# user's line that called save, not inside air.data.
+test_save_on_rank_0_only_is_named_as_mismatched_collectives() {
+  cat >save_one.py <<'PY'
+import torch, torch.distributed as dist
+import air.data
+dist.init_process_group("gloo")
+model = torch.nn.Linear(2, 2)
+
+
+def save_model():
+    air.data.save({"model": model.state_dict()})
+
+
+dist.all_reduce(torch.ones(1))
+if dist.get_rank() == 0:
+    save_model()
+dist.barrier()
+PY
+  PYTHONPATH=$AIR_SOURCE_DIR/python run_air --cpu-ranks 3 --python "$TORCH_PYTHON" --hang-timeout 4s \
+    --on-hang stop --grace-period 5s --checkpoint-dir ckpt --summary summary.json save_one.py
+  expect_rc 124
+  expect_contains "$err" "ranks wait in different collectives: rank 0 in broadcast_object_list #2 at save_model at save_one.py:8"
+  expect_contains "$err" "ranks 1 and 2 in barrier #2 at <module> at save_one.py:14"
+  expect_eq "$(json_get summary.json 'd["outcome"]["hang"]["laggards"], d["outcome"]["hang"]["ranks"][0]["place"]')" \
+    "[] save_model at save_one.py:8"
+}
+
 # Three ranks at different speeds, each asking air.should_stop() every step;
 # each writes the step it stopped at.
 write_preemptible() {

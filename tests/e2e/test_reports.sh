@@ -171,6 +171,18 @@ test_refused_launch_still_writes_its_reports() {
   [[ ! -e out/{nope}.json ]] || fail "a summary was written to the bad path"
 }
 
+test_spec_error_annotation_is_relative_to_github_workspace() {
+  # A bad spec in ci/ of the workspace, air-run run from ci/: GitHub wants the
+  # file relative to GITHUB_WORKSPACE, as for a rank's traceback.
+  mkdir -p ws/ci
+  printf 'timeout: 10m\ntiemout: 3\n' >ws/ci/job.yaml
+  cd ws/ci || fail "no ws/ci"
+  GITHUB_ACTIONS=true GITHUB_WORKSPACE=$TESTDIR/ws run_air -f job.yaml --no-python true
+  cd "$TESTDIR" || fail "no $TESTDIR"
+  expect_rc 2
+  expect_contains "$out" "::error file=ci/job.yaml,line=2,title=air-run%3A launch refused::job.yaml:2:1: unknown key 'tiemout'"
+}
+
 test_junit_validates() {
   command -v xmllint >/dev/null || { echo "skip: no xmllint"; return 0; }
   printf '#!/bin/sh\necho "out $RANK"\n[ "$RANK" = 1 ] && exit 2\nexec sleep 30\n' >r.sh
@@ -188,6 +200,35 @@ test_github_annotations() {
   GITHUB_ACTIONS=true run_air --cpu-ranks 2 --no-python ./r.sh
   expect_rc 6
   expect_contains "$out" "::error title=air-run rank 0::"
+}
+
+test_progress_bar_then_exception_off_a_terminal() {
+  # Rank 1 draws a tqdm-style bar on stderr ('\r', no newline; stderr is a
+  # pipe here, as in CI) and raises: Python's traceback header lands on the
+  # bar's line. The reports still name the exception, show the header on a
+  # line of its own and the bar's last state, not every '\r' of it.
+  have_torch || { echo "skip: no torch"; return 0; }
+  cat >bar.py <<'PY'
+import sys, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+dist.all_reduce(torch.ones(1))
+if dist.get_rank() == 1:
+    for i in range(6):
+        sys.stderr.write("\r%3d%%|%-5s| %d/10" % (i * 10, "#" * i, i))
+        sys.stderr.flush()
+    raise RuntimeError("boom at step 5")
+dist.barrier()
+PY
+  run_air --cpu-ranks 2 --python "$TORCH_PYTHON" --summary s.json --junit j.xml bar.py
+  expect_rc 1
+  expect_eq "$(json_get s.json 'd["ranks"][1]["error"]["type"], d["ranks"][1]["last_line"]')" \
+    "RuntimeError RuntimeError: boom at step 5"
+  # The header on a line of its own, after the bar's last state (the line
+  # holds only that state once the supervisor keeps what a terminal shows).
+  expect_eq "$(json_get s.json '(lambda l: l[l.index("Traceback (most recent call last):") - 1].endswith(" 50%|#####| 5/10"))(d["ranks"][1]["error"]["traceback"].split("\n"))')" \
+    "True"
+  expect_contains "$(cat j.xml)" '<failure message="RuntimeError: boom at step 5 (exit code 1)" type="RuntimeError">'
+  expect_contains "$err" $'\n      Traceback (most recent call last):\n'
 }
 
 test_ranks_that_all_exit_1_are_all_failed() {

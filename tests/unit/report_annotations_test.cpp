@@ -134,3 +134,30 @@ TEST_CASE("annotations: a refused launch points at the spec's line", "[annotatio
         "### air-run job: could not be launched (exit code 2)\n\nrequested GPU_8xH100, found no GPU\n\n"
         "Nothing was launched.\n");
 }
+
+TEST_CASE("annotations: a refused spec's file is relative to GITHUB_WORKSPACE, not the directory",
+          "[annotations]") {
+  // `air-run job.yaml` run in $GITHUB_WORKSPACE/ci: the message names job.yaml.
+  air::test::RefusedRun run;
+  run.error.message = "job.yaml:2:1: unknown key 'tiemout' (did you mean 'timeout'?)";
+  run.outcome.reason = run.error.message;
+  const air::RunReport report = air::test::refused_report(run);
+  const std::string tail =
+      ",line=2,title=air-run%3A launch refused::job.yaml:2:1: unknown key 'tiemout' (did "
+      "you mean 'timeout'?) (exit code 2)";
+  CHECK(air::github_annotations(report, "/ws", "/ws/ci") ==
+        std::vector<std::string>{"::error file=ci/job.yaml" + tail});
+  CHECK(air::github_annotations(report, "/ws/", "/ws/ci/") ==
+        std::vector<std::string>{"::error file=ci/job.yaml" + tail});
+  // Outside the workspace: the absolute path; no directory known: as typed.
+  CHECK(air::github_annotations(report, "/ws", "/elsewhere") ==
+        std::vector<std::string>{"::error file=/elsewhere/job.yaml" + tail});
+  CHECK(air::github_annotations(report, "/ws") == std::vector<std::string>{"::error file=job.yaml" + tail});
+  CHECK(air::github_annotations(report, "", "/ws/ci") ==
+        std::vector<std::string>{"::error file=job.yaml" + tail});
+  run.error.message = "./job.yaml:2:1: unknown key 'tiemout' (did you mean 'timeout'?)";
+  run.outcome.reason = run.error.message;
+  CHECK(air::github_annotations(air::test::refused_report(run), "/ws", "/ws/ci")
+            .front()
+            .rfind("::error file=ci/job.yaml,line=2,", 0) == 0);
+}

@@ -137,7 +137,7 @@ TEST_CASE("junit: every kind of rank validates against the schema", "[junit]") {
           "RuntimeError: multi\nline \"quoted\" <message> (exit code 3)");
     CHECK(xpath(file, "string(//testcase[@name=\"rank 1\"]/system-out)") ==
           "nul\xEF\xBF\xBD"
-          "byte\nred ]]> \xEF\xBF\xBD\xEF\xBF\xBD\ntab\there\r\n");
+          "byte\nred ]]> \xEF\xBF\xBD\xEF\xBF\xBD\ntab\there\n");
     CHECK(xpath(file, "string(//testcase[@name=\"rank 1\"]/@classname)") == "air-run.j&<1>");
     CHECK(xpath(file, "string(//property[@name=\"reason\"]/@value)") == "rank 1 said \"<&>\"\nline two");
   }

@@ -89,6 +89,44 @@ TEST_CASE("no laggard when every rank is in the same collective, or none is", "[
         "rank 0 is in stuck_here at train.py:12; rank 1 is in an unknown place (no Python stack)");
 }
 
+TEST_CASE("ranks waiting in different collectives are named as mismatched", "[diagnosis]") {
+  // air.data.save on rank 0 alone: it waits in broadcast_object_list, the
+  // others in the barrier that follows; the same count of collectives each.
+  HangRank saving = waiting(0, 4, "save_model at train.py:9");
+  saving.collective = "broadcast_object_list";
+  HangRank one = waiting(1, 4, "<module> at train.py:12");
+  one.collective = "barrier";
+  HangRank two = one;
+  two.rank = 2;
+  two.since = "12:01:02";
+  const auto d = air::diagnose_hang({two, saving, one});
+  CHECK(d.laggards.empty());
+  CHECK(d.line == "ranks wait in different collectives: rank 0 in broadcast_object_list #4 at save_model at "
+                  "train.py:9 since 12:01:03; ranks 1 and 2 in barrier #4 at <module> at train.py:12 since "
+                  "12:01:02");
+  // Behind in the sequence, but in another collective: still a mismatch, not a laggard.
+  HangRank gather = waiting(1, 6, "eval at train.py:40");
+  gather.collective = "all_gather";
+  const auto m = air::diagnose_hang({waiting(0, 7), gather});
+  CHECK(m.laggards.empty());
+  CHECK(m.line.rfind("ranks wait in different collectives: rank 0 in all_reduce #7", 0) == 0);
+  // A rank outside any collective is still the laggard, whatever the others wait in.
+  const auto out = air::diagnose_hang({saving, outside(1), one});
+  CHECK(out.laggards == std::vector<int>{1});
+}
+
+TEST_CASE("a rank inside the air package is placed at the user's line that called it", "[diagnosis]") {
+  constexpr const char* dump = R"(Current thread 0x00007f00 (most recent call first):
+  File "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py", line 2010 in broadcast_object_list
+  File "/tmp/run/pyshim/sitecustomize.py", line 141 in collective
+  File "/opt/air/python/air/data/_checkpoint.py", line 258 in _next_default_path
+  File "/opt/air/python/air/data/_checkpoint.py", line 269 in save
+  File "/home/u/proj/train.py", line 9 in save_model
+  File "/home/u/proj/train.py", line 14 in <module>
+)";
+  CHECK(air::user_place(dump) == "save_model at train.py:9");
+}
+
 TEST_CASE("ranks that already exited take no part in the diagnosis", "[diagnosis]") {
   HangRank gone = outside(1);
   gone.running = false;

@@ -81,3 +81,23 @@ TEST_CASE("one node's diagnosis names no node", "[diagnosis][job]") {
   const auto d = air::diagnose_hang({waiting(0), outside(1)});
   CHECK(d.line.find("rank 1 is in stuck_here") == 0);
 }
+
+TEST_CASE("mismatched collectives across nodes name the node of a rank alone in one", "[diagnosis][job]") {
+  // Rank 2 (node 1) alone called broadcast_object_list; the others wait in barrier.
+  std::map<int, std::vector<HangRank>> by_node;
+  HangRank saving = waiting(2);
+  saving.collective = "broadcast_object_list";
+  HangRank three = waiting(3);
+  three.collective = "barrier";
+  HangRank zero = three;
+  zero.rank = 0;
+  HangRank one = three;
+  one.rank = 1;
+  by_node[0] = {zero, one};
+  by_node[1] = {saving, three};
+  const auto d = air::diagnose_job_hang(air::merge_places(by_node, 2));
+  CHECK(d.laggards.empty());
+  CHECK(d.line == "ranks wait in different collectives: ranks 0, 1 and 3 in barrier #4 at <module> at "
+                  "stuck.py:16 since 12:01:03; rank 2 (node 1) in broadcast_object_list #4 at <module> at "
+                  "stuck.py:16 since 12:01:03");
+}

@@ -50,3 +50,19 @@ TEST_CASE("traceback: the job's name comes from the spec or the target", "[trace
   spec.command.value.clear();
   CHECK(air::job_name(spec) == "air-run");
 }
+
+TEST_CASE("traceback: torch 2.3+'s [rankN]: prefix is not part of a line", "[traceback]") {
+  const std::string tb = "[rank1]: Traceback (most recent call last):\n"
+                         "[rank1]:   File \"/w/train.py\", line 12, in <module>\n"
+                         "[rank1]:     raise RuntimeError(\"boom\")\n"
+                         "[rank1]: RuntimeError: boom\n"
+                         "[rank1]:[W ProcessGroupGloo.cpp:12] Warning: shutting down\n";
+  CHECK(air::exception_line(tb) == "RuntimeError: boom");
+  const auto frame = air::innermost_frame(tb);
+  REQUIRE(frame);
+  CHECK(frame->file == "/w/train.py");
+  CHECK(frame->line == 12);
+  CHECK(air::exception_line("[rank12]:ValueError: x\n") == "ValueError: x");
+  // Not a rank prefix: left as it is.
+  CHECK(air::exception_line("[rankx]: ValueError: x\n") == "");
+}

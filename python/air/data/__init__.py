@@ -9,7 +9,8 @@ checkpoints, the counterpart of the product page's data module.
   ``VolumeLoader`` whose progress is exact with worker processes.
 - ``VolumeWriter(path, keep_last=None)`` / ``VolumeReader(path)``: torch
   Distributed Checkpoint storage with an atomic commit; ``latest(root)``,
-  ``checkpoints(root)``, ``save(state_dict, path)``, ``load(state_dict, path)``.
+  ``checkpoints(root)``, ``save(state_dict, path)``, ``load(state_dict, path)``;
+  ``save`` and ``load`` are collective: every rank calls them, never rank 0 alone.
 - ``VolumeCache``: the cache itself.
 
 Names are imported on first use: ``import air.data`` does not import torch.

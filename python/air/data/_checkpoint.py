@@ -264,7 +264,11 @@ def save(state_dict, path=None, keep_last=None, process_group=None):
     """Saves state_dict (from every rank of the process group; from this
     process alone when none is initialised) as the checkpoint `path`
     (default: the next ``checkpoint-<sequence>`` in AIR_CHECKPOINT_DIR).
-    Returns the path."""
+    Returns the path.
+
+    Collective: every rank of the process group calls it, each with its own
+    state_dict. Calling it on rank 0 alone (``if rank == 0: torch.save``'s
+    habit) deadlocks: rank 0 waits in a collective the others never enter."""
     if path is None:
         path = _next_default_path(process_group)
     writer = VolumeWriter(path, keep_last=keep_last)
@@ -276,7 +280,9 @@ def load(state_dict, path=None, process_group=None):
     """Loads the checkpoint `path` (default: AIR_RESUME_FROM, the one air-run
     chose to resume from) into state_dict, in place (tensors are copied into
     the existing ones, so a model's state_dict() loads into the model).
-    Returns state_dict."""
+    Returns state_dict.
+
+    Collective, like save(): every rank of the process group calls it."""
     if path is None:
         path = os.environ.get(RESUME_FROM_VAR, "")
         if not path:
