@@ -156,7 +156,8 @@ private:
     notices_ = Notices{spec_.quiet.value, use_color(::isatty(STDERR_FILENO) == 1, env_)};
     // Before anything else about the run (an environment build, the nodes'
     // join): a multi-day job must not learn of its limit from an exit code 124.
-    if (!options_.dry_run && spec_.timeout.value) {
+    // Not for a run that cannot start (a missing script): its error comes alone.
+    if (!options_.dry_run && spec_.timeout.value && check_target(spec_, env_, /*check_python=*/false)) {
       notices_.print(fmt::format("air-run: this run stops after {} (timeout, {}); --timeout none lifts it",
                                  format_duration(*spec_.timeout.value), spec_.timeout.origin.describe()));
     }

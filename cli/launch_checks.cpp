@@ -37,8 +37,22 @@ Status check_target(const LaunchSpec& spec, const Environment& env, bool check_p
     return ok_status();
   }
   auto exe = check_executable(command.front(), env);
-  if (!exe) return exe.error();
+  if (!exe) {
+    // `--hang-timeout 5 min`: the number was the duration, the unit became the command.
+    if (is_duration_unit_word(command.front()))
+      return Error{exe.error().kind, exe.error().message + " (durations take no space: 5min, not 5 min)"};
+    return exe.error();
+  }
   return ok_status();
+}
+
+bool is_duration_unit_word(std::string_view word) {
+  static constexpr std::string_view k_units[] = {
+      "ms",      "s", "sec", "secs", "second", "seconds", "m", "min", "mins", "minute",
+      "minutes", "h", "hr",  "hrs",  "hour",   "hours",   "d", "day", "days"};
+  for (const std::string_view unit : k_units)
+    if (word == unit) return true;
+  return false;
 }
 
 namespace {

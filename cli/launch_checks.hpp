@@ -9,11 +9,16 @@
 #include "core/spec/spec.hpp"
 
 #include <string>
+#include <string_view>
 
 namespace air::cli {
 
 // What the launch (cli/cmd_run.cpp) decides and checks about a run before its
 // first rank: the hardware and ranks, the paths it writes, the target.
+
+/// Whether `word` is a unit a duration is written with ("min", "s", "hours"):
+/// a command of that name is a duration given with a space ("5 min").
+bool is_duration_unit_word(std::string_view word);
 
 /// Fails before launch when the target cannot start, so a typo costs no ranks:
 /// the interpreter or executable must resolve, a script must be readable.

@@ -70,13 +70,15 @@ std::string join_ranks(std::vector<int> ranks) {
   return format_rank_list(ranks, ", ");
 }
 
-/// Where each rank was when the timeout hit: its last line, how long ago
+/// Where each rank was when the timeout hit or the run hung: its last line, how long ago
 /// it came, and every thread's Python stack (core/run/stacks.hpp).
 void append_stacks(std::string& out, const RunOutcome& o) {
   bool any = false;
   for (const RankOutcome& r : o.ranks) any = any || !r.stack.empty();
   if (!any) return;
-  out += "  stacks when the run timed out:\n";
+  // The stacks are taken before a timeout's teardown and for a hang's diagnosis.
+  out += o.status == RunOutcome::Status::hung ? "  stacks when the run hung:\n"
+                                              : "  stacks when the run timed out:\n";
   for (const RankOutcome& r : o.ranks) {
     if (r.stack.empty()) continue;
     out += "    rank " + std::to_string(r.rank);

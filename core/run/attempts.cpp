@@ -51,7 +51,12 @@ void say(const ConsoleOptions& console, const std::string& line) {
 
 } // namespace
 
-bool restartable_outcome(const RunOutcome& outcome) { return outcome.status == RunOutcome::Status::failed; }
+// A hang is a failure of the group: with restarts left it is restarted (stacks
+// and traces of the attempt kept), as a rank's failure is. A timeout or an
+// interrupt ends the run.
+bool restartable_outcome(const RunOutcome& outcome) {
+  return outcome.status == RunOutcome::Status::failed || outcome.status == RunOutcome::Status::hung;
+}
 
 LaunchPlan plan_for_attempt(const LaunchPlan& first, int attempt, int master_port,
                             std::optional<std::chrono::milliseconds> timeout_left) {

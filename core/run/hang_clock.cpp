@@ -5,16 +5,6 @@
 
 namespace air {
 
-namespace {
-
-/// Before any rank has shown a sign of progress (a step or a line), a hang is
-/// diagnosed after at least this long: starting an interpreter and importing
-/// torch alone takes seconds to tens of seconds on a loaded machine, and a
-/// short --hang-timeout is meant for the training loop, not the start-up.
-constexpr auto k_hang_startup_allowance = std::chrono::seconds(60);
-
-} // namespace
-
 void HangClock::progress(Clock::time_point now) {
   last_progress_ = now;
   seen_ = true;
@@ -23,7 +13,7 @@ void HangClock::progress(Clock::time_point now) {
 
 HangClock::Clock::duration HangClock::quiet_limit() const {
   const Clock::duration limit = timeout_.value_or(Clock::duration::zero());
-  return seen_ ? limit : std::max<Clock::duration>(limit, k_hang_startup_allowance);
+  return seen_ ? limit : std::max<Clock::duration>(limit, startup_);
 }
 
 std::optional<HangClock::Clock::time_point> HangClock::next_deadline() const {

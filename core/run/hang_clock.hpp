@@ -12,9 +12,14 @@ class HangClock {
 public:
   using Clock = std::chrono::steady_clock;
 
-  /// `timeout`: --hang-timeout (nullopt: no watch); `start`: when the ranks start.
-  HangClock(std::optional<Clock::duration> timeout, Clock::time_point start)
-      : timeout_(timeout), last_progress_(start) {}
+  /// `timeout`: --hang-timeout (nullopt: no watch); `start`: when the ranks
+  /// start; `startup`: --hang-startup, the least quiet time before the first
+  /// sign of progress (starting an interpreter and importing torch alone takes
+  /// seconds to tens of seconds on a loaded machine, and a short --hang-timeout
+  /// is meant for the training loop, not the start-up).
+  HangClock(std::optional<Clock::duration> timeout, Clock::time_point start,
+            Clock::duration startup = std::chrono::seconds(60))
+      : timeout_(timeout), startup_(startup), last_progress_(start) {}
 
   /// A rank made a step or printed a line at `now`: a new spell begins.
   void progress(Clock::time_point now);
@@ -40,6 +45,7 @@ public:
 
 private:
   std::optional<Clock::duration> timeout_;
+  Clock::duration startup_;
   Clock::time_point last_progress_;
   bool seen_ = false; ///< any rank made a step or printed a line
   bool diagnosed_ = false;

@@ -40,7 +40,7 @@ HangWatch::HangWatch(const LaunchPlan& plan, RankTable& ranks, RunOutcome& out, 
                      const SupervisorHooks* hooks, Tell tell, Stop stop, Clock::time_point start)
     : plan_(plan), ranks_(ranks), out_(out), console_(console), progress_(progress), stacks_(stacks),
       teardown_(teardown), hooks_(hooks), tell_(std::move(tell)), stop_(std::move(stop)),
-      clock_(plan.hang_timeout, start) {}
+      clock_(plan.hang_timeout, start, plan.hang_startup) {}
 
 std::optional<HangWatch::Clock::time_point> HangWatch::next_deadline(bool tearing_down) const {
   std::optional<Clock::time_point> next = tearing_down ? std::nullopt : clock_.next_deadline();
@@ -195,7 +195,10 @@ void HangWatch::conclude(HangReport report, const std::string& lead) {
   out_.hang = std::move(report);
   if (stop && !teardown_.active() && out_.status == RunOutcome::Status::succeeded) {
     out_.status = RunOutcome::Status::hung;
-    out_.reason = "hung: no progress for " + format_duration(*plan_.hang_timeout);
+    // The quiet time that made the hang: --hang-timeout, or the start-up
+    // allowance when no rank had shown a sign of life yet (not the timeout then).
+    out_.reason =
+        "hung: no progress for " + format_duration(std::chrono::duration_cast<Millis>(clock_.quiet_limit()));
     if (!out_.hang->diagnosis.laggards.empty())
       out_.reason += "; the others wait for rank" +
                      std::string(out_.hang->diagnosis.laggards.size() > 1 ? "s " : " ") +

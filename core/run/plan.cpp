@@ -127,6 +127,7 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
   plan.max_restarts = spec.max_restarts.value;
   plan.grace_period = spec.grace_period.value;
   plan.hang_timeout = spec.hang_timeout.value;
+  plan.hang_startup = spec.hang_startup.value;
   plan.stop_on_hang = spec.on_hang.value == "stop";
   plan.tail_lines = spec.tail_lines.value;
 

@@ -66,6 +66,9 @@ struct LaunchPlan {
   /// --hang-timeout: diagnose the run after this long without a step or a
   /// line of output from any rank (nullopt: never); --on-hang stop ends it.
   std::optional<Millis> hang_timeout;
+  /// --hang-startup: before any rank printed a line or made a step, a hang
+  /// waits at least this long (starting Python and importing torch).
+  Millis hang_startup{60'000};
   bool stop_on_hang = false;
   int tail_lines = 50;
   std::vector<RankPlan> ranks;

@@ -5,6 +5,7 @@
 #include "core/os/signals.hpp"
 #include "core/run/diagnosis.hpp"
 #include "core/run/job_preemption.hpp"
+#include "core/run/teardown.hpp"
 
 #include <algorithm>
 #include <utility>
@@ -111,7 +112,7 @@ void Preemption::say_stop(const PreemptionReport& report, const std::string& whe
                (report.polling_ranks.size() > 1 ? "s " : " ") + rank_words(report.polling_ranks) +
                " to stop" + (stop_step > 0 ? " at step " + std::to_string(stop_step) : std::string()) +
                (report.job_wide ? " (the job's, from node 0)" : "") + ", up to " +
-               format_duration(std::chrono::duration_cast<Millis>(grace)) + "; Ctrl-C again to kill now\n";
+               format_duration(std::chrono::duration_cast<Millis>(grace)) + "; " + kill_now_hint(sig) + "\n";
     for (const auto& p : passed)
       lines += "air-run: " + p + ", past the job's stop step: it stops at its next should_stop()\n";
     if (!lines.empty()) console_.write(1, lines, 1 + passed.size());

@@ -211,8 +211,13 @@ std::size_t RankOutput::take_lines(RankState& r, RankStream& s, std::string_view
       s.shown_partial = 0;
     }
     if (tail_max > 0) {
-      // The tail goes into reports, which hold no escape sequence or NUL byte.
-      o.tail.emplace_back(strip_control_characters(std::string_view(line).substr(0, k_tail_line_max)));
+      // The tail goes into reports, which hold no escape sequence or NUL byte,
+      // and keep what a terminal would show: a progress bar drawn with '\r'
+      // off a terminal (CI, nohup, Slurm's logs) is one long line, and its
+      // last state, not 4 KiB of earlier ones, is what comes before a crash.
+      const std::string shown =
+          line.find('\r') == std::string_view::npos ? std::string(line) : visible_line(line);
+      o.tail.emplace_back(strip_control_characters(std::string_view(shown).substr(0, k_tail_line_max)));
       while (o.tail.size() > tail_max) o.tail.pop_front();
     }
   };

@@ -127,6 +127,7 @@ private:
   void announce_teardown(int sig);
   void say(const std::string& text, std::size_t lines = 1) { console_.write(1, text, lines); }
   void watch_progress(Clock::time_point now);
+  void say_lost_progress();
 
   bool preempt(int sig);
 
@@ -519,9 +520,20 @@ void Supervisor::announce_teardown(int sig) {
 /// few seconds the step times say whether a rank is a straggler.
 void Supervisor::watch_progress(Clock::time_point now) {
   if (progress_.poll(now)) hang_.clock().progress(now);
+  say_lost_progress();
   if (teardown_.active()) return;
   const ConsoleBatch batch = stragglers_.tick(progress_, now);
   if (!console_.options().quiet) console_.write(batch);
+}
+
+/// A rank that broke its own progress page (truncated it, wrote over it)
+/// loses its step counts: said once, and the run goes on without them.
+void Supervisor::say_lost_progress() {
+  for (const auto& [index, why] : progress_.take_lost()) {
+    if (console_.options().quiet) continue;
+    say("air-run: rank " + std::to_string(ranks_[index].plan->rank) + "'s step counts are lost: " + why +
+        "; hang and straggler checks go on without them\n");
+  }
 }
 
 void Supervisor::finalize() {
@@ -535,6 +547,7 @@ void Supervisor::finalize() {
       o.last_output_age_s = seconds_between(*o.last_output_at, r.reaped ? r.reaped_at : now);
   }
   progress_.poll(now);
+  say_lost_progress();
   for (auto& r : ranks_)
     if (progress_.reading(r.index).attached) out_.ranks[r.index].steps = progress_.reading(r.index).steps;
   stragglers_.finish(progress_);

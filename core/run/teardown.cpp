@@ -72,9 +72,14 @@ bool group_alive(pid_t pgid) {
   return alive;
 }
 
+std::string kill_now_hint(int sig) {
+  // A SIGTERM or SIGHUP comes from a scheduler or a script, not a keyboard.
+  return sig == SIGINT ? "Ctrl-C again to kill now" : "a second signal kills now";
+}
+
 std::string teardown_notice(std::size_t running, int sig, std::chrono::milliseconds grace) {
   return "air-run: stopping " + std::to_string(running) + (running == 1 ? " rank (" : " ranks (") +
-         signal_name(sig) + "), up to " + format_duration(grace) + "; Ctrl-C again to kill now\n";
+         signal_name(sig) + "), up to " + format_duration(grace) + "; " + kill_now_hint(sig) + "\n";
 }
 
 bool Teardown::begin(int sig, RankTable& ranks, Containment* containment, Clock::time_point now) {

@@ -24,6 +24,10 @@ void signal_group(pid_t pgid, int sig);
 /// for a parent that never reaps them (a container's PID 1) count as gone.
 bool group_alive(pid_t pgid);
 
+/// How to cut a teardown short after `sig`: "Ctrl-C again to kill now" after
+/// SIGINT, "a second signal kills now" after a signal no keyboard sends.
+std::string kill_now_hint(int sig);
+
 /// "air-run: stopping 3 ranks (SIGINT), up to 30s; Ctrl-C again to kill now":
 /// said at once after an interrupt, since a silent grace period looks like a hang.
 std::string teardown_notice(std::size_t running, int sig, std::chrono::milliseconds grace);

@@ -45,6 +45,7 @@ Shown show_launch_key(const LaunchSpec& s, std::string_view k) {
     return {s.timeout.value ? format_duration(*s.timeout.value) : "none", s.timeout.origin};
   }
   if (k == "grace_period") return {format_duration(s.grace_period.value), s.grace_period.origin};
+  if (k == "hang_startup") return {format_duration(s.hang_startup.value), s.hang_startup.origin};
   if (k == "hang_timeout") {
     return {s.hang_timeout.value ? format_duration(*s.hang_timeout.value) : "none", s.hang_timeout.origin};
   }

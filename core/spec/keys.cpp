@@ -27,17 +27,23 @@ constexpr std::array k_spec_keys{
     SpecKey{"cpu_ranks", "cpu-ranks", "", "AIR_RUN_CPU_RANKS", VT::integer, "1",
             "ranks on CPU where no GPU is found (with GPUs, one rank per GPU and a notice)", G::accelerators,
             "N", 1, k_max_ranks_per_node},
-    SpecKey{"timeout", "timeout", "", "AIR_RUN_TIMEOUT", VT::opt_duration,
-            "3h; none for a torchrun command line",
+    SpecKey{"timeout", "timeout", "", "AIR_RUN_TIMEOUT", VT::opt_duration, "none",
             "stop the run after this long: seconds, a duration (90m, 1h30m) or none", G::launch, "DURATION"},
     SpecKey{"grace_period", "grace-period", "", "AIR_RUN_GRACE_PERIOD", VT::duration, "30s",
             "time between SIGTERM and SIGKILL when stopping ranks", G::launch, "DURATION"},
     SpecKey{"hang_timeout", "hang-timeout", "", "AIR_RUN_HANG_TIMEOUT", VT::opt_duration, "5m",
             "diagnose the run when no rank made progress (a step or a line of output) this long; none: never",
             G::launch, "DURATION"},
-    SpecKey{"on_hang", "on-hang", "", "AIR_RUN_ON_HANG", VT::string, "report",
-            "after a hang's diagnosis: report (the run goes on) or stop (status hung, exit code 124)",
-            G::launch, "report|stop"},
+    SpecKey{
+        "hang_startup", "hang-startup", "", "AIR_RUN_HANG_STARTUP", VT::duration, "60s",
+        "until any rank printed a line or made a step, a hang waits at least this long (interpreter start "
+        "and import torch on a loaded machine)",
+        G::launch, "DURATION"},
+    SpecKey{
+        "on_hang", "on-hang", "", "AIR_RUN_ON_HANG", VT::string, "report; stop with max_restarts",
+        "after a hang's diagnosis: report (the run goes on) or stop (the attempt ends hung; restarted while "
+        "max_restarts allows, else exit code 124)",
+        G::launch, "report|stop"},
     SpecKey{"environment.python", "python", "", "AIR_RUN_PYTHON", VT::string,
             "the virtual environment's when air-run is installed in one, else python3",
             "interpreter for .py targets and -m modules", G::environment, "PYTHON"},

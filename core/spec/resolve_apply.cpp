@@ -50,6 +50,7 @@ bool apply_launch_key(LaunchSpec& s, std::string_view k, const Value& v, const O
   if (k == "timeout") return put(s.timeout, std::get<std::optional<Millis>>(v), o);
   if (k == "grace_period") return put(s.grace_period, std::get<Millis>(v), o);
   if (k == "hang_timeout") return put(s.hang_timeout, std::get<std::optional<Millis>>(v), o);
+  if (k == "hang_startup") return put(s.hang_startup, std::get<Millis>(v), o);
   if (k == "on_hang") return put(s.on_hang, std::get<std::string>(v), o);
   if (k == "command") return put_list(s.command, std::get<std::vector<std::string>>(v), o, append);
   if (k == "module") return put(s.module, std::get<bool>(v), o);

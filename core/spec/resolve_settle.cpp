@@ -22,6 +22,11 @@ Status check_torchrun_values(const LaunchSpec& spec) {
                          ": give either it or num_accelerators (" + spec.num_accelerators.origin.describe() +
                          ")");
     }
+    // Both count the ranks on this node: one of them would be dropped without a word.
+    if (!spec.cpu_ranks.is_default()) {
+      return usage_error(place_of(spec.nproc_per_node.origin, "nproc_per_node") +
+                         ": give either it or cpu_ranks (" + spec.cpu_ranks.origin.describe() + ")");
+    }
   }
   AIR_TRY(parse_std_streams(spec.redirects.value, place_of(spec.redirects.origin, "redirects")));
   AIR_TRY(parse_std_streams(spec.tee.value, place_of(spec.tee.origin, "tee")));
@@ -83,14 +88,15 @@ Status settle_preload(LaunchSpec& spec) {
   return ok_status();
 }
 
-/// Defaults that depend on how air-run was started. torchrun stops a run only
-/// when it ends: a torchrun command line gets no timeout unless one is asked
-/// for (a 3 h default would end a multi-day job with exit 124). A Python
-/// installed next to air-run (its virtual environment) is the interpreter.
+/// Defaults that depend on how air-run was started: a Python installed next
+/// to air-run (its virtual environment) is the interpreter. (No timeout
+/// depends on it: no command line has one unless asked, as torchrun's.)
 void apply_invocation_defaults(LaunchSpec& spec, const SpecInputs& inputs) {
-  if (!inputs.torchrun_style.empty() && spec.timeout.is_default()) {
-    spec.timeout.value.reset();
-    spec.timeout.origin.where = "torchrun command line (" + inputs.torchrun_style + ")";
+  // With restarts to spend, a hang ends the attempt so that a restart resumes
+  // from the last checkpoint, rather than a run that waits for ever.
+  if (spec.on_hang.is_default() && spec.max_restarts.value > 0) {
+    spec.on_hang.value = "stop";
+    spec.on_hang.origin.where = "max_restarts " + std::to_string(spec.max_restarts.value) + ": hangs restart";
   }
   if (!inputs.default_python.empty() && spec.python.is_default()) {
     spec.python.value = inputs.default_python;

@@ -104,19 +104,23 @@ struct LaunchSpec {
   Setting<std::string> accelerator_type;        ///< canonical "GPU_8xH100" or "CPU"; "" = detect
   Setting<std::optional<int>> num_accelerators; ///< nullopt = all detected GPUs (CPU: cpu_ranks)
   Setting<int> cpu_ranks{1, {}};                ///< ranks on CPU when num_accelerators is not given
-  Setting<std::optional<Millis>> timeout{Millis(3L * 3600 * 1000), {}}; ///< nullopt = none
+  /// nullopt = none, the default: a wall-clock limit ends a multi-day job with
+  /// 124 and is never restarted; the hang detector is the safety net.
+  Setting<std::optional<Millis>> timeout{std::nullopt, {}};
   Setting<Millis> grace_period{Millis(30'000), {}};
   Setting<std::optional<Millis>> hang_timeout{Millis(300'000), {}}; ///< nullopt = no hang detection
-  Setting<std::string> on_hang{"report", {}};                       ///< "report" or "stop"
-  Setting<std::string> python{"python3", {}};                       ///< environment.python
-  Setting<std::vector<std::string>> dependencies;  ///< environment.dependencies (requirement strings)
-  Setting<std::string> requirements_file;          ///< when environment.dependencies is a path
-  Setting<std::vector<std::string>> find_links;    ///< environment.find_links (pip --find-links)
-  Setting<std::string> index_url;                  ///< environment.index_url, "" = pip's default
-  Setting<bool> no_index;                          ///< environment.no_index
-  Setting<bool> system_site_packages{true, {}};    ///< environment.system_site_packages
-  Setting<std::string> env_cache_dir;              ///< "" = $XDG_CACHE_HOME/air-run/envs
-  Setting<bool> rebuild_env;                       ///< build the environment even when cached
+  Setting<Millis> hang_startup{Millis(60'000),
+                               {}};               ///< the least quiet time for a hang before any sign of life
+  Setting<std::string> on_hang{"report", {}};     ///< "report" or "stop"
+  Setting<std::string> python{"python3", {}};     ///< environment.python
+  Setting<std::vector<std::string>> dependencies; ///< environment.dependencies (requirement strings)
+  Setting<std::string> requirements_file;         ///< when environment.dependencies is a path
+  Setting<std::vector<std::string>> find_links;   ///< environment.find_links (pip --find-links)
+  Setting<std::string> index_url;                 ///< environment.index_url, "" = pip's default
+  Setting<bool> no_index;                         ///< environment.no_index
+  Setting<bool> system_site_packages{true, {}};   ///< environment.system_site_packages
+  Setting<std::string> env_cache_dir;             ///< "" = $XDG_CACHE_HOME/air-run/envs
+  Setting<bool> rebuild_env;                      ///< build the environment even when cached
   Setting<std::map<std::string, std::string>> env; ///< extra variables for every rank
   Setting<std::vector<std::string>> command;       ///< target followed by its arguments
   Setting<bool> module;                            ///< target is a Python module (-m)

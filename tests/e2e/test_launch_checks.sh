@@ -177,4 +177,16 @@ test_an_unsupported_shell_is_named() {
   expect_eq "$err" "air-run: error: no completion for fish; supported: bash, zsh"
 }
 
+# Two ways to count a node's ranks at once were taken silently (2 ranks for
+# --cpu-ranks 3 --nproc-per-node 2); a duration written with a space made its
+# unit the command ("min: command not found").
+test_conflicting_rank_counts_and_a_spaced_duration_are_named() {
+  run_air --dry-run --cpu-ranks 3 --nproc-per-node 2 --no-python true
+  expect_rc 2
+  expect_contains "$err" "--nproc-per-node: give either it or cpu_ranks (flag --cpu-ranks)"
+  run_air --cpu-ranks 1 --hang-timeout 5 min
+  expect_rc 2
+  expect_contains "$err" "min: command not found (durations take no space: 5min, not 5 min)"
+}
+
 run_tests

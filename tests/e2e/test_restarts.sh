@@ -52,6 +52,32 @@ test_one_node_restarts_after_a_failure() {
   fi
 }
 
+# A hang is a failure of the group: with a restart left the hung attempt is
+# restarted, and --on-hang defaults to stop with --max-restarts. Before, the
+# run ended hung (124) with "restarts: 0".
+test_a_hang_with_restarts_left_is_restarted() {
+  cat >hangs_once.sh <<'SH'
+#!/bin/sh
+echo "attempt $TORCHELASTIC_RESTART_COUNT up"
+if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && [ "$RANK" = 1 ]; then exec sleep 60; fi
+sleep 3
+echo "attempt $TORCHELASTIC_RESTART_COUNT done"
+SH
+  chmod +x hangs_once.sh
+  run_air --cpu-ranks 2 --max-restarts 1 --hang-timeout 1s --grace-period 2s --summary s.json --no-python ./hangs_once.sh
+  expect_rc 0
+  expect_contains "$err" "restarting the worker group: attempt 1 (restart 1 of 1"
+  expect_contains "$out" "attempt 1 done"
+  expect_eq "$(json s.json 'd["outcome"]["restarts"]')" 1
+  expect_eq "$(json s.json 'd["outcome"]["attempts"][0]["status"]')" "hung"
+  expect_eq "$(json s.json 'd["outcome"]["status"]')" "succeeded"
+  # Without restarts the default stays report: the run goes on and ends as its ranks do.
+  run_air --dry-run --cpu-ranks 2 --no-python true
+  expect_contains "$out" "on_hang = report  (default)"
+  run_air --dry-run --cpu-ranks 2 --max-restarts 2 --no-python true
+  expect_contains "$out" "on_hang = stop  (default, max_restarts 2: hangs restart)"
+}
+
 test_restarts_run_out() {
   cat >rank.sh <<'SH'
 #!/bin/sh

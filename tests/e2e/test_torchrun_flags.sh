@@ -20,28 +20,35 @@ test_torchrun_entry_point_runs_a_torchrun_line() {
   expect_contains "$(cat err)" "exists and is not a link"
 }
 
-test_a_torchrun_line_has_no_timeout_and_air_runs_says_its_limit_first() {
-  # torchrun stops a run only when it ends: its command line gets no 3 h limit.
+test_no_command_line_has_a_timeout_unless_asked_and_a_limit_is_said_first() {
+  # A wall-clock default ends a multi-day (requeued) job with 124, and a
+  # timeout is never restarted: no command line has one unless asked for,
+  # air-run's own as torchrun's (the hang detector is the safety net).
   touch train.py # a dry run checks the script as a launch does
   run_air --dry-run --standalone --nproc_per_node=2 train.py
   expect_rc 0
-  expect_contains "$out" "timeout = none  (default, torchrun command line (--standalone))"
+  expect_contains "$out" "timeout = none  (default)"
   "$AIR_SOURCE_DIR/scripts/install-torchrun-alias.sh" "$PWD/bin" "$AIR_RUN" >/dev/null || fail "alias install failed"
   bin/torchrun --dry-run --nnodes 1 train.py >stdout 2>stderr
-  expect_contains "$(cat stdout)" "timeout = none  (default, torchrun command line (started as torchrun))"
-  run_air --dry-run --nnodes 1 --node-rank 0 train.py # air-run's own words: the 3 h default
-  expect_contains "$out" "timeout = 3h  (default)"
-  # A run says its limit before anything else, and how to lift it; a torchrun line has none.
+  expect_contains "$(cat stdout)" "timeout = none  (default)"
+  run_air --dry-run --nnodes 1 --node-rank 0 train.py
+  expect_contains "$out" "timeout = none  (default)"
+  run_air --dry-run --grace-period 100s --checkpoint-dir ckpt train.py # the Slurm recipe's line
+  expect_contains "$out" "timeout = none  (default)"
+  # A limit asked for is said before anything else, with how to lift it.
   run_air --nproc-per-node 2 --timeout 2h --no-python true
   expect_rc 0
   expect_eq "$(head -1 stderr)" "air-run: this run stops after 2h (timeout, flag --timeout); --timeout none lifts it"
   run_air --cpu-ranks 2 --no-python true
-  expect_eq "$(head -1 stderr)" "air-run: this run stops after 3h (timeout, default); --timeout none lifts it"
-  run_air --standalone --nproc-per-node 2 --no-python true
   expect_rc 0
   expect_not_contains "$err" "stops after"
-  run_air -q --cpu-ranks 2 --no-python true
+  run_air -q --cpu-ranks 2 --timeout 2h --no-python true
   expect_not_contains "$err" "stops after"
+  # A run that cannot start says only why, not its limit first.
+  run_air --cpu-ranks 2 --timeout 2h missing.py
+  expect_rc 2
+  expect_not_contains "$err" "stops after"
+  expect_contains "$err" "missing.py"
 }
 
 test_pet_variables_configure_it_and_flags_win() {
