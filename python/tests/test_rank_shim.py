@@ -196,3 +196,33 @@ def test_the_stack_file_gets_every_thread_on_the_signal(tmp_path):
     assert "alive" in out.stdout
     stacks = stack_file.read_text()
     assert "most recent call first" in stacks and 'File "<string>"' in stacks
+
+
+def test_a_torch_without_libuv_gets_the_classic_store(rank_python):
+    """Debian 13's torch 2.6 has no libuv: its default store request fails
+    init_process_group; the shim retries that one error without libuv."""
+    import air_run_patches
+
+    calls = []
+
+    def create(host, port, rank, world_size, timeout, use_libuv=True):
+        calls.append(use_libuv)
+        if use_libuv:
+            raise RuntimeError("use_libuv was requested but PyTorch was build without libuv support")
+        return "store"
+
+    rendezvous = types.SimpleNamespace(_create_c10d_store=create)
+    air_run_patches._air_run_patch_rendezvous(rendezvous, None)
+    assert rendezvous._create_c10d_store("h", 1, 0, 2, 30, True) == "store"
+    assert calls == [True, False]
+    calls.clear()
+    assert rendezvous._create_c10d_store("h", 1, 0, 2, 30, use_libuv=True) == "store"
+    assert calls == [True, False]
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("address in use")
+
+    other = types.SimpleNamespace(_create_c10d_store=broken)
+    air_run_patches._air_run_patch_rendezvous(other, None)
+    with pytest.raises(RuntimeError, match="address in use"):
+        other._create_c10d_store("h", 1, 0, 2, 30, True)

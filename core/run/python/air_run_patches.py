@@ -143,6 +143,31 @@ def _air_run_patch_ddp(module, progress):
     autograd.backward = progress.timed(autograd.backward, _AIR_OP_DDP, only_if=after_ddp_forward)
 
 
+def _air_run_patch_rendezvous(module, progress):
+    """torch 2.4 and later ask for the libuv TCPStore by default; a torch built
+    without libuv (Debian 13's python3-torch 2.6) then fails every
+    init_process_group with "use_libuv was requested but PyTorch was build
+    without libuv support". That one error is retried with the classic store,
+    as USE_LIBUV=0 would; a torch with libuv never sees the difference."""
+    create = getattr(module, "_create_c10d_store", None)
+    if create is None:
+        return
+
+    def create_store(*args, **kwargs):
+        try:
+            return create(*args, **kwargs)
+        except RuntimeError as e:
+            if "without libuv support" not in str(e):
+                raise
+            if len(args) > 5:  # (host, port, rank, world_size, timeout, use_libuv)
+                args = args[:5] + (False,) + args[6:]
+            else:
+                kwargs["use_libuv"] = False
+            return create(*args, **kwargs)
+
+    module._create_c10d_store = create_store
+
+
 class _AirRunImportHook:
     """Patches torch's optimizer and c10d modules right after they load, so
     that counting costs nothing for programs that never import torch."""
@@ -153,6 +178,7 @@ class _AirRunImportHook:
             "torch.optim.optimizer": _air_run_patch_optimizers,
             "torch.distributed.distributed_c10d": _air_run_patch_collectives,
             "torch.nn.parallel.distributed": _air_run_patch_ddp,
+            "torch.distributed.rendezvous": _air_run_patch_rendezvous,
         }
 
     def find_spec(self, name, path=None, target=None):
