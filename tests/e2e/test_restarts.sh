@@ -59,8 +59,7 @@ test_a_hang_with_restarts_left_is_restarted() {
   cat >hangs_once.sh <<'SH'
 #!/bin/sh
 echo "attempt $TORCHELASTIC_RESTART_COUNT up"
-if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && [ "$RANK" = 1 ]; then exec sleep 60; fi
-sleep 3
+if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then exec sleep 60; fi
 echo "attempt $TORCHELASTIC_RESTART_COUNT done"
 SH
   chmod +x hangs_once.sh
@@ -68,6 +67,7 @@ SH
   expect_rc 0
   expect_contains "$err" "restarting the worker group: attempt 1 (restart 1 of 1"
   expect_contains "$out" "attempt 1 done"
+  expect_contains "$err" "attempt 0 hung after"
   expect_eq "$(json s.json 'd["outcome"]["restarts"]')" 1
   expect_eq "$(json s.json 'd["outcome"]["attempts"][0]["status"]')" "hung"
   expect_eq "$(json s.json 'd["outcome"]["status"]')" "succeeded"

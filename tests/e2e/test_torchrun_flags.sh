@@ -46,7 +46,7 @@ test_no_command_line_has_a_timeout_unless_asked_and_a_limit_is_said_first() {
   expect_not_contains "$err" "stops after"
   # A run that cannot start says only why, not its limit first.
   run_air --cpu-ranks 2 --timeout 2h missing.py
-  expect_rc 2
+  expect_rc 127
   expect_not_contains "$err" "stops after"
   expect_contains "$err" "missing.py"
 }

@@ -59,6 +59,7 @@ TEST_CASE("key table has one row per LaunchSpec field, unique names", "[spec]") 
                                              "timeout",
                                              "grace_period",
                                              "hang_timeout",
+                                             "hang_startup",
                                              "on_hang",
                                              "environment.python",
                                              "environment.dependencies",
@@ -242,6 +243,7 @@ quiet: true
 stdin: 3
 timestamps: true
 hang_timeout: 90s
+hang_startup: 2m
 on_hang: stop
 preload: [torch, numpy]
 )");
@@ -255,6 +257,7 @@ preload: [torch, numpy]
   CHECK(where(s.timeout.origin) == "job.yaml:5:1");
   CHECK(s.grace_period.value == Millis(1500));
   CHECK(s.hang_timeout.value == std::optional<Millis>(Millis(90'000)));
+  CHECK(s.hang_startup.value == Millis(120'000));
   CHECK(s.on_hang.value == "stop");
   CHECK(s.python.value == "/usr/bin/python3");
   CHECK(where(s.python.origin) == "job.yaml:8:3");
@@ -320,7 +323,7 @@ TEST_CASE("defaults, and empty or comment-only files", "[spec]") {
     CHECK(s.accelerator_type.is_default());
     CHECK_FALSE(s.num_accelerators.value.has_value());
     CHECK(s.cpu_ranks.value == 1);
-    CHECK(s.timeout.value == std::optional<Millis>(Millis(3 * 3600 * 1000)));
+    CHECK_FALSE(s.timeout.value.has_value()); // no wall-clock limit unless asked for
     CHECK(s.grace_period.value == Millis(30'000));
     CHECK(s.python.value == "python3");
     CHECK(s.master_addr.value == "127.0.0.1");
@@ -352,8 +355,6 @@ TEST_CASE("no command line has a timeout unless one is asked for", "[spec]") {
   auto from_file = inputs_from("timeout: 2h\n", {});
   from_file.torchrun_style = "started as torchrun";
   CHECK(resolve_ok(from_file).spec.timeout.value == std::optional<Millis>(Millis(2 * 3600 * 1000)));
-  // air-run's own command line keeps the 3 h default.
-  CHECK(resolve_ok(air::SpecInputs{}).spec.timeout.value == std::optional<Millis>(Millis(3 * 3600 * 1000)));
 }
 
 TEST_CASE("the installed environment's Python is the default interpreter, with its reason", "[spec]") {
@@ -381,6 +382,7 @@ TEST_CASE("describe_spec prints key = value (origin) in table order", "[spec]") 
       "timeout = none  (job.yaml:1:1)",
       "grace_period = 5s  (env AIR_RUN_GRACE_PERIOD)",
       "hang_timeout = 5m  (default)",
+      "hang_startup = 1m  (default)",
       "on_hang = report  (default)",
       "environment.python = python3  (default)",
       "environment.dependencies = -r req.txt  (job.yaml:4:3)",
