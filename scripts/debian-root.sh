@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Throwaway Debian roots for the install tests and the portable build, without
 # containers and without touching the host: debootstrap writes only into the
-# root, and `run` mounts /proc, /dev/pts and /dev/shm in a private mount namespace that
-# disappears with the command.
+# root, and `run` mounts /proc, /dev/pts (with /dev/ptmx), /dev/shm, /sys and the
+# cgroup tree in a private mount namespace that disappears with the command.
 #
 #   scripts/debian-root.sh make SUITE DIR [PACKAGE...]
 #       A fresh root of SUITE (bullseye, bookworm, ...) with PACKAGE... in DIR
@@ -71,9 +71,17 @@ run_in_root() {
   [[ -x $dir/bin/sh ]] || die "$dir is not a Debian root"
   # --fork --pid: the command is PID 1 of its own namespace, so nothing it
   # starts outlives it; --mount: the mounts below are private and vanish with it.
+  # /dev/ptmx is bound to the new devpts instance's, so a pseudo-terminal
+  # opened in the root has its /dev/pts/N there; /sys and the cgroup tree are
+  # the host's, as on a machine, for air-run's containment and its tests.
+  [[ -e $dir/dev/ptmx ]] || touch "$dir/dev/ptmx"
+  mkdir -p "$dir/sys"
   unshare --mount --pid --fork --mount-proc="$dir/proc" -- \
     sh -c 'mount -t tmpfs -o size=256m tmpfs "$0/dev/shm" &&
            mount -t devpts -o newinstance,ptmxmode=0666 devpts "$0/dev/pts" &&
+           mount --bind "$0/dev/pts/ptmx" "$0/dev/ptmx" &&
+           mount -t sysfs sysfs "$0/sys" &&
+           { ! [ -d /sys/fs/cgroup ] || mount --rbind /sys/fs/cgroup "$0/sys/fs/cgroup"; } &&
            exec chroot "$0" "$@"' "$dir" \
     env -i HOME=/root TERM=dumb LANG=C.UTF-8 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     "$@"
