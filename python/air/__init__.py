@@ -23,7 +23,7 @@ __version__ = "0.1.0"
 
 from air._errors import DistributedError, DistributedTimeout, SerializationError
 from air._report import report
-from air._progress import should_stop, step, steps, stop_deadline, stop_step
+from air._progress import set_steps, should_stop, step, steps, stop_deadline, stop_step
 from air._types import AcceleratorType, GPUType
 from air._decorator import DistributedFunction, distributed
 from air._ray import RayNotSupportedError, ray_init
@@ -42,6 +42,7 @@ __all__ = [
     "RayNotSupportedError",
     "ray_init",
     "report",
+    "set_steps",
     "should_stop",
     "step",
     "steps",

@@ -48,6 +48,19 @@ def stop_step():
 
 
 def steps():
-    """The training steps air-run has counted on this rank so far (0 outside air-run)."""
+    """The training steps air-run has counted on this rank so far (0 outside
+    air-run). It goes on from the step of the checkpoint ``air.data.load()``
+    loaded (see set_steps), so ``air.data.save(..., step=air.steps())`` habits
+    and the stop step count the run's steps, not this launch's."""
     progress = _progress()
     return 0 if progress is None else progress.steps
+
+
+def set_steps(n):
+    """Sets this rank's step count to `n` (later steps count on from it),
+    for a loop that restores its step from a checkpoint of its own.
+    ``air.data.load()`` does it by itself with the count its checkpoint
+    recorded at ``air.data.save()``. Does nothing outside air-run."""
+    progress = _progress()
+    if progress is not None:
+        progress.set_steps(n)

@@ -97,3 +97,20 @@ print(air.steps(), any(air.should_stop() for _ in range(3)), air.stop_deadline()
 """)
     assert out.split() == ["5", "False", "None"]
     assert slot(POLLS_STOP) == 1
+
+
+@pytest.mark.parametrize("ending", ['sys.exit("bad config")', 'from sys import exit; exit("bad config")'])
+def test_a_rank_ending_with_a_system_exit_message_reports_it(air_run, tmp_path, ending):
+    # Python prints the message and exits 1 without a traceback; the summary
+    # must still name the error (issue 32).
+    import json
+    script = tmp_path / "train.py"
+    script.write_text("import os, sys\nif os.environ['RANK'] == '1':\n    %s\n" % ending)
+    summary = tmp_path / "summary.json"
+    run = subprocess.run(["timeout", "120", air_run, "--cpu-ranks", "2", "--summary", str(summary),
+                          "--python", sys.executable, str(script)], capture_output=True, text=True, timeout=150)
+    assert run.returncode == 1, run.stderr
+    rank = json.loads(summary.read_text())["ranks"][1]
+    assert rank["exit"] is not None
+    assert rank["error"] is not None, (rank, run.stderr)
+    assert (rank["error"]["type"], rank["error"]["message"]) == ("SystemExit", "bad config"), rank

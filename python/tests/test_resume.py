@@ -229,3 +229,49 @@ def test_a_preempted_run_records_the_checkpoint_its_ranks_saved(air_run, tmp_pat
 def torch_zeros():
     import torch
     return torch.zeros(1, 3)
+
+
+STEPS = textwrap.dedent("""\
+    import json, os, sys
+    import torch
+    import torch.distributed as dist
+    import air, air.data
+
+    dist.init_process_group("gloo")
+    rank, attempt = dist.get_rank(), int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    state = {"weight": torch.zeros(1, 3)}
+    seen = {"before_load": air.steps()}
+    if os.environ.get("AIR_RESUME_FROM"):
+        air.data.load(state)
+    seen["after_load"] = air.steps()
+    for _ in range(2 if attempt else 7):
+        opt.zero_grad()
+        model(torch.ones(2, 3)).sum().backward()
+        opt.step()                                # counted by air-run's shim
+    seen["after_steps"] = air.steps()
+    with open(os.path.join(sys.argv[1], "rank%d.attempt%d.json" % (rank, attempt)), "w") as f:
+        json.dump(seen, f)
+    if not attempt:
+        air.data.save({"weight": model.weight.detach().clone()})
+        dist.barrier()
+        if rank == 1:
+            sys.exit(3)
+    dist.barrier()
+    """)
+
+
+@pytest.mark.usefixtures("torch")
+def test_steps_go_on_from_the_checkpoint_a_rank_resumes_from(air_run, tmp_path):
+    # Attempt 0 makes 7 optimizer steps and saves; attempt 1 loads that
+    # checkpoint and must count on from 7, not from 0 (issue 32).
+    (tmp_path / "train.py").write_text(STEPS)
+    out = str(tmp_path / "out")
+    run, summary = launch(air_run, tmp_path, "ckpt", out, "steps")
+    assert run.returncode == 0, run.stderr
+    with open(str(tmp_path / "ckpt" / "checkpoint-000001" / ".air-checkpoint")) as f:
+        assert json.load(f)["steps"] == 7
+    for rank in (0, 1):
+        assert seen(out, rank, 0) == {"before_load": 0, "after_load": 0, "after_steps": 7}
+        assert seen(out, rank, 1) == {"before_load": 0, "after_load": 7, "after_steps": 9}

@@ -28,6 +28,7 @@ class _AirRunProgress:
         self._now = time.monotonic_ns
         self._wall = time.time_ns
         self.steps = 0
+        self._base = 0  # set_steps(): the steps of the run before this attempt
         self._by_source = {}
         self._last_step = 0
         self._busy = 0
@@ -46,6 +47,7 @@ class _AirRunProgress:
         rank's count is the largest of its sources' (two optimizers stepping
         once each is one training step)."""
         self._by_source[source] = n
+        n += self._base
         if n <= self.steps:
             return
         now = self._now()
@@ -61,6 +63,18 @@ class _AirRunProgress:
     def step(self):
         """air.step(): one more step of a loop without an optimizer."""
         self.count("air.step", self._by_source.get("air.step", 0) + 1)
+
+    def set_steps(self, n):
+        """air.set_steps(n): the rank has made `n` steps so far (those of the
+        checkpoint it resumed from); later counts go on from `n`, and the page
+        says `n` at once, so that air-run's stop step and straggler view are
+        in the run's steps rather than this launch's."""
+        n = int(n)
+        if n < 0:
+            raise ValueError("air.set_steps: a step count is not negative, got %d" % n)
+        self._base = n - max(self._by_source.values(), default=0)
+        self.steps = n
+        self._q.pack_into(self._mm, 8 * _AIR_SLOT_STEPS, n)
 
     # Collectives ------------------------------------------------------------
     def timed(self, fn, op, only_if=None):

@@ -125,6 +125,24 @@ def _remove_quietly(path):
     shutil.rmtree(hidden, ignore_errors=True)
 
 
+def _air_run_steps():
+    """air.steps() of this rank (the committing one: ranks step together),
+    or None outside air-run, where nothing counts steps."""
+    import sys
+    progress = getattr(sys, "_air_run_progress", None)
+    return None if progress is None else progress.steps
+
+
+def _restore_steps(path):
+    """Sets air.steps() to the count the checkpoint `path` recorded, so
+    that a resumed rank counts on from the step it saved at rather than 0."""
+    from air import _progress
+    record = _marker(_directory(path))
+    steps = None if record is None else record.get("steps")
+    if isinstance(steps, int) and not isinstance(steps, bool) and steps >= 0:
+        _progress.set_steps(steps)
+
+
 def _commit(staging, target, sync):
     parent = os.path.dirname(target)
     existing = checkpoints(parent)
@@ -132,6 +150,9 @@ def _commit(staging, target, sync):
     import torch
     record = {"format": MARKER_FORMAT, "sequence": sequence, "committed_unix": time.time(),
               "torch": torch.__version__}
+    steps = _air_run_steps()
+    if steps is not None:
+        record["steps"] = steps  # load() restores air.steps() from it
     with open(os.path.join(staging, MARKER), "w", encoding="utf-8") as f:
         json.dump(record, f)
         f.write("\n")
@@ -282,11 +303,15 @@ def load(state_dict, path=None, process_group=None):
     the existing ones, so a model's state_dict() loads into the model).
     Returns state_dict.
 
-    Collective, like save(): every rank of the process group calls it."""
+    Collective, like save(): every rank of the process group calls it.
+    Under air-run, air.steps() then goes on from the step count the
+    checkpoint recorded when it was saved (a checkpoint saved outside air-run
+    recorded none and leaves it as it is)."""
     if path is None:
         path = os.environ.get(RESUME_FROM_VAR, "")
         if not path:
             raise ValueError("air.data: no checkpoint given and %s is not set (air-run sets it "
                              "when --checkpoint-dir holds a complete checkpoint)" % RESUME_FROM_VAR)
     _dcp.load(state_dict, VolumeReader(path), process_group=process_group)
+    _restore_steps(path)
     return state_dict
