@@ -160,211 +160,243 @@ std::string format_control_message(const ControlMessage& m) {
   return "hb\n";
 }
 
-Expected<ControlMessage> parse_control_message(std::string_view line) {
-  const auto bad = [line](const std::string& why) {
-    return usage_error(fmt::format("control message '{}': {}", line, why));
-  };
-  const std::size_t space = line.find(' ');
-  const std::string_view verb = line.substr(0, space);
-  const std::string_view rest = space == std::string_view::npos ? std::string_view() : line.substr(space + 1);
-  // Numbers are small and may be -1 (no rank).
-  const auto number = [&](std::string_view word, int& out) -> bool {
-    bool negative = !word.empty() && word.front() == '-';
-    if (negative) word.remove_prefix(1);
-    if (word.empty() || word.size() > 9) return false;
-    int n = 0;
-    for (char c : word) {
-      if (c < '0' || c > '9') return false;
-      n = n * 10 + (c - '0');
-    }
-    out = negative ? -n : n;
-    return true;
-  };
+namespace {
 
-  ControlMessage m;
-  if (verb == "hb" && rest.empty()) {
-    m.kind = ControlMessage::Kind::heartbeat;
-    return m;
+/// A small number of a message (a node, a rank, a port, a code): at most nine
+/// digits, and -1 for no rank.
+bool small_number(std::string_view word, int& out) {
+  const bool negative = !word.empty() && word.front() == '-';
+  if (negative) word.remove_prefix(1);
+  if (word.empty() || word.size() > 9) return false;
+  int n = 0;
+  for (const char c : word) {
+    if (c < '0' || c > '9') return false;
+    n = n * 10 + (c - '0');
   }
-  if (verb == "finish" && rest.empty()) {
-    m.kind = ControlMessage::Kind::finish;
-    return m;
+  out = negative ? -n : n;
+  return true;
+}
+
+/// A count that cannot be negative.
+bool natural(std::string_view word, int& out) { return small_number(word, out) && out >= 0; }
+
+/// A preemption count (steps, a rate): bounded as the lines carry them.
+bool preempt_count(std::string_view word, std::uint64_t& out) {
+  return big_number(word, out) && out <= k_max_preempt_number;
+}
+
+/// One message's words after its verb, and how to refuse the line.
+struct Words {
+  std::string_view line;
+  std::string_view verb;
+  std::string_view rest;
+  Error bad(const std::string& why) const {
+    return usage_error(fmt::format("control message '{}': {}", line, why));
   }
-  if (verb == "stop" && rest.empty()) {
-    m.kind = ControlMessage::Kind::stop;
-    return m;
+  Error bad_number(std::string_view word) const { return bad(fmt::format("bad number '{}'", word)); }
+};
+
+using Parse = Expected<ControlMessage> (*)(const Words& in, ControlMessage m);
+
+/// The verbs whose line is the verb alone.
+Expected<ControlMessage> parse_bare(const Words& in, ControlMessage m) {
+  if (!in.rest.empty()) return in.bad("unknown message");
+  return m;
+}
+
+/// `regroup TEXT` and `nodes TEXT`: the rest of the line as it is.
+Expected<ControlMessage> parse_text(const Words& in, ControlMessage m) {
+  m.text = std::string(in.rest);
+  return m;
+}
+
+Expected<ControlMessage> parse_start(const Words& in, ControlMessage m) {
+  const auto w =
+      split_words(in.rest, 6); // NODE NODES MASTER_PORT RUN_ID [MLFLOW_EXPERIMENT_ID MLFLOW_RUN_ID]
+  const bool plain = w.size() == 5 && !w[3].empty() && w[4].empty();
+  const bool tracked = w.size() == 7 && !w[3].empty() && !w[4].empty() && !w[5].empty() && w[6].empty();
+  if (!plain && !tracked)
+    return in.bad("expected 'start NODE NODES MASTER_PORT RUN_ID [MLFLOW_EXPERIMENT_ID MLFLOW_RUN_ID]'");
+  if (tracked) {
+    m.mlflow_experiment_id = std::string(w[4]);
+    m.mlflow_run_id = std::string(w[5]);
   }
-  if (verb == "wait" && rest.empty()) {
-    m.kind = ControlMessage::Kind::wait;
-    return m;
+  if (!small_number(w[0], m.node_rank)) return in.bad_number(w[0]);
+  if (!small_number(w[1], m.num_nodes)) return in.bad_number(w[1]);
+  if (!small_number(w[2], m.master_port)) return in.bad_number(w[2]);
+  m.text = std::string(w[3]);
+  return m;
+}
+
+Expected<ControlMessage> parse_over(const Words& in, ControlMessage m) {
+  const auto w = split_words(in.rest, 1);
+  int flag = 0;
+  if (w.size() != 2 || !small_number(w[0], m.node_rank) || !small_number(w[1], flag) ||
+      (flag != 0 && flag != 1))
+    return in.bad("expected 'over NODE 0|1'");
+  m.restartable = flag == 1;
+  return m;
+}
+
+Expected<ControlMessage> parse_restart(const Words& in, ControlMessage m) {
+  const auto w = split_words(in.rest, 4);
+  const bool plain = w.size() == 3 && w[2].empty();
+  const bool regrouped = w.size() == 5 && w[4].empty();
+  // A regrouped node is one of the nodes left: 0 <= NODE_RANK < NUM_NODES.
+  if ((!plain && !regrouped) || !small_number(w[0], m.attempt) || !small_number(w[1], m.master_port) ||
+      (regrouped && (!small_number(w[2], m.node_rank) || !small_number(w[3], m.num_nodes) ||
+                     m.node_rank < 0 || m.node_rank >= m.num_nodes)))
+    return in.bad("expected 'restart ATTEMPT MASTER_PORT [NODE_RANK NUM_NODES]'");
+  return m;
+}
+
+Expected<ControlMessage> parse_refuse(const Words& in, ControlMessage m) {
+  const auto w = split_words(in.rest, 1);
+  if (!small_number(w[0], m.exit_code)) return in.bad_number(w[0]);
+  m.text = w.size() > 1 ? std::string(w[1]) : std::string();
+  return m;
+}
+
+Expected<ControlMessage> parse_done(const Words& in, ControlMessage m) {
+  if (!small_number(in.rest, m.node_rank)) return in.bad_number(in.rest);
+  return m;
+}
+
+Expected<ControlMessage> parse_hello(const Words& in, ControlMessage m) {
+  const auto w = split_words(in.rest, 4);
+  if (w.size() != 5 || w[4].empty() || w[4].find(' ') != std::string_view::npos)
+    return in.bad("expected 'hello VERSION NODE NODES RANKS NAME'");
+  int version = 0;
+  if (!small_number(w[0], version)) return in.bad_number(w[0]);
+  if (version != k_control_protocol_version)
+    return in.bad(
+        fmt::format("protocol version {}, this air-run speaks {}", version, k_control_protocol_version));
+  if (!small_number(w[1], m.node_rank)) return in.bad_number(w[1]);
+  if (!small_number(w[2], m.num_nodes)) return in.bad_number(w[2]);
+  if (!small_number(w[3], m.ranks_per_node)) return in.bad_number(w[3]);
+  m.name = std::string(w[4]);
+  return m;
+}
+
+Expected<ControlMessage> parse_quiet(const Words& in, ControlMessage m) {
+  if (!small_number(in.rest, m.node_rank) || m.node_rank < 0) return in.bad("expected 'quiet NODE'");
+  return m;
+}
+
+Expected<ControlMessage> parse_where(const Words& in, ControlMessage m) {
+  if (!small_number(in.rest, m.round) || m.round < 1) return in.bad("expected 'where ROUND'");
+  return m;
+}
+
+Expected<ControlMessage> parse_place(const Words& in, ControlMessage m) {
+  const auto w = split_words(in.rest, 13); // 13 words, then PLACE
+  HangRank& p = m.place;
+  int waiting_ms = 0;
+  std::uint64_t nccl = 0;
+  const bool shaped = w.size() == 14 && w[4].size() == 3 &&
+                      std::all_of(w.begin(), w.begin() + 13, [](std::string_view x) { return !x.empty(); });
+  if (!shaped || !small_number(w[0], m.round) || m.round < 1 || !small_number(w[1], m.node_rank) ||
+      m.node_rank < 0 || !small_number(w[2], m.count) || m.count < 1 || !small_number(w[3], p.rank) ||
+      p.rank < 0 || !big_number(w[5], p.steps) || !big_number(w[6], p.collective_seq) ||
+      !small_number(w[7], waiting_ms) || waiting_ms < 0 || (w[9] != "-" && !big_number(w[9], nccl)))
+    return in.bad("expected 'place ROUND NODE COUNT RANK FLAGS STEPS SEQ WAITING_MS SINCE NCCL_SEQ NCCL_OP "
+                  "NCCL_STATE COLLECTIVE PLACE'");
+  bool flags[3] = {};
+  for (std::size_t i = 0; i < 3; ++i) {
+    if (w[4][i] != '0' && w[4][i] != '1') return in.bad(fmt::format("bad flags '{}'", w[4]));
+    flags[i] = w[4][i] == '1';
   }
-  if (verb == "regroup") {
-    m.kind = ControlMessage::Kind::regroup;
-    m.text = std::string(rest);
-    return m;
+  p.running = flags[0];
+  p.counted = flags[1];
+  p.in_collective = flags[2];
+  p.waiting_s = waiting_ms / 1000.0;
+  p.since = from_place_word(w[8]);
+  if (w[9] != "-") p.nccl_enqueued = nccl;
+  p.nccl_op = from_place_word(w[10]);
+  p.nccl_state = from_place_word(w[11]);
+  p.collective = from_place_word(w[12]);
+  p.place = std::string(w[13]);
+  p.node = m.node_rank;
+  return m;
+}
+
+// Preemption: every number is a count (>= 0); a node and a signal too.
+
+Expected<ControlMessage> parse_preempt(const Words& in, ControlMessage m) {
+  const auto w = split_words(in.rest, 6);
+  if (w.size() != 7 || !w[6].empty() || !natural(w[0], m.node_rank) || !natural(w[1], m.signal) ||
+      m.signal == 0 || m.signal > 64 || !natural(w[2], m.grace_ms) || !natural(w[3], m.count) ||
+      !preempt_count(w[4], m.steps) || !preempt_count(w[5], m.rate_milli))
+    return in.bad("expected 'preempt NODE SIGNAL GRACE_MS POLLING STEPS RATE_MILLI'");
+  return m;
+}
+
+Expected<ControlMessage> parse_counted(const Words& in, ControlMessage m) {
+  const auto w = split_words(in.rest, 4);
+  if (w.size() != 5 || !w[4].empty() || !natural(w[0], m.node_rank) || !natural(w[1], m.count) ||
+      !preempt_count(w[2], m.steps) || !preempt_count(w[3], m.rate_milli))
+    return in.bad("expected 'counted NODE POLLING STEPS RATE_MILLI'");
+  return m;
+}
+
+Expected<ControlMessage> parse_stopat(const Words& in, ControlMessage m) {
+  const auto w = split_words(in.rest, 4);
+  if (w.size() != 5 || !w[4].empty() || !preempt_count(w[0], m.steps) || !natural(w[1], m.signal) ||
+      m.signal == 0 || m.signal > 64 || !natural(w[2], m.grace_ms) || !natural(w[3], m.node_rank))
+    return in.bad("expected 'stopat STEP SIGNAL GRACE_MS NODE'");
+  return m;
+}
+
+/// `fail`, `abort` and `hung`: a node's failure, node 0's stop for it, or for a hang.
+Expected<ControlMessage> parse_failure(const Words& in, ControlMessage m) {
+  const auto w = split_words(in.rest, 4);
+  if (w.size() != 5 || w[3].empty())
+    return in.bad(fmt::format("expected '{} NODE RANK CODE NAME TEXT'", in.verb));
+  if (!small_number(w[0], m.node_rank)) return in.bad_number(w[0]);
+  if (!small_number(w[1], m.rank)) return in.bad_number(w[1]);
+  if (!small_number(w[2], m.exit_code)) return in.bad_number(w[2]);
+  m.name = std::string(w[3]);
+  m.text = std::string(w[4]);
+  return m;
+}
+
+/// The protocol's vocabulary: each verb, the kind it makes and how its words are read.
+struct Verb {
+  std::string_view word;
+  ControlMessage::Kind kind;
+  Parse parse;
+};
+
+using K = ControlMessage::Kind;
+constexpr Verb k_verbs[] = {
+    {"hb", K::heartbeat, parse_bare},       {"finish", K::finish, parse_bare},
+    {"stop", K::stop, parse_bare},          {"wait", K::wait, parse_bare},
+    {"count", K::count, parse_bare},        {"regroup", K::regroup, parse_text},
+    {"nodes", K::nodes, parse_text},        {"start", K::start, parse_start},
+    {"over", K::over, parse_over},          {"restart", K::restart, parse_restart},
+    {"refuse", K::refuse, parse_refuse},    {"done", K::done, parse_done},
+    {"hello", K::hello, parse_hello},       {"quiet", K::quiet, parse_quiet},
+    {"where", K::where, parse_where},       {"place", K::place, parse_place},
+    {"preempt", K::preempt, parse_preempt}, {"counted", K::counted, parse_counted},
+    {"stopat", K::stopat, parse_stopat},    {"fail", K::fail, parse_failure},
+    {"abort", K::abort, parse_failure},     {"hung", K::hung, parse_failure},
+};
+
+} // namespace
+
+Expected<ControlMessage> parse_control_message(std::string_view line) {
+  const std::size_t space = line.find(' ');
+  Words in;
+  in.line = line;
+  in.verb = line.substr(0, space);
+  in.rest = space == std::string_view::npos ? std::string_view() : line.substr(space + 1);
+  for (const Verb& v : k_verbs) {
+    if (v.word != in.verb) continue;
+    ControlMessage m;
+    m.kind = v.kind;
+    return v.parse(in, std::move(m));
   }
-  if (verb == "start") {
-    m.kind = ControlMessage::Kind::start;
-    const auto w = split_words(rest, 6); // NODE NODES MASTER_PORT RUN_ID [MLFLOW_EXPERIMENT_ID MLFLOW_RUN_ID]
-    const bool plain = w.size() == 5 && !w[3].empty() && w[4].empty();
-    const bool tracked = w.size() == 7 && !w[3].empty() && !w[4].empty() && !w[5].empty() && w[6].empty();
-    if (!plain && !tracked)
-      return bad("expected 'start NODE NODES MASTER_PORT RUN_ID [MLFLOW_EXPERIMENT_ID MLFLOW_RUN_ID]'");
-    if (tracked) {
-      m.mlflow_experiment_id = std::string(w[4]);
-      m.mlflow_run_id = std::string(w[5]);
-    }
-    if (!number(w[0], m.node_rank)) return bad(fmt::format("bad number '{}'", w[0]));
-    if (!number(w[1], m.num_nodes)) return bad(fmt::format("bad number '{}'", w[1]));
-    if (!number(w[2], m.master_port)) return bad(fmt::format("bad number '{}'", w[2]));
-    m.text = std::string(w[3]);
-    return m;
-  }
-  if (verb == "over") {
-    m.kind = ControlMessage::Kind::over;
-    const auto w = split_words(rest, 1);
-    int flag = 0;
-    if (w.size() != 2 || !number(w[0], m.node_rank) || !number(w[1], flag) || (flag != 0 && flag != 1))
-      return bad("expected 'over NODE 0|1'");
-    m.restartable = flag == 1;
-    return m;
-  }
-  if (verb == "restart") {
-    m.kind = ControlMessage::Kind::restart;
-    const auto w = split_words(rest, 4);
-    const bool plain = w.size() == 3 && w[2].empty();
-    const bool regrouped = w.size() == 5 && w[4].empty();
-    // A regrouped node is one of the nodes left: 0 <= NODE_RANK < NUM_NODES.
-    if ((!plain && !regrouped) || !number(w[0], m.attempt) || !number(w[1], m.master_port) ||
-        (regrouped && (!number(w[2], m.node_rank) || !number(w[3], m.num_nodes) || m.node_rank < 0 ||
-                       m.node_rank >= m.num_nodes)))
-      return bad("expected 'restart ATTEMPT MASTER_PORT [NODE_RANK NUM_NODES]'");
-    return m;
-  }
-  if (verb == "nodes") {
-    m.kind = ControlMessage::Kind::nodes;
-    m.text = std::string(rest);
-    return m;
-  }
-  if (verb == "refuse") {
-    m.kind = ControlMessage::Kind::refuse;
-    const auto w = split_words(rest, 1);
-    if (!number(w[0], m.exit_code)) return bad(fmt::format("bad number '{}'", w[0]));
-    m.text = w.size() > 1 ? std::string(w[1]) : std::string();
-    return m;
-  }
-  if (verb == "done") {
-    m.kind = ControlMessage::Kind::done;
-    if (!number(rest, m.node_rank)) return bad(fmt::format("bad number '{}'", rest));
-    return m;
-  }
-  if (verb == "hello") {
-    m.kind = ControlMessage::Kind::hello;
-    const auto w = split_words(rest, 4);
-    if (w.size() != 5 || w[4].empty() || w[4].find(' ') != std::string_view::npos)
-      return bad("expected 'hello VERSION NODE NODES RANKS NAME'");
-    int version = 0;
-    if (!number(w[0], version)) return bad(fmt::format("bad number '{}'", w[0]));
-    if (version != k_control_protocol_version)
-      return bad(
-          fmt::format("protocol version {}, this air-run speaks {}", version, k_control_protocol_version));
-    if (!number(w[1], m.node_rank)) return bad(fmt::format("bad number '{}'", w[1]));
-    if (!number(w[2], m.num_nodes)) return bad(fmt::format("bad number '{}'", w[2]));
-    if (!number(w[3], m.ranks_per_node)) return bad(fmt::format("bad number '{}'", w[3]));
-    m.name = std::string(w[4]);
-    return m;
-  }
-  if (verb == "quiet") {
-    m.kind = ControlMessage::Kind::quiet;
-    if (!number(rest, m.node_rank) || m.node_rank < 0) return bad("expected 'quiet NODE'");
-    return m;
-  }
-  if (verb == "where") {
-    m.kind = ControlMessage::Kind::where;
-    if (!number(rest, m.round) || m.round < 1) return bad("expected 'where ROUND'");
-    return m;
-  }
-  if (verb == "place") {
-    m.kind = ControlMessage::Kind::place;
-    const auto w = split_words(rest, 13); // 13 words, then PLACE
-    HangRank& p = m.place;
-    int waiting_ms = 0;
-    std::uint64_t nccl = 0;
-    const bool shaped = w.size() == 14 && w[4].size() == 3 &&
-                        std::all_of(w.begin(), w.begin() + 13, [](std::string_view x) { return !x.empty(); });
-    if (!shaped || !number(w[0], m.round) || m.round < 1 || !number(w[1], m.node_rank) || m.node_rank < 0 ||
-        !number(w[2], m.count) || m.count < 1 || !number(w[3], p.rank) || p.rank < 0 ||
-        !big_number(w[5], p.steps) || !big_number(w[6], p.collective_seq) || !number(w[7], waiting_ms) ||
-        waiting_ms < 0 || (w[9] != "-" && !big_number(w[9], nccl)))
-      return bad("expected 'place ROUND NODE COUNT RANK FLAGS STEPS SEQ WAITING_MS SINCE NCCL_SEQ NCCL_OP "
-                 "NCCL_STATE COLLECTIVE PLACE'");
-    bool flags[3] = {};
-    for (std::size_t i = 0; i < 3; ++i) {
-      if (w[4][i] != '0' && w[4][i] != '1') return bad(fmt::format("bad flags '{}'", w[4]));
-      flags[i] = w[4][i] == '1';
-    }
-    p.running = flags[0];
-    p.counted = flags[1];
-    p.in_collective = flags[2];
-    p.waiting_s = waiting_ms / 1000.0;
-    p.since = from_place_word(w[8]);
-    if (w[9] != "-") p.nccl_enqueued = nccl;
-    p.nccl_op = from_place_word(w[10]);
-    p.nccl_state = from_place_word(w[11]);
-    p.collective = from_place_word(w[12]);
-    p.place = std::string(w[13]);
-    p.node = m.node_rank;
-    return m;
-  }
-  if (verb == "count" && rest.empty()) {
-    m.kind = ControlMessage::Kind::count;
-    return m;
-  }
-  // Preemption: every number is a count (>= 0); a node and a signal too.
-  const auto counts = [&](std::string_view word, std::uint64_t& out) {
-    return big_number(word, out) && out <= k_max_preempt_number;
-  };
-  const auto natural = [&](std::string_view word, int& out) { return number(word, out) && out >= 0; };
-  if (verb == "preempt") {
-    m.kind = ControlMessage::Kind::preempt;
-    const auto w = split_words(rest, 6);
-    if (w.size() != 7 || !w[6].empty() || !natural(w[0], m.node_rank) || !natural(w[1], m.signal) ||
-        m.signal == 0 || m.signal > 64 || !natural(w[2], m.grace_ms) || !natural(w[3], m.count) ||
-        !counts(w[4], m.steps) || !counts(w[5], m.rate_milli))
-      return bad("expected 'preempt NODE SIGNAL GRACE_MS POLLING STEPS RATE_MILLI'");
-    return m;
-  }
-  if (verb == "counted") {
-    m.kind = ControlMessage::Kind::counted;
-    const auto w = split_words(rest, 4);
-    if (w.size() != 5 || !w[4].empty() || !natural(w[0], m.node_rank) || !natural(w[1], m.count) ||
-        !counts(w[2], m.steps) || !counts(w[3], m.rate_milli))
-      return bad("expected 'counted NODE POLLING STEPS RATE_MILLI'");
-    return m;
-  }
-  if (verb == "stopat") {
-    m.kind = ControlMessage::Kind::stopat;
-    const auto w = split_words(rest, 4);
-    if (w.size() != 5 || !w[4].empty() || !counts(w[0], m.steps) || !natural(w[1], m.signal) ||
-        m.signal == 0 || m.signal > 64 || !natural(w[2], m.grace_ms) || !natural(w[3], m.node_rank))
-      return bad("expected 'stopat STEP SIGNAL GRACE_MS NODE'");
-    return m;
-  }
-  if (verb == "fail" || verb == "abort" || verb == "hung") {
-    m.kind = verb == "fail"    ? ControlMessage::Kind::fail
-             : verb == "abort" ? ControlMessage::Kind::abort
-                               : ControlMessage::Kind::hung;
-    const auto w = split_words(rest, 4);
-    if (w.size() != 5 || w[3].empty())
-      return bad(fmt::format("expected '{} NODE RANK CODE NAME TEXT'", verb));
-    if (!number(w[0], m.node_rank)) return bad(fmt::format("bad number '{}'", w[0]));
-    if (!number(w[1], m.rank)) return bad(fmt::format("bad number '{}'", w[1]));
-    if (!number(w[2], m.exit_code)) return bad(fmt::format("bad number '{}'", w[2]));
-    m.name = std::string(w[3]);
-    m.text = std::string(w[4]);
-    return m;
-  }
-  return bad("unknown message");
+  return in.bad("unknown message");
 }
 
 } // namespace air
