@@ -96,6 +96,10 @@ RankSpawn::WarmResults RankSpawn::start_warm_ranks(Containment& containment) {
   WarmResults out(ranks_.size());
   if (warm_ == nullptr) return out;
   const bool was_ready = warm_->failure().empty();
+  // Bounded by the run's --timeout and its stop signals: past either, the
+  // ranks start fresh and the supervisor's first pass ends the run (124,
+  // 128+N) before they get far.
+  warm_->ready(deadline_);
   std::vector<WarmStart::Rank> batch;
   std::vector<RankState*> whose;
   for (auto& r : ranks_) {

@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -90,10 +91,16 @@ public:
   WarmStart(const WarmStart&) = delete;
   WarmStart& operator=(const WarmStart&) = delete;
 
-  /// Blocks until the imports are done (first call). False when the
+  using Clock = std::chrono::steady_clock;
+
+  /// Waits until the imports are done (first call). False when the
   /// interpreter failed or refused: `failure()` says why, and every rank
-  /// then starts fresh.
-  bool ready();
+  /// then starts fresh. The wait is bounded: by `deadline` (the run's
+  /// --timeout), by a SIGINT, SIGTERM or SIGHUP pending for air-run (left
+  /// pending: the supervisor reads it next and ends the run), and by
+  /// k_import_limit after start(). Past any of them the interpreter is
+  /// abandoned: killed with its process group and reaped.
+  bool ready(std::optional<Clock::time_point> deadline = std::nullopt);
   const std::string& failure() const { return failure_; }
   pid_t pid() const { return pid_; }
   const std::string& python() const { return python_; }
@@ -116,8 +123,11 @@ public:
 
 private:
   WarmStart() = default;
-  bool read_line(std::string& line, int timeout_ms);
+  /// How read_line's wait ended.
+  enum class Wait { line, gone, timed_out, stopped };
+  Wait read_line(std::string& line, Clock::time_point until, int stop_fd = -1);
   void broken(std::string why);
+  void abandon(std::string why);
 
   pid_t pid_ = -1;
   UniqueFd socket_;
@@ -127,6 +137,7 @@ private:
   std::string python_;
   std::string buffer_; ///< reply bytes read past the last line
   std::string failure_;
+  Clock::time_point started_;
   bool ready_ = false;
 };
 

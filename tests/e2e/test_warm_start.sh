@@ -10,6 +10,15 @@ if ! "$TORCH_PYTHON" -c 'import torch.distributed' 2>/dev/null; then
   exit 0
 fi
 
+# Every air-run here is bounded: a warm start that hangs (issue 33) fails its
+# test instead of the suite.
+run_air() {
+  timeout -k 10 "${AIR_BOUND:-300}" "$AIR_RUN" "$@" >"$TESTDIR/stdout" 2>"$TESTDIR/stderr"
+  rc=$?
+  out=$(cat "$TESTDIR/stdout")
+  err=$(cat "$TESTDIR/stderr")
+}
+
 # What a rank sees of its own process, as JSON in view.RANK.json.
 write_view() {
   cat >view.py <<'PY'
@@ -195,6 +204,29 @@ test_bad_preload_is_refused_before_anything_runs() {
   run_air --no-python --preload torch ./s.sh
   expect_rc 0
   expect_contains "$err" "preload is left unused: the ranks are not Python programs"
+}
+
+test_an_import_that_blocks_ends_with_the_timeout_and_stop_signals() {
+  printf 'import time\ntime.sleep(3600)\n' >hang_e2e_mod.py
+  printf 'import time\ntime.sleep(60)\n' >slow.py
+  local t0=$SECONDS
+  AIR_BOUND=60 PYTHONPATH=$TESTDIR run_air --python "$TORCH_PYTHON" --preload hang_e2e_mod --timeout 5s slow.py
+  expect_rc 124
+  ((SECONDS - t0 < 40)) || fail "--timeout 5s took $((SECONDS - t0)) s"
+  expect_contains "$err" "the run's --timeout came while the interpreter was importing"
+  local sig code
+  for sig in TERM HUP; do
+    PYTHONPATH=$TESTDIR timeout -k 10 60 "$AIR_RUN" --python "$TORCH_PYTHON" --preload hang_e2e_mod slow.py \
+      >stdout 2>stderr &
+    local air=$!
+    sleep 3
+    kill -"$sig" "$air"
+    wait "$air"
+    code=$?
+    expect_eq "$sig $code" "$sig $((128 + $(kill -l "$sig")))"
+  done
+  wait_for "[[ -z \$(pgrep -f air_run_warm.*hang_e2e_mod) ]]" 5 ||
+    fail "a warm interpreter outlived air-run: $(pgrep -af air_run_warm.*hang_e2e_mod)"
 }
 
 run_tests
