@@ -248,15 +248,19 @@ WarmStart::Wait WarmStart::read_line(std::string& line, Clock::time_point until,
     if (!socket_) return Wait::gone;
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now()).count();
     if (left <= 0) return Wait::timed_out;
+    // Its stdout and stderr are pipes until it is ready: read at every turn,
+    // so that an import that prints much does not block on a full pipe.
     pollfd fds[4] = {{socket_.get(), POLLIN, 0},
                      {stderr_ ? stderr_.get() : -1, POLLIN, 0},
-                     {-1, POLLIN, 0},
+                     {stdout_ ? stdout_.get() : -1, POLLIN, 0},
                      {stop_fd, POLLIN, 0}};
     const int n = ::poll(fds, 4, static_cast<int>(std::min<long long>(left, INT_MAX)));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Wait::gone;
     if (stop_fd >= 0 && (fds[3].revents & POLLIN) != 0) return Wait::stopped;
     drain_output(stderr_, fds[1].revents, printed_); // its traceback, if it dies
+    std::string discarded;
+    drain_output(stdout_, fds[2].revents, discarded);
     if ((fds[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
       char buf[256];
       const ssize_t got = ::read(socket_.get(), buf, sizeof buf);

@@ -229,4 +229,14 @@ test_an_import_that_blocks_ends_with_the_timeout_and_stop_signals() {
     fail "a warm interpreter outlived air-run: $(pgrep -af air_run_warm.*hang_e2e_mod)"
 }
 
+test_an_import_that_prints_much_does_not_block_the_ranks() {
+  printf 'import sys\nsys.stdout.write("o" * (1 << 20))\nsys.stderr.write("e" * (1 << 20))\n' >loud_e2e_mod.py
+  printf 'print("ran")\n' >ok.py
+  AIR_BOUND=60 PYTHONPATH=$TESTDIR run_air --cpu-ranks 2 --python "$TORCH_PYTHON" --preload loud_e2e_mod \
+    --summary summary.json ok.py
+  expect_rc 0
+  expect_eq "$(grep -c ran stdout)" "2"
+  expect_eq "$(json_get summary.json '[r["warm"] for r in d["ranks"]]')" "[True, True]"
+}
+
 run_tests
