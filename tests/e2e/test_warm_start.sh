@@ -239,4 +239,27 @@ test_an_import_that_prints_much_does_not_block_the_ranks() {
   expect_eq "$(json_get summary.json '[r["warm"] for r in d["ranks"]]')" "[True, True]"
 }
 
+test_processes_an_import_started_are_ended_and_the_ranks_start_fresh() {
+  printf 'import subprocess\nsubprocess.Popen(["sleep", "988"])\n' >popen_e2e_mod.py
+  cat >daemon_e2e_mod.py <<'PY'
+import os
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execvp("sleep", ["sleep", "989"])
+    os._exit(0)
+PY
+  printf 'print("ran")\n' >ok.py
+  AIR_BOUND=60 PYTHONPATH=$TESTDIR run_air --cpu-ranks 2 --python "$TORCH_PYTHON" \
+    --preload popen_e2e_mod,daemon_e2e_mod --summary summary.json ok.py
+  expect_rc 0
+  expect_contains "$err" "--preload: rank 0 starts a fresh interpreter: importing popen_e2e_mod, daemon_e2e_mod \
+started"
+  expect_eq "$(json_get summary.json '[r["warm"] for r in d["ranks"]]')" "[False, False]"
+  local left
+  left=$(pgrep -f "sleep 98[89]")
+  [[ -z $left ]] || fail "left after the run: $(pgrep -af "sleep 98[89]")"
+  [[ -z $left ]] || kill -KILL $left
+}
+
 run_tests

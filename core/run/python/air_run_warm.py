@@ -376,6 +376,54 @@ def _refusal(modules):
     return None
 
 
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _set_subreaper(on):
+    """While importing, this process is a child subreaper: a process an
+    import started and orphaned (a daemon's double fork and setsid) becomes
+    its child, so _end_import_children finds it. Off again before any rank
+    is forked: a rank's middle process must hand the rank on to air-run."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1 if on else 0, 0, 0, 0)
+
+
+def _children():
+    found = set()
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open("/proc/self/task/%s/children" % task) as f:
+                found.update(int(p) for p in f.read().split())
+    except OSError:
+        pass
+    return found
+
+
+def _end_import_children():
+    """Kills and reaps every process the imports started (and what those
+    started: each killed parent hands its children to this subreaper), and
+    returns how many there were. Forking ranks beside them would leave them
+    outside every attempt's containment, alive after the run."""
+    import signal
+
+    ended = set()
+    for _ in range(1000):  # each round ends one generation; bounded all the same
+        children = _children()
+        if not children:
+            break
+        for pid in children:
+            ended.add(pid)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        for pid in children:
+            try:
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+    return len(ended)
+
+
 def main(modules):
     # fd 0 is the socket to air-run; the zygote reads nothing else.
     sock = socket.socket(fileno=os.dup(0))
@@ -389,12 +437,20 @@ def main(modules):
         sock = socket.socket(fileno=3)
     import importlib
 
+    _set_subreaper(True)
     try:
         for name in modules:
             importlib.import_module(name)
     except BaseException as e:
+        _end_import_children()
         sock.sendall(("error importing %s: %s: %s\n" % (name, type(e).__name__, str(e).splitlines()[0] if str(e)
                                                          else "")).encode())
+        os._exit(1)
+    started = _end_import_children()
+    _set_subreaper(False)
+    if started:
+        sock.sendall(("error importing %s started %d processes (killed): a rank forked beside them would "
+                      "leave them outside the run\n" % (", ".join(modules), started)).encode())
         os._exit(1)
     import gc
 
