@@ -321,9 +321,8 @@ struct SentRank {
 
 } // namespace
 
-std::vector<Expected<StartedProcess>> WarmStart::start_ranks(const std::vector<Rank>& ranks,
-                                                             CgroupTarget cgroup) {
-  std::vector<Expected<StartedProcess>> results;
+std::vector<WarmStart::Forked> WarmStart::start_ranks(const std::vector<Rank>& ranks, CgroupTarget cgroup) {
+  std::vector<Forked> results;
   std::vector<std::optional<SentRank>> sent(ranks.size());
   std::vector<std::optional<Error>> errors(ranks.size());
   char buf[PATH_MAX];
@@ -388,19 +387,23 @@ std::vector<Expected<StartedProcess>> WarmStart::start_ranks(const std::vector<R
   }
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     if (!sent[i]) {
-      results.push_back(std::move(*errors[i]));
+      results.push_back({std::move(*errors[i])});
       continue;
     }
     std::string line;
     if (read_line(line, Clock::now() + std::chrono::milliseconds(k_fork_reply_ms)) != Wait::line) {
-      broken("the interpreter did not answer a fork");
-      results.push_back(Error{ErrorKind::system, failure_});
+      // It may have forked the rank before it died or stuck: not to be
+      // started again in this attempt.
+      abandon("the interpreter did not answer a fork");
+      results.push_back({Error{ErrorKind::system, "the warm interpreter ended or stuck while forking it "
+                                                  "(not started again: it may have been forked)"},
+                         true});
       continue;
     }
     const pid_t pid = line.starts_with("pid ") ? static_cast<pid_t>(std::atol(line.c_str() + 4)) : 0;
     if (pid <= 0) {
       // One rank could not be forked; the next may be. Started fresh instead.
-      results.push_back(Error{ErrorKind::system, line.starts_with("error ") ? line.substr(6) : line});
+      results.push_back({Error{ErrorKind::system, line.starts_with("error ") ? line.substr(6) : line}});
       continue;
     }
     StartedProcess started;
@@ -409,7 +412,7 @@ std::vector<Expected<StartedProcess>> WarmStart::start_ranks(const std::vector<R
     started.exec = PendingExec(pid, std::move(sent[i]->set_up));
     started.name = std::move(sent[i]->name);
     started.working_dir = std::move(sent[i]->working_dir);
-    results.push_back(std::move(started));
+    results.push_back({std::move(started)});
   }
   return results;
 }

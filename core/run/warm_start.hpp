@@ -118,8 +118,16 @@ public:
   /// `cgroup`: where the ranks move themselves. Every request goes out
   /// before the first reply is read, so the interpreter's forks overlap.
   /// Errors, per rank: system, when the interpreter is gone or answers
-  /// with an error (the caller starts that rank fresh).
-  std::vector<Expected<StartedProcess>> start_ranks(const std::vector<Rank>& ranks, CgroupTarget cgroup);
+  /// with an error (the caller starts that rank fresh, unless in_doubt).
+  struct Forked {
+    Expected<StartedProcess> process;
+    /// Its request went out but no answer came (the interpreter died or
+    /// hung mid-fork): a copy may run already, so starting it fresh could
+    /// make two processes of one rank. The caller fails the rank instead;
+    /// any copy is air-run's descendant and ends with the attempt.
+    bool in_doubt = false;
+  };
+  std::vector<Forked> start_ranks(const std::vector<Rank>& ranks, CgroupTarget cgroup);
 
 private:
   WarmStart() = default;

@@ -262,4 +262,20 @@ started"
   [[ -z $left ]] || kill -KILL $left
 }
 
+test_an_interpreter_that_dies_mid_fork_fails_the_rank_once() {
+  printf 'import os, time\nopen("pids.%%s" %% os.environ["RANK"], "a").write("%%d\\n" %% os.getpid())\ntime.sleep(60)\n' \
+    >pidrank.py
+  AIR_RUN_WARM_TEST_DIE_AFTER_FORK=1 AIR_BOUND=60 run_air --cpu-ranks 3 --python "$TORCH_PYTHON" --preload json \
+    --timeout 30s pidrank.py
+  expect_rc 125
+  # Rank 1, or rank 0 when its answer had not gone out yet: every unanswered rank is in doubt.
+  expect_contains "$err" ": the warm interpreter ended or stuck while forking it (not started again"
+  # One rank, one process: the forked copy ran (or was ended first), none started fresh.
+  [[ ! -e pids.1 ]] || expect_eq "$(wc -l <pids.1)" "1"
+  local pid
+  for pid in $(cat pids.* 2>/dev/null); do
+    wait_for "! pid_alive $pid" 5 || fail "rank pid $pid outlived air-run"
+  done
+}
+
 run_tests

@@ -212,7 +212,8 @@ def _serve(sock):
                 return result  # we are the rank
             for fd in fds:
                 os.close(fd)
-            _pending.append([result, b"", None] if isinstance(result, int) else [-1, b"", result])
+            rank = request["env"].get("RANK")
+            _pending.append([result, b"", None, rank] if isinstance(result, int) else [-1, b"", result, rank])
         for p in _pending:
             if p[2] is None and p[0] in readable:
                 chunk = os.read(p[0], 32)
@@ -221,8 +222,18 @@ def _serve(sock):
                     os.close(p[0])
                     text = p[1].decode().strip()
                     p[2] = ("pid " + text) if text else "error fork failed"
+                    _test_die_after_fork(p)
         while _pending and _pending[0][2] is not None:
             sock.sendall(_pending.pop(0)[2].encode() + b"\n")
+
+
+def _test_die_after_fork(pending):
+    """Tests only (tests/e2e/test_warm_start.sh): AIR_RUN_WARM_TEST_DIE_AFTER_FORK=N
+    ends this process once rank N is forked, before its pid is answered: the
+    interpreter dying mid-fork, which must not start rank N twice."""
+    rank = os.environ.get("AIR_RUN_WARM_TEST_DIE_AFTER_FORK")
+    if rank is not None and len(pending) > 3 and pending[3] == rank and pending[2].startswith("pid "):
+        os._exit(1)
 
 
 def _fork_rank(request, fds, sock):
