@@ -66,6 +66,13 @@ RankSpawn::Started RankSpawn::start_ranks(WarmResults& warm, Containment& contai
     // not_exited), but those already forked warm are running: kept, so the
     // teardown stops them like any rank.
     if (any_failed && !forked) continue;
+    if (warm[r.index] && !forked) {
+      // Its fork request went out unanswered: a copy may run. One rank is one
+      // process: it fails, and a restart, if any, starts it fresh.
+      failed(r, warm[r.index]->error());
+      any_failed = true;
+      continue;
+    }
     SpawnOptions options = spawn_options(r);
     if (!forked && !options.stdin_pipe && options.stdin_from < 0) {
       if (!null_stdin) null_stdin.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
@@ -89,13 +96,18 @@ RankSpawn::Started RankSpawn::start_ranks(WarmResults& warm, Containment& contai
 }
 
 /// The ranks the warm interpreter accepts, forked from it in one batch (by
-/// rank index; nullopt: start it fresh). A rank it could not fork is started
-/// fresh too, and the first such failure (an import error, a refusal, its
-/// death) is said: the run goes on, slower.
+/// rank index; nullopt: start it fresh; an error: fail it). A rank it could
+/// not fork is started fresh too (unless it may have been forked), and the
+/// first such failure (an import error, a refusal, its death) is said: the
+/// run goes on, slower.
 RankSpawn::WarmResults RankSpawn::start_warm_ranks(Containment& containment) {
   WarmResults out(ranks_.size());
   if (warm_ == nullptr) return out;
   const bool was_ready = warm_->failure().empty();
+  // Bounded by the run's --timeout and its stop signals: past either, the
+  // ranks start fresh and the supervisor's first pass ends the run (124,
+  // 128+N) before they get far.
+  warm_->ready(deadline_);
   std::vector<WarmStart::Rank> batch;
   std::vector<RankState*> whose;
   for (auto& r : ranks_) {
@@ -107,15 +119,19 @@ RankSpawn::WarmResults RankSpawn::start_warm_ranks(Containment& containment) {
   auto results = warm_->start_ranks(batch, containment.cgroup_target());
   for (std::size_t i = 0; i < results.size(); ++i) {
     RankState& r = *whose[i];
-    if (results[i]) {
+    if (results[i].process) {
       out_.ranks[r.index].warm = true;
-      out[r.index] = std::move(results[i]);
+      out[r.index] = std::move(results[i].process);
+      continue;
+    }
+    if (results[i].in_doubt) {
+      out[r.index] = std::move(results[i].process); // an error: start_ranks fails the rank
       continue;
     }
     if (was_ready && !warm_notice_) {
       warm_notice_ = true;
       const std::string line = "air-run: --preload: rank " + std::to_string(r.plan->rank) +
-                               " starts a fresh interpreter: " + results[i].error().message + "\n";
+                               " starts a fresh interpreter: " + results[i].process.error().message + "\n";
       console_.write(1, line, 1);
     }
   }

@@ -7,6 +7,7 @@
 #include "core/run/rank_table.hpp"
 #include "core/run/stdin_relay.hpp"
 
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <utility>
@@ -26,8 +27,13 @@ public:
   /// What becomes of a rank that could not be started: `error` says why.
   using Failed = std::function<void(RankState& r, const Error& error)>;
 
-  RankSpawn(RankTable& ranks, RunOutcome& out, Console& console, WarmStart* warm)
-      : ranks_(ranks), out_(out), console_(console), warm_(warm) {}
+  /// `timeout`: the attempt's --timeout, from now; the wait for the warm
+  /// interpreter's imports ends with it.
+  RankSpawn(RankTable& ranks, RunOutcome& out, Console& console, WarmStart* warm,
+            std::optional<std::chrono::milliseconds> timeout = std::nullopt)
+      : ranks_(ranks), out_(out), console_(console), warm_(warm) {
+    if (timeout) deadline_ = std::chrono::steady_clock::now() + *timeout;
+  }
 
   /// Starts every rank: forks them all first, then confirms their execs, so
   /// the children exec in parallel instead of one after another (on 32
@@ -52,7 +58,8 @@ private:
   RunOutcome& out_;
   Console& console_;
   WarmStart* warm_ = nullptr;
-  bool warm_notice_ = false; ///< the warm start's failure has been said
+  std::optional<std::chrono::steady_clock::time_point> deadline_; ///< the attempt's --timeout
+  bool warm_notice_ = false;                                      ///< the warm start's failure has been said
 };
 
 } // namespace air

@@ -83,7 +83,7 @@ public:
             plan, ranks_, out_, console_, progress_, stacks_, teardown_, hooks,
             [this](const NodeEvent& e) { tell_job(e); }, [this] { begin_teardown(SIGTERM); }, start_),
         output_(plan, ranks_, console_, out_, teardown_, hang_.clock()), stragglers_(ranks_),
-        spawn_(ranks_, out_, console_, warm),
+        spawn_(ranks_, out_, console_, warm, plan.timeout),
         preemption_(
             plan, ranks_, out_, console_, progress_, teardown_, exits_, hooks,
             [this](const NodeEvent& e) { tell_job(e); }, [this](int sig) { interrupt(sig); }),

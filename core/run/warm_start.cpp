@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,6 +28,24 @@ namespace {
 constexpr int k_fork_reply_ms = 30'000;
 /// How long the interpreter gets to leave after its socket closes.
 constexpr auto k_exit_wait = std::chrono::milliseconds(1000);
+/// How long the imports may take before the warm start is abandoned and the
+/// ranks start fresh: far more than torch takes on a loaded host, far less
+/// than forever (an import that blocks: a lock, a network mount, a sleep).
+constexpr auto k_import_limit = std::chrono::seconds(120);
+/// Of what the interpreter printed while importing, the end kept for its
+/// error message.
+constexpr std::size_t k_printed_tail = 2000;
+
+/// A signalfd that becomes readable while SIGINT, SIGTERM or SIGHUP is
+/// pending for air-run (the supervisor blocks them). Only polled, never
+/// read: the signal stays pending for the supervisor's own signalfd, which
+/// ends the run as for any interrupt. -1 if it cannot be made.
+UniqueFd pending_stop_fd() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, sig);
+  return UniqueFd(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
+}
 
 void replace_all(std::string& text, std::string_view from, const std::string& to) {
   for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
@@ -68,6 +87,17 @@ bool send_with_fds(int fd, std::string_view data, const std::vector<int>& fds) {
 }
 
 /// What is in `fd` now, appended to `into` (kept to its last `keep` bytes).
+void drain(int fd, std::string& into, std::size_t keep);
+
+/// After a poll that gave `revents` for `fd`: what it has read into `into`
+/// (its last k_printed_tail bytes); at its end, `fd` closed.
+void drain_output(UniqueFd& fd, short revents, std::string& into) {
+  if (!fd || (revents & (POLLIN | POLLHUP | POLLERR)) == 0) return;
+  const std::size_t before = into.size();
+  drain(fd.get(), into, k_printed_tail);
+  if (into.size() == before && (revents & POLLIN) == 0) fd.reset();
+}
+
 void drain(int fd, std::string& into, std::size_t keep) {
   char buf[4096];
   for (;;) {
@@ -144,6 +174,7 @@ Expected<std::unique_ptr<WarmStart>> WarmStart::start(const std::string& python,
                                                       const std::string& dir) {
   std::unique_ptr<WarmStart> w(new WarmStart());
   w->python_ = python;
+  w->started_ = Clock::now();
   AIR_TRY(write_file_atomically(dir + "/air_run_warm.py", warm_start_program()));
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return sys_error("socketpair", errno);
@@ -195,48 +226,77 @@ void WarmStart::broken(std::string why) {
   stdout_.reset();
 }
 
-bool WarmStart::read_line(std::string& line, int timeout_ms) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+void WarmStart::abandon(std::string why) {
+  broken(std::move(why));
+  if (pid_ <= 0) return;
+  // Its process group: what the imports started (they are refused anyway).
+  ::kill(-pid_, SIGKILL);
+  ::kill(pid_, SIGKILL);
+  while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  pid_ = -1;
+}
+
+WarmStart::Wait WarmStart::read_line(std::string& line, Clock::time_point until, int stop_fd) {
   for (;;) {
     const auto nl = buffer_.find('\n');
     if (nl != std::string::npos) {
       line = buffer_.substr(0, nl);
       buffer_.erase(0, nl + 1);
-      return true;
+      return Wait::line;
     }
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now())
-            .count();
-    if (left <= 0 || !socket_) return false;
-    pollfd fds[2] = {{socket_.get(), POLLIN, 0}, {stderr_ ? stderr_.get() : -1, POLLIN, 0}};
-    const int n = ::poll(fds, 2, static_cast<int>(std::min<long long>(left, INT_MAX)));
+    if (!socket_) return Wait::gone;
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now()).count();
+    if (left <= 0) return Wait::timed_out;
+    // Its stdout and stderr are pipes until it is ready: read at every turn,
+    // so that an import that prints much does not block on a full pipe.
+    pollfd fds[4] = {{socket_.get(), POLLIN, 0},
+                     {stderr_ ? stderr_.get() : -1, POLLIN, 0},
+                     {stdout_ ? stdout_.get() : -1, POLLIN, 0},
+                     {stop_fd, POLLIN, 0}};
+    const int n = ::poll(fds, 4, static_cast<int>(std::min<long long>(left, INT_MAX)));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return false;
-    if (stderr_ && (fds[1].revents & (POLLIN | POLLHUP)) != 0) {
-      const std::size_t before = printed_.size();
-      drain(stderr_.get(), printed_, 2000); // its traceback, if it dies
-      if (printed_.size() == before && (fds[1].revents & POLLHUP) != 0) stderr_.reset();
-    }
+    if (n < 0) return Wait::gone;
+    if (stop_fd >= 0 && (fds[3].revents & POLLIN) != 0) return Wait::stopped;
+    drain_output(stderr_, fds[1].revents, printed_); // its traceback, if it dies
+    std::string discarded;
+    drain_output(stdout_, fds[2].revents, discarded);
     if ((fds[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
       char buf[256];
       const ssize_t got = ::read(socket_.get(), buf, sizeof buf);
       if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) return false; // the interpreter is gone
+      if (got <= 0) return Wait::gone; // the interpreter is gone
       buffer_.append(buf, static_cast<std::size_t>(got));
     }
   }
 }
 
-bool WarmStart::ready() {
+bool WarmStart::ready(std::optional<Clock::time_point> deadline) {
   if (ready_) return true;
   if (!socket_) return false;
+  const auto limit = started_ + k_import_limit;
+  const auto until = deadline ? std::min(*deadline, limit) : limit;
+  const UniqueFd stop = pending_stop_fd();
   std::string line;
-  if (!read_line(line, INT_MAX)) {
+  switch (read_line(line, until, stop.get())) {
+  case Wait::line:
+    break;
+  case Wait::stopped:
+    abandon("air-run was asked to stop while the interpreter was importing");
+    return false;
+  case Wait::timed_out:
+    abandon(deadline && *deadline < limit
+                ? "the run's --timeout came while the interpreter was importing"
+                : "the imports took more than " + std::to_string(k_import_limit.count()) +
+                      " s (the interpreter was abandoned)");
+    return false;
+  case Wait::gone: {
     std::string printed(trim(printed_));
     const auto last = printed.rfind('\n');
     if (last != std::string::npos) printed = printed.substr(last + 1); // the exception's line
     broken("the interpreter ended while importing" + (printed.empty() ? std::string() : ": " + printed));
     return false;
+  }
   }
   if (line != "ready") {
     broken(line.starts_with("error ") ? line.substr(6) : "unexpected answer " + line);
@@ -261,9 +321,8 @@ struct SentRank {
 
 } // namespace
 
-std::vector<Expected<StartedProcess>> WarmStart::start_ranks(const std::vector<Rank>& ranks,
-                                                             CgroupTarget cgroup) {
-  std::vector<Expected<StartedProcess>> results;
+std::vector<WarmStart::Forked> WarmStart::start_ranks(const std::vector<Rank>& ranks, CgroupTarget cgroup) {
+  std::vector<Forked> results;
   std::vector<std::optional<SentRank>> sent(ranks.size());
   std::vector<std::optional<Error>> errors(ranks.size());
   char buf[PATH_MAX];
@@ -328,19 +387,23 @@ std::vector<Expected<StartedProcess>> WarmStart::start_ranks(const std::vector<R
   }
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     if (!sent[i]) {
-      results.push_back(std::move(*errors[i]));
+      results.push_back({std::move(*errors[i])});
       continue;
     }
     std::string line;
-    if (!socket_ || !read_line(line, k_fork_reply_ms)) {
-      broken("the interpreter did not answer a fork");
-      results.push_back(Error{ErrorKind::system, failure_});
+    if (read_line(line, Clock::now() + std::chrono::milliseconds(k_fork_reply_ms)) != Wait::line) {
+      // It may have forked the rank before it died or stuck: not to be
+      // started again in this attempt.
+      abandon("the interpreter did not answer a fork");
+      results.push_back({Error{ErrorKind::system, "the warm interpreter ended or stuck while forking it "
+                                                  "(not started again: it may have been forked)"},
+                         true});
       continue;
     }
     const pid_t pid = line.starts_with("pid ") ? static_cast<pid_t>(std::atol(line.c_str() + 4)) : 0;
     if (pid <= 0) {
       // One rank could not be forked; the next may be. Started fresh instead.
-      results.push_back(Error{ErrorKind::system, line.starts_with("error ") ? line.substr(6) : line});
+      results.push_back({Error{ErrorKind::system, line.starts_with("error ") ? line.substr(6) : line}});
       continue;
     }
     StartedProcess started;
@@ -349,7 +412,7 @@ std::vector<Expected<StartedProcess>> WarmStart::start_ranks(const std::vector<R
     started.exec = PendingExec(pid, std::move(sent[i]->set_up));
     started.name = std::move(sent[i]->name);
     started.working_dir = std::move(sent[i]->working_dir);
-    results.push_back(std::move(started));
+    results.push_back({std::move(started)});
   }
   return results;
 }

@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -90,10 +91,16 @@ public:
   WarmStart(const WarmStart&) = delete;
   WarmStart& operator=(const WarmStart&) = delete;
 
-  /// Blocks until the imports are done (first call). False when the
+  using Clock = std::chrono::steady_clock;
+
+  /// Waits until the imports are done (first call). False when the
   /// interpreter failed or refused: `failure()` says why, and every rank
-  /// then starts fresh.
-  bool ready();
+  /// then starts fresh. The wait is bounded: by `deadline` (the run's
+  /// --timeout), by a SIGINT, SIGTERM or SIGHUP pending for air-run (left
+  /// pending: the supervisor reads it next and ends the run), and by
+  /// k_import_limit after start(). Past any of them the interpreter is
+  /// abandoned: killed with its process group and reaped.
+  bool ready(std::optional<Clock::time_point> deadline = std::nullopt);
   const std::string& failure() const { return failure_; }
   pid_t pid() const { return pid_; }
   const std::string& python() const { return python_; }
@@ -111,13 +118,24 @@ public:
   /// `cgroup`: where the ranks move themselves. Every request goes out
   /// before the first reply is read, so the interpreter's forks overlap.
   /// Errors, per rank: system, when the interpreter is gone or answers
-  /// with an error (the caller starts that rank fresh).
-  std::vector<Expected<StartedProcess>> start_ranks(const std::vector<Rank>& ranks, CgroupTarget cgroup);
+  /// with an error (the caller starts that rank fresh, unless in_doubt).
+  struct Forked {
+    Expected<StartedProcess> process;
+    /// Its request went out but no answer came (the interpreter died or
+    /// hung mid-fork): a copy may run already, so starting it fresh could
+    /// make two processes of one rank. The caller fails the rank instead;
+    /// any copy is air-run's descendant and ends with the attempt.
+    bool in_doubt = false;
+  };
+  std::vector<Forked> start_ranks(const std::vector<Rank>& ranks, CgroupTarget cgroup);
 
 private:
   WarmStart() = default;
-  bool read_line(std::string& line, int timeout_ms);
+  /// How read_line's wait ended.
+  enum class Wait { line, gone, timed_out, stopped };
+  Wait read_line(std::string& line, Clock::time_point until, int stop_fd = -1);
   void broken(std::string why);
+  void abandon(std::string why);
 
   pid_t pid_ = -1;
   UniqueFd socket_;
@@ -127,6 +145,7 @@ private:
   std::string python_;
   std::string buffer_; ///< reply bytes read past the last line
   std::string failure_;
+  Clock::time_point started_;
   bool ready_ = false;
 };
 

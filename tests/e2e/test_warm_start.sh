@@ -10,6 +10,15 @@ if ! "$TORCH_PYTHON" -c 'import torch.distributed' 2>/dev/null; then
   exit 0
 fi
 
+# Every air-run here is bounded: a warm start that hangs (issue 33) fails its
+# test instead of the suite.
+run_air() {
+  timeout -k 10 "${AIR_BOUND:-300}" "$AIR_RUN" "$@" >"$TESTDIR/stdout" 2>"$TESTDIR/stderr"
+  rc=$?
+  out=$(cat "$TESTDIR/stdout")
+  err=$(cat "$TESTDIR/stderr")
+}
+
 # What a rank sees of its own process, as JSON in view.RANK.json.
 write_view() {
   cat >view.py <<'PY'
@@ -195,6 +204,78 @@ test_bad_preload_is_refused_before_anything_runs() {
   run_air --no-python --preload torch ./s.sh
   expect_rc 0
   expect_contains "$err" "preload is left unused: the ranks are not Python programs"
+}
+
+test_an_import_that_blocks_ends_with_the_timeout_and_stop_signals() {
+  printf 'import time\ntime.sleep(3600)\n' >hang_e2e_mod.py
+  printf 'import time\ntime.sleep(60)\n' >slow.py
+  local t0=$SECONDS
+  AIR_BOUND=60 PYTHONPATH=$TESTDIR run_air --python "$TORCH_PYTHON" --preload hang_e2e_mod --timeout 5s slow.py
+  expect_rc 124
+  ((SECONDS - t0 < 40)) || fail "--timeout 5s took $((SECONDS - t0)) s"
+  expect_contains "$err" "the run's --timeout came while the interpreter was importing"
+  local sig code
+  for sig in TERM HUP; do
+    PYTHONPATH=$TESTDIR timeout -k 10 60 "$AIR_RUN" --python "$TORCH_PYTHON" --preload hang_e2e_mod slow.py \
+      >stdout 2>stderr &
+    local air=$!
+    sleep 3
+    kill -"$sig" "$air"
+    wait "$air"
+    code=$?
+    expect_eq "$sig $code" "$sig $((128 + $(kill -l "$sig")))"
+  done
+  wait_for "[[ -z \$(pgrep -f air_run_warm.*hang_e2e_mod) ]]" 5 ||
+    fail "a warm interpreter outlived air-run: $(pgrep -af air_run_warm.*hang_e2e_mod)"
+}
+
+test_an_import_that_prints_much_does_not_block_the_ranks() {
+  printf 'import sys\nsys.stdout.write("o" * (1 << 20))\nsys.stderr.write("e" * (1 << 20))\n' >loud_e2e_mod.py
+  printf 'print("ran")\n' >ok.py
+  AIR_BOUND=60 PYTHONPATH=$TESTDIR run_air --cpu-ranks 2 --python "$TORCH_PYTHON" --preload loud_e2e_mod \
+    --summary summary.json ok.py
+  expect_rc 0
+  expect_eq "$(grep -c ran stdout)" "2"
+  expect_eq "$(json_get summary.json '[r["warm"] for r in d["ranks"]]')" "[True, True]"
+}
+
+test_processes_an_import_started_are_ended_and_the_ranks_start_fresh() {
+  printf 'import subprocess\nsubprocess.Popen(["sleep", "988"])\n' >popen_e2e_mod.py
+  cat >daemon_e2e_mod.py <<'PY'
+import os
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execvp("sleep", ["sleep", "989"])
+    os._exit(0)
+PY
+  printf 'print("ran")\n' >ok.py
+  AIR_BOUND=60 PYTHONPATH=$TESTDIR run_air --cpu-ranks 2 --python "$TORCH_PYTHON" \
+    --preload popen_e2e_mod,daemon_e2e_mod --summary summary.json ok.py
+  expect_rc 0
+  expect_contains "$err" "--preload: rank 0 starts a fresh interpreter: importing popen_e2e_mod, daemon_e2e_mod \
+started"
+  expect_eq "$(json_get summary.json '[r["warm"] for r in d["ranks"]]')" "[False, False]"
+  local left
+  left=$(pgrep -f "sleep 98[89]")
+  [[ -z $left ]] || fail "left after the run: $(pgrep -af "sleep 98[89]")"
+  [[ -z $left ]] || kill -KILL $left
+}
+
+test_an_interpreter_that_dies_mid_fork_fails_the_rank_once() {
+  printf 'import os, time\nopen("pids.%%s" %% os.environ["RANK"], "a").write("%%d\\n" %% os.getpid())\ntime.sleep(60)\n' \
+    >pidrank.py
+  AIR_RUN_WARM_TEST_DIE_AFTER_FORK=1 AIR_BOUND=60 run_air --cpu-ranks 3 --python "$TORCH_PYTHON" --preload json \
+    --timeout 30s pidrank.py
+  expect_rc 125
+  # Rank 1, or rank 0 when its answer had not gone out yet: every unanswered rank is in doubt.
+  expect_contains "$err" ": the warm interpreter ended or stuck while forking it (not started again"
+  # One rank, one process: the forked copy ran (or was ended first), none started fresh.
+  [[ ! -e pids.1 ]] || expect_eq "$(wc -l <pids.1)" "1"
+  local pid
+  for pid in $(cat pids.* 2>/dev/null); do
+    wait_for "! pid_alive $pid" 5 || fail "rank pid $pid outlived air-run"
+  done
 }
 
 run_tests

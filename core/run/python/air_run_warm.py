@@ -212,7 +212,8 @@ def _serve(sock):
                 return result  # we are the rank
             for fd in fds:
                 os.close(fd)
-            _pending.append([result, b"", None] if isinstance(result, int) else [-1, b"", result])
+            rank = request["env"].get("RANK")
+            _pending.append([result, b"", None, rank] if isinstance(result, int) else [-1, b"", result, rank])
         for p in _pending:
             if p[2] is None and p[0] in readable:
                 chunk = os.read(p[0], 32)
@@ -221,8 +222,18 @@ def _serve(sock):
                     os.close(p[0])
                     text = p[1].decode().strip()
                     p[2] = ("pid " + text) if text else "error fork failed"
+                    _test_die_after_fork(p)
         while _pending and _pending[0][2] is not None:
             sock.sendall(_pending.pop(0)[2].encode() + b"\n")
+
+
+def _test_die_after_fork(pending):
+    """Tests only (tests/e2e/test_warm_start.sh): AIR_RUN_WARM_TEST_DIE_AFTER_FORK=N
+    ends this process once rank N is forked, before its pid is answered: the
+    interpreter dying mid-fork, which must not start rank N twice."""
+    rank = os.environ.get("AIR_RUN_WARM_TEST_DIE_AFTER_FORK")
+    if rank is not None and len(pending) > 3 and pending[3] == rank and pending[2].startswith("pid "):
+        os._exit(1)
 
 
 def _fork_rank(request, fds, sock):
@@ -376,6 +387,54 @@ def _refusal(modules):
     return None
 
 
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _set_subreaper(on):
+    """While importing, this process is a child subreaper: a process an
+    import started and orphaned (a daemon's double fork and setsid) becomes
+    its child, so _end_import_children finds it. Off again before any rank
+    is forked: a rank's middle process must hand the rank on to air-run."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1 if on else 0, 0, 0, 0)
+
+
+def _children():
+    found = set()
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open("/proc/self/task/%s/children" % task) as f:
+                found.update(int(p) for p in f.read().split())
+    except OSError:
+        pass
+    return found
+
+
+def _end_import_children():
+    """Kills and reaps every process the imports started (and what those
+    started: each killed parent hands its children to this subreaper), and
+    returns how many there were. Forking ranks beside them would leave them
+    outside every attempt's containment, alive after the run."""
+    import signal
+
+    ended = set()
+    for _ in range(1000):  # each round ends one generation; bounded all the same
+        children = _children()
+        if not children:
+            break
+        for pid in children:
+            ended.add(pid)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        for pid in children:
+            try:
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+    return len(ended)
+
+
 def main(modules):
     # fd 0 is the socket to air-run; the zygote reads nothing else.
     sock = socket.socket(fileno=os.dup(0))
@@ -389,12 +448,20 @@ def main(modules):
         sock = socket.socket(fileno=3)
     import importlib
 
+    _set_subreaper(True)
     try:
         for name in modules:
             importlib.import_module(name)
     except BaseException as e:
+        _end_import_children()
         sock.sendall(("error importing %s: %s: %s\n" % (name, type(e).__name__, str(e).splitlines()[0] if str(e)
                                                          else "")).encode())
+        os._exit(1)
+    started = _end_import_children()
+    _set_subreaper(False)
+    if started:
+        sock.sendall(("error importing %s started %d processes (killed): a rank forked beside them would "
+                      "leave them outside the run\n" % (", ".join(modules), started)).encode())
         os._exit(1)
     import gc
 
