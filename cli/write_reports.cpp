@@ -2,6 +2,7 @@
 
 #include "core/os/host.hpp"
 #include "core/os/output_file.hpp"
+#include "core/pyenv/cache.hpp"
 #include "core/report/annotations.hpp"
 #include "core/report/collect.hpp"
 #include "core/report/junit.hpp"
@@ -102,6 +103,7 @@ int report_run(const LaunchSpec& spec, const Hardware& hardware, const Selection
   int code = outcome.exit_code();
   RunReport report = collect_report(spec, hardware, selection, plan, outcome, code, host_name());
   report.python_env = python_env;
+  report.describe_python = [&spec, &env] { return describe_interpreter(spec.python.value, env); };
   if (tracker != nullptr) {
     report.mlflow = &tracker->info();
     tracker->finish(outcome, code, plan.node_rank == 0, [&report] { return summary_text(report); });

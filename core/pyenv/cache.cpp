@@ -612,4 +612,15 @@ Expected<PruneReport> prune_envs(const std::string& cache_dir, std::optional<std
   return report;
 }
 
+std::string describe_interpreter(const std::string& python, const Environment& env) {
+  auto resolved = check_executable(python, env);
+  if (!resolved) return python;
+  auto run = run_captured(interpreter_probe_argv(*resolved), env, std::chrono::seconds(5), 4096);
+  if (!run || run->timed_out || !run->status.success()) return *resolved;
+  auto identity = parse_probe_output(run->out, *resolved);
+  if (!identity) return *resolved;
+  // sys.version's first word: "3.11.7 (main, ...)" -> "3.11.7".
+  return *resolved + ", Python " + identity->version.substr(0, identity->version.find(' '));
+}
+
 } // namespace air

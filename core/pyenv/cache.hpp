@@ -96,4 +96,11 @@ struct PruneReport {
 Expected<PruneReport> prune_envs(const std::string& cache_dir, std::optional<std::time_t> older_than_seconds,
                                  std::time_t now);
 
+/// "/root/.pyenv/shims/python3, Python 3.11.7": where the interpreter program
+/// `python` resolves along PATH and the version it reports, for messages that
+/// must say which Python ran (a failed import's hint, `--check`). Runs it
+/// once, for at most a few seconds; what cannot be learnt is left out (the
+/// name alone when it is not found).
+std::string describe_interpreter(const std::string& python, const Environment& env);
+
 } // namespace air

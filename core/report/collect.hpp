@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -70,6 +71,8 @@ struct RunReport {
   const Error* refusal = nullptr;
   bool spec_resolved = true;   ///< false when the spec itself was refused: its settings are unknown
   bool hardware_probed = true; ///< false when the launch was refused before the GPUs were looked at
+  /// "/usr/bin/python3, Python 3.11.2" for a failed import's hint: asked only when shown; unset: the name.
+  std::function<std::string()> describe_python = nullptr;
 };
 
 /// Whether a rank failed on its own: it could not be started, or it ended

@@ -218,8 +218,9 @@ std::string format_report(const RunReport& report, bool color) {
     const RankPlan* rp = find_rank_plan(report.plan, root->rank);
     if (rp != nullptr && !rp->log_file.empty()) out += "    log: " + rp->log_file + "\n";
     if (!report.spec.no_python.value && import_failed(*root, err)) {
-      out += "    Python: " + report.spec.python.value + " (environment.python, " +
-             report.spec.python.origin.describe() + "); --python or AIR_RUN_PYTHON picks another\n";
+      const std::string python = report.describe_python ? report.describe_python() : report.spec.python.value;
+      out += "    Python: " + python + " (environment.python, " + report.spec.python.origin.describe() +
+             "); --python or AIR_RUN_PYTHON picks another\n";
     }
   }
 

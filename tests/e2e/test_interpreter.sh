@@ -48,7 +48,12 @@ test_a_failed_import_names_the_interpreter() {
   run_air --cpu-ranks 2 train.py
   expect_rc 1
   expect_contains "$err" "ModuleNotFoundError"
-  expect_contains "$err" "    Python: python3 (environment.python, default); --python or AIR_RUN_PYTHON picks another"
+  # The interpreter that ran, resolved and with its version, not just its name.
+  local python3_path python3_version
+  python3_path=$(type -P python3)
+  python3_version=$(python3 -c 'import platform; print(platform.python_version())')
+  expect_contains "$err" \
+    "    Python: $python3_path, Python $python3_version (environment.python, default); --python or AIR_RUN_PYTHON picks another"
   printf 'raise SystemExit(3)\n' >train.py
   run_air --cpu-ranks 2 train.py
   expect_not_contains "$err" "Python: python3"
