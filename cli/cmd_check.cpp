@@ -1,13 +1,16 @@
-// `air-run --check`: the preflight. Selects GPUs like a run, reads their
+// `air-run --check`: the preflight. Reports the environment (the ranks'
+// Python, torch, its backends, the settings in force); then selects GPUs like a run, reads their
 // health from NVML, runs air-nccl-check across them, judges everything
 // (core/preflight/health.cpp, core/preflight/nccl_check.cpp) and prints a table or JSON.
 #include "cli/commands.hpp"
+#include "core/base/text.hpp"
 #include "core/hw/hardware.hpp"
 #include "core/hw/nvml.hpp"
 #include "core/os/capture.hpp"
 #include "core/os/host.hpp"
 #include "core/preflight/check_report.hpp"
 #include "core/preflight/nccl_check.hpp"
+#include "core/pyenv/cache.hpp"
 #include "core/spec/spec.hpp"
 
 #include <fmt/format.h>
@@ -136,6 +139,59 @@ NcclPart check_nccl(const Selection& selection, const Environment& env, std::chr
   return part;
 }
 
+/// How long the torch probe may take: importing torch reads hundreds of
+/// megabytes of libraries, slow on a cold page cache or a network disk.
+constexpr auto kTorchProbeTimeout = std::chrono::seconds(60);
+
+/// "2 (NVIDIA H100 80GB HBM3)", or "none (why)" when the run would use the CPU.
+std::string describe_gpus(const Selection& selection, const Hardware& hw, bool cpu_requested) {
+  if (selection.cpu) {
+    return fmt::format("none ({})", cpu_requested
+                                        ? std::string("accelerator type CPU requested")
+                                        : (hw.reason.empty() ? std::string("none detected") : hw.reason));
+  }
+  return fmt::format("{} ({})", selection.gpus.size(),
+                     selection.gpus.empty() ? selection.accelerator_type : selection.gpus.front().name);
+}
+
+/// The report's environment part: asks the ranks' interpreter about itself
+/// and torch, so the answer is the one a launch would meet.
+EnvironmentPart check_environment(const LaunchSpec& spec, const Selection& selection, const Hardware& hw,
+                                  const Environment& env) {
+  EnvironmentPart part;
+  part.python = describe_interpreter(spec.python.value, env);
+  part.gpus = describe_gpus(selection, hw, !spec.accelerator_type.value.empty());
+  part.settings = settings_in_force(describe_spec(spec));
+  auto probe = run_captured(torch_probe_argv(spec.python.value), env, kTorchProbeTimeout);
+  if (!probe) {
+    part.torch.detail = "cannot run " + spec.python.value + ": " + probe.error().message;
+  } else {
+    const std::string fallback = probe->timed_out
+                                     ? "importing torch did not finish (killed)"
+                                     : fmt::format("the interpreter ended with {}: {}",
+                                                   probe->status.describe(), tail_lines(probe->err, 1));
+    read_torch_probe(probe->out, fallback, part);
+  }
+  return part;
+}
+
+/// A node without GPUs: the environment alone is the report, and it passes
+/// when the interpreter runs and imports torch (exit 0), else exit 1.
+int report_environment_only(const EnvironmentPart& part, bool json_output) {
+  const int exit_code = part.torch.status == CheckStatus::pass ? 0 : 1;
+  const std::string status(check_status_name(part.torch.status));
+  if (json_output) {
+    const nlohmann::json doc{
+        {"status", status}, {"exit_code", exit_code}, {"environment", environment_json(part)}};
+    std::fputs((doc.dump(2) + "\n").c_str(), stdout);
+  } else {
+    std::fputs(
+        (environment_text(part) + "GPU checks: skipped, no GPU\nResult: " + upper(status) + "\n").c_str(),
+        stdout);
+  }
+  return exit_code;
+}
+
 } // namespace
 
 Expected<int> check_command(const CliOptions& options) {
@@ -155,20 +211,9 @@ Expected<int> check_command(const CliOptions& options) {
   auto selection = select_accelerators(requested, spec->num_accelerators.value, spec->cpu_ranks.value, hw,
                                        !spec->cpu_ranks.is_default());
   if (!selection) return selection.error();
-  if (selection->cpu) {
-    // Not a usage error: the command was right, the node has nothing to
-    // check, which is what a preflight exists to report (exit 1).
-    const std::string why = requested ? std::string("accelerator type CPU requested")
-                                      : (hw.reason.empty() ? std::string("none detected") : hw.reason);
-    const std::string message = fmt::format("no GPU to check ({})", why);
-    if (spec->json.value) {
-      std::fputs(
-          (nlohmann::json{{"status", "fail"}, {"exit_code", 1}, {"error", message}}.dump() + "\n").c_str(),
-          stdout);
-    }
-    std::fputs(fmt::format("air-run: error: {}\n", message).c_str(), stderr);
-    return 1;
-  }
+  const EnvironmentPart environment = check_environment(*spec, *selection, hw, env);
+  // Without GPUs there is nothing for NVML or NCCL: the report is the environment.
+  if (selection->cpu) return report_environment_only(environment, spec->json.value);
 
   const std::vector<GpuCheck> gpus = check_health(*selection, hw);
   const NcclPart nccl = check_nccl(*selection, env, *timeout, options.min_busbw);
@@ -186,11 +231,13 @@ Expected<int> check_command(const CliOptions& options) {
   const int exit_code = status == CheckStatus::fail ? 1 : 0;
   const double duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (spec->json.value) {
-    std::fputs(
-        (check_report_json(*selection, gpus, nccl, status, exit_code, duration_s).dump(2) + "\n").c_str(),
-        stdout);
+    auto doc = check_report_json(*selection, gpus, nccl, status, exit_code, duration_s);
+    doc["environment"] = environment_json(environment);
+    std::fputs((doc.dump(2) + "\n").c_str(), stdout);
   } else {
-    std::fputs(check_report_text(*selection, gpus, nccl, status, duration_s, failed, warned, skipped).c_str(),
+    std::fputs((environment_text(environment) +
+                check_report_text(*selection, gpus, nccl, status, duration_s, failed, warned, skipped))
+                   .c_str(),
                stdout);
   }
   return exit_code;

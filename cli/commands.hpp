@@ -12,9 +12,10 @@ Expected<int> run_command(const CliOptions& options);
 Expected<int> list_gpus_command(const CliOptions& options);
 
 /// `air-run --check [--json] [-n N | --accelerator-type T] [--min-busbw GBPS]`:
-/// NVML health of the selected GPUs and an NCCL all-reduce across them
-/// (docs/preflight.md). Returns 0 when no check failed, 1 when one did or
-/// there is no GPU to check.
+/// the environment (the ranks' Python, torch, its backends, the settings in
+/// force), then NVML health of the selected GPUs and an NCCL all-reduce across
+/// them (docs/preflight.md). Returns 0 when no check failed, 1 when one did;
+/// without GPUs, 1 when torch does not import.
 Expected<int> check_command(const CliOptions& options);
 /// `air-run --list-envs` / `--prune-envs [--older-than D]`: the cached Python
 /// environments in the cache directory the spec, flags and variables select.

@@ -176,4 +176,65 @@ std::string tail_lines(const std::string& text, int lines) {
   return text.substr(begin, end - begin);
 }
 
+std::vector<std::string> torch_probe_argv(const std::string& python) {
+  // getattr: a torch built without distributed support lacks the is_*_available functions.
+  return {python, "-c",
+          "import json\n"
+          "try:\n"
+          "    import torch, torch.distributed as d\n"
+          "    names = ('gloo', 'nccl', 'mpi')\n"
+          "    have = [n for n in names if getattr(d, 'is_%s_available' % n, lambda: False)()]\n"
+          "    print(json.dumps({'version': torch.__version__, 'backends': have}))\n"
+          "except Exception as e:\n"
+          "    print(json.dumps({'error': '%s: %s' % (type(e).__name__, e)}))\n"};
+}
+
+void read_torch_probe(const std::string& output, const std::string& fallback, EnvironmentPart& part) {
+  const std::string line = tail_lines(output, 1);
+  const json doc = json::parse(line, nullptr, false);
+  part.torch.status = CheckStatus::fail;
+  if (!doc.is_object()) {
+    part.torch.detail = fallback.empty() ? "the interpreter gave no answer about torch" : fallback;
+  } else if (doc.contains("version") && doc["version"].is_string()) {
+    part.torch.status = CheckStatus::pass;
+    part.torch.detail = doc["version"].get<std::string>();
+    for (const auto& name : doc.value("backends", json::array()))
+      if (name.is_string()) part.backends.push_back(name.get<std::string>());
+  } else {
+    part.torch.detail = doc.value("error", std::string("torch does not import"));
+  }
+}
+
+std::vector<std::string> settings_in_force(const std::vector<std::string>& lines) {
+  std::vector<std::string> out;
+  for (const auto& line : lines) {
+    const std::size_t origin = line.rfind("  (");
+    if (origin == std::string::npos || line.compare(origin + 3, 7, "default") != 0) out.push_back(line);
+  }
+  return out;
+}
+
+nlohmann::json environment_json(const EnvironmentPart& env) {
+  return {{"python", env.python},
+          {"torch", check_json(env.torch)},
+          {"backends", env.backends},
+          {"gpus", env.gpus},
+          {"settings", env.settings}};
+}
+
+std::string environment_text(const EnvironmentPart& env) {
+  std::string out = "Environment\n";
+  out += fmt::format("  Python    {}\n", env.python);
+  if (env.torch.status == CheckStatus::pass) {
+    out += fmt::format("  torch     {} (distributed backends: {})\n", env.torch.detail,
+                       env.backends.empty() ? std::string("none") : join(env.backends, ", "));
+  } else {
+    out += fmt::format("  torch     FAIL {}\n", env.torch.detail);
+  }
+  out += fmt::format("  GPUs      {}\n", env.gpus);
+  out += env.settings.empty() ? "  Settings  all defaults\n" : "  Settings\n";
+  for (const auto& line : env.settings) out += "    " + line + "\n";
+  return out;
+}
+
 } // namespace air

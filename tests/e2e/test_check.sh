@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
-# `air-run --check`: exit codes and messages without a GPU, and the report
+# `air-run --check`: the environment report (alone without a GPU), and the report
 # over fake GPUs with a stand-in air-nccl-check (AIR_RUN_NCCL_CHECK) that
 # prints what the real one would. The real NVML and NCCL paths run only on a
 # GPU machine (docs/preflight.md).
 source "$(dirname "$0")/lib.sh"
+
+# run_air_bounded ARGS...: run_air under a time limit (the torch probe imports torch).
+run_air_bounded() {
+  timeout 180 "$AIR_RUN" "$@" >"$TESTDIR/stdout" 2>"$TESTDIR/stderr"
+  rc=$?
+  out=$(cat "$TESTDIR/stdout")
+  err=$(cat "$TESTDIR/stderr")
+}
 
 # fake_nccl_check BUSBW_AT_256MIB [CORRECT]: a stand-in that records its
 # CUDA_VISIBLE_DEVICES and prints a two-size report.
@@ -18,31 +26,56 @@ EOF
   export AIR_RUN_NCCL_CHECK=$PWD/fake-nccl-check
 }
 
-test_no_gpu_is_exit_1_with_reason() {
-  AIR_RUN_FAKE_GPUS="NVIDIA H200" CUDA_VISIBLE_DEVICES=-1 run_air --check
-  expect_rc 1
-  expect_eq "$err" 'air-run: error: no GPU to check (CUDA_VISIBLE_DEVICES="-1" hides every GPU (0 of 1 kept))'
-  expect_eq "$out" ""
+# no_torch_python: an interpreter without torch (Debian's, without site-packages).
+no_torch_python() {
+  printf '#!/bin/sh\nexec /usr/bin/python3 -S "$@"\n' >python-without-torch
+  chmod +x python-without-torch
 }
 
-test_no_gpu_on_this_machine() {
-  # Whatever the machine: with every GPU hidden there is nothing to check.
-  CUDA_VISIBLE_DEVICES="" run_air --check
+test_no_gpu_reports_the_environment() {
+  # A CPU node: the report is the environment, and it passes when torch imports.
+  AIR_RUN_FAKE_GPUS="NVIDIA H200" CUDA_VISIBLE_DEVICES=-1 run_air_bounded --check --python /usr/bin/python3
+  expect_rc 0
+  local version
+  version=$(/usr/bin/python3 -c 'import platform; print(platform.python_version())')
+  expect_contains "$out" "Python    /usr/bin/python3, Python $version"
+  expect_contains "$out" "torch     $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') (distributed backends: gloo"
+  expect_contains "$out" 'GPUs      none (CUDA_VISIBLE_DEVICES="-1" hides every GPU (0 of 1 kept))'
+  expect_contains "$out" "environment.python = /usr/bin/python3  (flag"
+  expect_not_contains "$out" "(default)"
+  expect_contains "$out" "Result: PASS"
+  expect_eq "$err" ""
+}
+
+test_no_gpu_without_torch_fails() {
+  no_torch_python
+  CUDA_VISIBLE_DEVICES="" run_air_bounded --check --python "$PWD/python-without-torch"
   expect_rc 1
-  expect_contains "$err" "air-run: error: no GPU to check ("
+  expect_contains "$out" "Python    $PWD/python-without-torch, Python 3."
+  expect_contains "$out" "torch     FAIL ModuleNotFoundError: No module named 'torch'"
+  expect_contains "$out" "Result: FAIL"
 }
 
 test_no_gpu_json() {
-  AIR_RUN_FAKE_GPUS="" run_air --check --json
-  expect_rc 1
-  expect_eq "$out" '{"error":"no GPU to check (AIR_RUN_FAKE_GPUS is empty)","exit_code":1,"status":"fail"}'
-  expect_eq "$err" "air-run: error: no GPU to check (AIR_RUN_FAKE_GPUS is empty)"
+  AIR_RUN_FAKE_GPUS="" run_air_bounded --check --json --python /usr/bin/python3
+  expect_rc 0
+  echo "$out" >report.json
+  /usr/bin/python3 - <<'PY' || fail "bad JSON report: $out"
+import json
+r = json.load(open("report.json"))
+assert r["status"] == "pass" and r["exit_code"] == 0, r
+e = r["environment"]
+assert e["python"].startswith("/usr/bin/python3, Python 3."), e
+assert e["torch"]["status"] == "pass" and "gloo" in e["backends"], e
+assert e["gpus"] == "none (AIR_RUN_FAKE_GPUS is empty)", e
+assert any(s.startswith("environment.python = /usr/bin/python3") for s in e["settings"]), e
+PY
 }
 
-test_cpu_requested_is_exit_1() {
-  AIR_RUN_FAKE_GPUS="2xNVIDIA H200" run_air --check --accelerator-type CPU
-  expect_rc 1
-  expect_eq "$err" "air-run: error: no GPU to check (accelerator type CPU requested)"
+test_cpu_requested_reports_the_environment() {
+  AIR_RUN_FAKE_GPUS="2xNVIDIA H200" run_air_bounded --check --accelerator-type CPU --python /usr/bin/python3
+  expect_rc 0
+  expect_contains "$out" "GPUs      none (accelerator type CPU requested)"
 }
 
 test_usage_errors_are_exit_2() {
