@@ -2,7 +2,6 @@
 
 #include "core/base/exit_status.hpp"
 #include "core/base/text.hpp"
-#include "core/os/host.hpp"
 #include "core/run/numa_binding.hpp"
 #include "core/run/progress.hpp"
 #include "core/run/stacks.hpp"
@@ -193,10 +192,6 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
         plan.stack_shim_dir +
         (existing == common.end() || existing->second.empty() ? std::string() : ":" + existing->second);
     common[std::string(k_stack_signal_var)] = std::to_string(ctx.stack_signal);
-    // The shim appends air-run's own `air` package behind site-packages, so
-    // ranks launched from a checkout can import it (an installed one wins).
-    if (const auto package_dir = find_python_package_dir(parent_env); !package_dir.empty())
-      common["AIR_RUN_PYTHON_PACKAGE_DIR"] = package_dir;
     // PyTorch's Flight Recorder keeps each rank's last collectives (NCCL)
     // for a hang's diagnosis. The TORCH_FR_* names are torch 2.11's (it
     // warns on every rank about the older TORCH_NCCL_* ones, so those are
