@@ -51,7 +51,8 @@ Precedence: flags > AIR_RUN_* environment (the manual lists them) > spec file > 
 Exit codes: 0 ok, 2 bad flags/spec or hardware mismatch (nothing launched), a failing rank's
 code (128+N for signal N), 124 timeout, 125 air-run could not launch or write a requested
 report, 126/127 target not executable/not found, 128+N air-run interrupted by signal N.
---check: 0 all checks passed (warnings allowed), 1 a check failed (no GPU: torch does not import), 2 bad usage.)";
+--check: 0 all checks passed (warnings allowed), 1 a check failed (without GPUs: torch does not
+import), 2 bad usage.)";
 
 /// Reports an option air-run does not know, with the closest known spelling.
 int unknown_option(const CLI::App& app, const std::string& given) {

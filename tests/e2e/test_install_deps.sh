@@ -27,7 +27,7 @@ fi
 
 # Words of the test sources that are programs on this machine but that no test runs.
 NOT_COMMANDS=(
-  file init node prove time view write zip # English words and Python names (time.sleep, zip)
+  file init node opt prove time view write zip # English words and Python names (time.sleep, zip); opt: LLVM's, next to clang
 )
 # The sources of the install tests, which `make test-install` runs with the
 # packages of `install-deps.sh package` besides.

@@ -271,7 +271,8 @@ test_an_interpreter_that_dies_mid_fork_fails_the_rank_once() {
   # Rank 1, or rank 0 when its answer had not gone out yet: every unanswered rank is in doubt.
   expect_contains "$err" ": the warm interpreter ended or stuck while forking it (not started again"
   # One rank, one process: the forked copy ran (or was ended first), none started fresh.
-  [[ ! -e pids.1 ]] || expect_eq "$(wc -l <pids.1)" "1"
+  # (The copy may be ended before it wrote its line: at most one line, never two.)
+  [[ ! -e pids.1 ]] || (($(wc -l <pids.1) <= 1)) || fail "rank 1 ran as $(wc -l <pids.1) processes"
   local pid
   for pid in $(cat pids.* 2>/dev/null); do
     wait_for "! pid_alive $pid" 5 || fail "rank pid $pid outlived air-run"
