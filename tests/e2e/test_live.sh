@@ -70,6 +70,7 @@ data = data.replace("\x1b[1A\x1b[2K", "\n").replace("\r\x1b[2K", "\n").replace("
 rank = re.compile(r"^\[rank(\d)\]: line (\d+) of rank (\d) end$")
 status = re.compile(r"^air-run: \d+ running, \d+ exited, \d+ failed \| \d\d:\d\d elapsed( \| .*)?$")
 seen = {}
+redrawn = set()
 bad = 0
 partials = 0
 for line in data.split("\n"):
@@ -90,6 +91,12 @@ for line in data.split("\n"):
         if bad < 5: print("not a whole line:", repr(line))
         continue
     r, n = int(m.group(1)), int(m.group(2))
+    if n == seen.get(r, 0) and (r, n) not in redrawn:
+        # Read up to just before its newline, the line was drawn whole in the
+        # status area as an unfinished one; then it came with its newline.
+        redrawn.add((r, n))
+        partials += 1
+        continue
     if n != seen.get(r, 0) + 1:
         bad += 1
         if bad < 5: print(f"rank {r}: line {n} after {seen.get(r, 0)}")
