@@ -30,10 +30,34 @@ import torch.distributed as dist
 dist.init_process_group("gloo")
 t = torch.ones(1)
 dist.all_reduce(t)
+
+
+def descriptors():
+    """What the rank holds open: the descriptors it started with (below 10),
+    each by number and kind, and how many of each kind there are in all.
+    gloo's sockets come and go while its mesh settles, shifting the numbers
+    of what gloo opens after them, so sockets are left out and gloo's own
+    descriptors are counted, not numbered."""
+    low, kinds = [], {}
+    for f in os.listdir("/proc/self/fd"):
+        try:
+            t = os.readlink("/proc/self/fd/" + f)
+        except OSError:  # listdir's own, closed by now
+            continue
+        if t.startswith("socket:"):
+            continue
+        kind = t if t.startswith("anon_inode:") else "file" if t.startswith("/") else t.split(":")[0]
+        kinds[kind] = kinds.get(kind, 0) + 1
+        if int(f) < 10:
+            low.append((int(f), kind))
+    return [sorted(low), sorted(kinds.items())]
+
+
 view = {
     "argv": sys.argv, "file": __file__, "path0": sys.path[0], "cwd": os.getcwd(), "name": __name__,
     "leader": os.getpgid(0) == os.getpid(), "parent": open("/proc/%d/comm" % os.getppid()).read().strip(),
-    "fds": sorted(int(f) for f in os.listdir("/proc/self/fd")), "stdin": os.readlink("/proc/self/fd/0"),
+    "fds": descriptors(),
+    "stdin": os.readlink("/proc/self/fd/0"),
     "world": dist.get_world_size(), "sum": t.item(), "timed": getattr(dist.all_reduce, "_air_run_timed", False),
     "random": random.random(), "hashseed_env": os.environ.get("PYTHONHASHSEED"),
 }
