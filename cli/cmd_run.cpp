@@ -363,6 +363,7 @@ private:
   Step make_the_plan() {
     // A spare real-time signal arms faulthandler in Python ranks (core/run/stacks.hpp).
     ctx_.stack_signal = SIGRTMIN + 3;
+    ctx_.python_package_dir = find_python_package_dir(env_);
     auto plan = make_plan(spec_, selection_, env_, ctx_);
     if (!plan) return plan.error();
     plan_ = std::move(*plan);

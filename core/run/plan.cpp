@@ -192,6 +192,9 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
         plan.stack_shim_dir +
         (existing == common.end() || existing->second.empty() ? std::string() : ":" + existing->second);
     common[std::string(k_stack_signal_var)] = std::to_string(ctx.stack_signal);
+    // The shim appends air-run's own `air` package behind site-packages, so
+    // ranks launched from a checkout can import it (an installed one wins).
+    if (!ctx.python_package_dir.empty()) common["AIR_RUN_PYTHON_PACKAGE_DIR"] = ctx.python_package_dir;
     // PyTorch's Flight Recorder keeps each rank's last collectives (NCCL)
     // for a hang's diagnosis. The TORCH_FR_* names are torch 2.11's (it
     // warns on every rank about the older TORCH_NCCL_* ones, so those are

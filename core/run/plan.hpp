@@ -101,6 +101,10 @@ struct PlanContext {
   std::string torchrun_log_dir;
   int attempt = 0;      ///< TORCHELASTIC_RESTART_COUNT of the group being planned
   int stack_signal = 0; ///< a spare real-time signal for Python stacks; 0: do not arm
+  /// air-run's own `air` package (core/os/host.hpp find_python_package_dir),
+  /// handed to Python ranks so the shim can append it behind site-packages;
+  /// "" when none was found. Found by the caller: planning touches no file.
+  std::string python_package_dir;
   /// For --numa-binding: the machine's CPUs (core/hw/cpu_topology.hpp) and
   /// the NUMA node of each selected GPU, in Selection::gpus order (nullopt: unknown).
   CpuTopology topology;

@@ -59,4 +59,27 @@ test_a_failed_import_names_the_interpreter() {
   expect_not_contains "$err" "Python: python3"
 }
 
+test_ranks_import_air_run_from_a_checkout() {
+  # The README's set-up: build/cli on PATH, no PYTHONPATH. air-run hands its
+  # own package to the ranks, behind site-packages.
+  printf 'import sys, air\nprint("AIR_FROM", air.__file__)\nprint("LAST", sys.path[-1])\n' >train.py
+  (unset PYTHONPATH AIR_PYTHON_PACKAGE_DIR && timeout 120 "$AIR_RUN" --python /usr/bin/python3 --cpu-ranks 1 train.py \
+    >stdout 2>stderr)
+  rc=$?
+  expect_rc 0
+  expect_contains "$(cat stdout)" "AIR_FROM $AIR_SOURCE_DIR/python/air/__init__.py"
+  expect_contains "$(cat stdout)" "LAST $AIR_SOURCE_DIR/python"
+  # An installed air (here: on PYTHONPATH) stays in front, and a different
+  # version of it is named once.
+  mkdir -p other/air && printf '__version__ = "9.9"\n' >other/air/__init__.py
+  (unset AIR_PYTHON_PACKAGE_DIR && PYTHONPATH=$PWD/other timeout 120 "$AIR_RUN" --python /usr/bin/python3 \
+    --cpu-ranks 2 train.py >stdout 2>stderr)
+  rc=$?
+  expect_rc 0
+  expect_contains "$(cat stdout)" "AIR_FROM $PWD/other/air/__init__.py"
+  expect_contains "$(cat stderr)" "the installed air package $PWD/other/air (version 9.9) is used"
+  [[ $(grep -c "the installed air package" stderr stdout | awk -F: '{s+=$2} END {print s}') == 1 ]] ||
+    fail "the version notice is not said once: $(cat stderr)"
+}
+
 run_tests

@@ -33,8 +33,10 @@ TEST_CASE("the shim runs stacks, progress, the parts handed in, then the shadowe
   CHECK(at(shim, "class _AirRunImportHook:") < at(shim, "def _air_run_mlflow_run():"));
   CHECK(at(shim, "def _air_run_mlflow_run():") < at(shim, "def _air_run_rank_start():"));
   // The start, in the order the ranks have always run it.
-  const std::string start = "sys._air_run_rank_start = _air_run_rank_start\n_air_run_watch_exit()\n"
-                            "_air_run_arm()\n_air_run_progress()\n_air_run_mlflow_run()\n_air_run_chain()\n";
+  const std::string start =
+      "sys._air_run_rank_start = _air_run_rank_start\n_air_run_watch_exit()\n_air_run_add_package()\n"
+      "_air_run_arm()\n"
+      "_air_run_progress()\n_air_run_mlflow_run()\n_air_run_chain()\n";
   CHECK(shim.size() >= start.size());
   CHECK(shim.compare(shim.size() - start.size(), start.size(), start) == 0);
   // No module's header (docstring, lint-only imports) nor any marker is in it.

@@ -2,10 +2,11 @@
 progress, the later parts such as the MLflow wait, then the shadowed
 sitecustomize), and the same for a rank forked by the warm start.
 """
+import os
 import sys
 
 from air_run_progress import _air_run_progress
-from air_run_stacks import _air_run_arm, _air_run_chain
+from air_run_stacks import _air_run_add_package, _air_run_arm, _air_run_chain
 
 # ---- air-run embeds this file from the next line on ----
 def _air_run_watch_exit():
@@ -54,12 +55,14 @@ def _air_run_watch_exit():
 def _air_run_rank_start():
     """A rank forked from the warm start's interpreter, whose own start-up
     ran this file without a rank's variables: armed now, with them."""
+    _air_run_add_package()
     _air_run_arm()
     _air_run_progress()
 
 
 sys._air_run_rank_start = _air_run_rank_start
 _air_run_watch_exit()
+_air_run_add_package()
 _air_run_arm()
 _air_run_progress()
 # air-run: the later parts start here

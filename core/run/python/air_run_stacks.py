@@ -33,6 +33,37 @@ def _air_run_arm():
         pass
 
 
+def _air_run_add_package():
+    """air-run's own `air` package, appended behind every user path and
+    site-packages: a checkout's ranks can `import air`, an installed one wins.
+    Rank 0 says once when an installed `air` differs from air-run's."""
+    pkg = os.environ.get("AIR_RUN_PYTHON_PACKAGE_DIR")
+    if not pkg or pkg in sys.path:
+        return
+    try:
+        if os.environ.get("RANK") == "0":
+            import importlib.util
+            import re
+
+            spec = importlib.util.find_spec("air")
+            origin = spec.origin if spec is not None else None
+            if origin and not os.path.abspath(origin).startswith(os.path.abspath(pkg) + os.sep):
+
+                def version(path):
+                    m = re.search(r'__version__\s*=\s*"([^"]+)"', open(path).read())
+                    return m.group(1) if m else "unknown"
+
+                mine, theirs = version(os.path.join(pkg, "air", "__init__.py")), version(origin)
+                if mine != theirs:
+                    sys.stderr.write(
+                        "air-run: the installed air package %s (version %s) is used, not air-run's "
+                        "%s (version %s)\n" % (os.path.dirname(origin), theirs, pkg, mine)
+                    )
+    except Exception:
+        pass
+    sys.path.append(pkg)
+
+
 def _air_run_chain():
     here = os.path.dirname(os.path.abspath(__file__))
     me = sys.modules.pop("sitecustomize", None)
