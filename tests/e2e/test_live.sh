@@ -70,7 +70,6 @@ data = data.replace("\x1b[1A\x1b[2K", "\n").replace("\r\x1b[2K", "\n").replace("
 rank = re.compile(r"^\[rank(\d)\]: line (\d+) of rank (\d) end$")
 status = re.compile(r"^air-run: \d+ running, \d+ exited, \d+ failed \| \d\d:\d\d elapsed( \| .*)?$")
 seen = {}
-redrawn = set()
 bad = 0
 partials = 0
 for line in data.split("\n"):
@@ -91,10 +90,10 @@ for line in data.split("\n"):
         if bad < 5: print("not a whole line:", repr(line))
         continue
     r, n = int(m.group(1)), int(m.group(2))
-    if n == seen.get(r, 0) and (r, n) not in redrawn:
+    if n == seen.get(r, 0):
         # Read up to just before its newline, the line was drawn whole in the
-        # status area as an unfinished one; then it came with its newline.
-        redrawn.add((r, n))
+        # status area as an unfinished one (and redrawn with the status line
+        # until its newline came): not a torn line.
         partials += 1
         continue
     if n != seen.get(r, 0) + 1:
