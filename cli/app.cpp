@@ -103,14 +103,8 @@ int run_main(int argc, char** argv) {
     return 2;
   }
   for (const auto& note : normalized->notes) std::fputs((note + "\n").c_str(), stderr);
-  // Started through the `torchrun` link (scripts/install-torchrun-alias.sh):
-  // the command line is torchrun's whatever its options.
   const std::string_view program = argc > 0 ? std::string_view(argv[0]) : std::string_view();
   options.program = std::string(program);
-  if (program.substr(program.rfind('/') + 1) == "torchrun")
-    options.torchrun_style = "started as torchrun";
-  else
-    options.torchrun_style = normalized->torchrun_style;
   try {
     // CLI11 takes a vector in reverse order.
     std::vector<std::string> reversed(normalized->args.rbegin(), normalized->args.rend());

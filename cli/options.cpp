@@ -128,7 +128,6 @@ Expected<ResolvedSpec> resolve_cli_spec(const CliOptions& options, const Environ
   inputs.environment = env;
   inputs.flags = options.flag_values();
   inputs.command = options.command;
-  inputs.torchrun_style = options.torchrun_style;
   if (auto python = installed_python(options.program, env)) {
     inputs.default_python = python->path;
     inputs.default_python_why = python->why;

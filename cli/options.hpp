@@ -38,9 +38,6 @@ struct CliOptions {
   };
   std::deque<KeySlot> slots;        ///< deque: CLI11 keeps pointers into it
   std::vector<std::string> command; ///< TARGET ARGS...
-  /// Why the command line is torchrun's ("--standalone", "started as
-  /// torchrun"), "" when it is air-run's (SpecInputs::torchrun_style).
-  std::string torchrun_style;
   std::string program; ///< argv[0]: where air-run was started from (core/os/installed_python.hpp)
 
   /// The flag values in the shape resolve_spec takes.

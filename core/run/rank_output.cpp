@@ -215,9 +215,12 @@ std::size_t RankOutput::take_lines(RankState& r, RankStream& s, std::string_view
       // and keep what a terminal would show: a progress bar drawn with '\r'
       // off a terminal (CI, nohup, Slurm's logs) is one long line, and its
       // last state, not 4 KiB of earlier ones, is what comes before a crash.
-      const std::string shown =
-          line.find('\r') == std::string_view::npos ? std::string(line) : visible_line(line);
-      o.tail.emplace_back(strip_control_characters(std::string_view(shown).substr(0, k_tail_line_max)));
+      if (line.find('\r') == std::string_view::npos) {
+        o.tail.emplace_back(strip_control_characters(line.substr(0, k_tail_line_max)));
+      } else {
+        const std::string shown = visible_line(line);
+        o.tail.emplace_back(strip_control_characters(std::string_view(shown).substr(0, k_tail_line_max)));
+      }
       while (o.tail.size() > tail_max) o.tail.pop_front();
     }
   };

@@ -187,10 +187,6 @@ struct SpecInputs {
   /// ("timeout", "90m", "--timeout"); list and map keys may repeat.
   std::vector<std::tuple<std::string, std::string, std::string>> flags;
   std::vector<std::string> command; ///< trailing TARGET ARGS... from the command line
-  /// Why the command line is torchrun's ("--nproc_per_node", "started as
-  /// torchrun"), "" when it is air-run's: torchrun has no launcher timeout,
-  /// so such a run gets none unless one is asked for.
-  std::string torchrun_style;
   /// The interpreter to use when environment.python is not given, and why
   /// ("the virtual environment air-run is installed in"); empty: python3.
   std::string default_python;

@@ -342,18 +342,14 @@ TEST_CASE("no command line has a timeout unless one is asked for", "[spec]") {
   auto own = resolve_ok(air::SpecInputs{});
   CHECK_FALSE(own.spec.timeout.value.has_value());
   CHECK(own.spec.timeout.origin.describe() == "default");
-  air::SpecInputs torchrun;
-  torchrun.torchrun_style = "--standalone";
-  auto r = resolve_ok(torchrun);
-  CHECK_FALSE(r.spec.timeout.value.has_value());
-  CHECK(r.spec.timeout.is_default());
+  CHECK(own.spec.timeout.is_default());
   // Asked for anywhere: kept, with its origin.
-  torchrun.flags = {{"timeout", "90m", "--timeout"}};
-  r = resolve_ok(torchrun);
+  air::SpecInputs asked;
+  asked.flags = {{"timeout", "90m", "--timeout"}};
+  auto r = resolve_ok(asked);
   CHECK(r.spec.timeout.value == std::optional<Millis>(Millis(90 * 60 * 1000)));
   CHECK(r.spec.timeout.origin.describe() == "flag --timeout");
   auto from_file = inputs_from("timeout: 2h\n", {});
-  from_file.torchrun_style = "started as torchrun";
   CHECK(resolve_ok(from_file).spec.timeout.value == std::optional<Millis>(Millis(2 * 3600 * 1000)));
 }
 
