@@ -10,37 +10,7 @@
 #include <ctime>
 
 namespace air {
-namespace {
-
-// An error file is the rank's own text, and every report shows it: no
-// escape sequence or NUL byte gets through (docs/console.md).
-ErrorFileRecord without_control_characters(ErrorFileRecord record) {
-  record.type = strip_control_characters(record.type);
-  record.message = strip_control_characters(record.message, LineBreaks::keep);
-  record.traceback = strip_control_characters(record.traceback, LineBreaks::keep);
-  record.raw = strip_control_characters(record.raw, LineBreaks::keep);
-  return record;
-}
-
-} // namespace
-
-std::optional<ErrorFileRecord> read_error_file(const std::string& path) {
-  if (path.empty()) return std::nullopt;
-  FileRead file = read_small_file(path, k_max_error_file_bytes, FileWriter::us);
-  switch (file.state) {
-  case FileRead::State::missing:
-    return std::nullopt;
-  case FileRead::State::too_large:
-    return malformed_error_file("error file is " + std::to_string(file.size) + " bytes, over the limit of " +
-                                    std::to_string(k_max_error_file_bytes) + " bytes",
-                                "");
-  case FileRead::State::unreadable:
-    return malformed_error_file(file.error, "");
-  case FileRead::State::ok:
-    break;
-  }
-  return without_control_characters(parse_error_file(file.text));
-}
+namespace {} // namespace
 
 RankResult read_rank_result(const std::string& path, std::uint64_t max_bytes) {
   RankResult result;
@@ -101,7 +71,10 @@ const RankPlan* find_rank_plan(const LaunchPlan& plan, int rank) {
 
 std::optional<RankError> rank_error(const RankOutcome& rank,
                                     const std::optional<ErrorFileRecord>& error_file) {
-  if (error_file) {
+  // A rank that exited 0 failed at nothing, whatever its error file says
+  // (torchrun reads them only for failed ranks too): a sys.exit("message")
+  // the program caught and went on from leaves one.
+  if (error_file && !rank.status.success()) {
     RankError e;
     e.source = RankError::Source::error_file;
     e.type = error_file->type;

@@ -4,8 +4,8 @@
 #include "core/hw/hardware.hpp"
 #include "core/mlflow/run_info.hpp"
 #include "core/pyenv/cache.hpp"
-#include "core/report/error_file.hpp"
 #include "core/report/rank_result.hpp"
+#include "core/run/error_file.hpp"
 #include "core/run/outcome.hpp"
 #include "core/run/plan.hpp"
 #include "core/spec/spec.hpp"
@@ -18,11 +18,6 @@
 #include <vector>
 
 namespace air {
-
-/// Reads the error file at `path`. nullopt when `path` is "" or there is no
-/// file (the rank wrote none). Unreadable or oversized files are malformed
-/// records saying why. Never throws.
-std::optional<ErrorFileRecord> read_error_file(const std::string& path);
 
 /// Reads and parses the result file at `path` ("" gives missing). Files over
 /// `max_bytes` are too_large and are not read; a directory, FIFO or device is
@@ -88,7 +83,7 @@ std::string describe_rank_end(const RankOutcome& rank);
 const RankPlan* find_rank_plan(const LaunchPlan& plan, int rank);
 
 /// Chooses the error shown for a rank (see RankError). Pure. A rank that
-/// succeeded or was stopped and left no error file has none.
+/// succeeded has none; nor has one stopped that left no error file.
 std::optional<RankError> rank_error(const RankOutcome& rank,
                                     const std::optional<ErrorFileRecord>& error_file);
 

@@ -109,10 +109,11 @@ std::string format_attempts(const RunOutcome& o, int max_restarts) {
                          a.attempt, format_seconds(a.duration_s), a.reason, a.attempt + 1);
       continue;
     }
-    out +=
-        fmt::format("  attempt {} {} after {} (exit code {}): {}{}; restart {} of {} followed\n", a.attempt,
-                    a.status == "hung" ? "hung" : "failed", format_seconds(a.duration_s), a.exit_code,
-                    a.reason, a.error.empty() ? "" : ": " + a.error, ++restarts, max_restarts);
+    out += fmt::format("  attempt {} {} after {} (exit code {}): {}{}; restart {} of {} followed\n",
+                       a.attempt, a.status == "hung" ? "hung" : "failed", format_seconds(a.duration_s),
+                       a.exit_code, a.reason,
+                       a.error.empty() || a.reason.find(a.error) != std::string::npos ? "" : ": " + a.error,
+                       ++restarts, max_restarts);
   }
   return out;
 }

@@ -3,6 +3,7 @@
 
 #include "core/os/containment.hpp"
 #include "core/os/oom.hpp"
+#include "core/run/error_file.hpp"
 #include "core/run/signal_actions.hpp"
 #include "core/run/stdin_relay.hpp"
 
@@ -106,8 +107,16 @@ void Exits::never_ran(RankState& r, int code, const std::string& error) {
   o.ended_at = r.reaped_at;
 }
 
-std::string Exits::failure_reason(RankOutcome& o) const {
+std::string Exits::failure_reason(RankOutcome& o, const std::string& error_file) const {
   std::string reason = "rank " + std::to_string(o.rank);
+  // A rank that exited on an exception it recorded (the rank shim records
+  // every Python rank's; torch's @record too): the exception is the reason.
+  if (o.status.kind == ExitStatus::Kind::exited) {
+    if (const auto record = read_error_file(error_file)) {
+      if (std::string headline = exception_headline(*record); !headline.empty())
+        return reason + " failed: " + headline;
+    }
+  }
   if (o.status.kind == ExitStatus::Kind::signaled && o.status.signal == SIGKILL && oom_baseline_) {
     const auto now_count = read_oom_kill_count();
     if (now_count && *now_count > *oom_baseline_) o.oom_killed = true;

@@ -35,9 +35,11 @@ public:
   /// Records that `r` never ran (its program is missing or not executable)
   /// as a rank that exited with the shell's `code`.
   void never_ran(RankState& r, int code, const std::string& error);
-  /// Why the rank that ended as `o` failed, for the outcome's reason ("rank 3
-  /// exited with 1"); marks it killed by the OOM killer when that is so.
-  std::string failure_reason(RankOutcome& o) const;
+  /// Why the rank that ended as `o` failed, for the outcome's reason: the
+  /// exception its `error_file` records ("rank 1 failed: RuntimeError: boom
+  /// (train.py:27)"), else how it ended ("rank 3 exited with exit code 1");
+  /// marks it killed by the OOM killer when that is so.
+  std::string failure_reason(RankOutcome& o, const std::string& error_file) const;
 
   /// Records a rank's failure as the run's root cause unless one was found
   /// already (a provisional lost peer is replaced by a real cause). Returns

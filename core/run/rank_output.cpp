@@ -3,6 +3,7 @@
 
 #include "core/base/text.hpp"
 #include "core/run/console_style.hpp"
+#include "core/run/python_traceback.hpp"
 #include "core/run/terminal_line.hpp"
 
 #include <unistd.h>
@@ -187,14 +188,18 @@ std::size_t RankOutput::take_lines(RankState& r, RankStream& s, std::string_view
   std::optional<LineSink>& filtered = filtered_[stream];
   filtered_batch_.clear();
   std::size_t filtered_lines = 0;
-  const auto on_line = [&](std::string_view line) {
+  const auto on_line = [&](std::string_view raw) {
     ++lines;
+    // torch's own "[rankN]: " is said once: by air-run's prefix (a rank's
+    // log file keeps its bytes; only what is shown and reported changes).
+    const std::string_view own = without_own_rank_prefix(raw, r.plan->rank);
+    // Not when air-run adds none, nor under a prompt already shown whole.
+    const std::string_view line = r.prefix_of(stream).empty() || s.shown_partial > 0 ? raw : own;
     // torchrun's --duplicate-*-filters: the line, prefixed, also in filtered_*.log.
-    if (filtered.has_value() && std::any_of(filters.begin(), filters.end(), [&](const std::string& f) {
-          return line.find(f) != line.npos;
-        })) {
+    if (filtered.has_value() && std::any_of(filters.begin(), filters.end(),
+                                            [&](const std::string& f) { return raw.find(f) != raw.npos; })) {
       filtered_batch_ += r.filter_prefix;
-      filtered_batch_ += line;
+      filtered_batch_ += own;
       filtered_batch_ += '\n';
       ++filtered_lines;
     }
@@ -215,10 +220,10 @@ std::size_t RankOutput::take_lines(RankState& r, RankStream& s, std::string_view
       // and keep what a terminal would show: a progress bar drawn with '\r'
       // off a terminal (CI, nohup, Slurm's logs) is one long line, and its
       // last state, not 4 KiB of earlier ones, is what comes before a crash.
-      if (line.find('\r') == std::string_view::npos) {
-        o.tail.emplace_back(strip_control_characters(line.substr(0, k_tail_line_max)));
+      if (own.find('\r') == std::string_view::npos) {
+        o.tail.emplace_back(strip_control_characters(own.substr(0, k_tail_line_max)));
       } else {
-        const std::string shown = visible_line(line);
+        const std::string shown = visible_line(own);
         o.tail.emplace_back(strip_control_characters(std::string_view(shown).substr(0, k_tail_line_max)));
       }
       while (o.tail.size() > tail_max) o.tail.pop_front();

@@ -1,5 +1,6 @@
 #include "core/run/stacks.hpp"
 
+#include "core/run/python/air_run_errors_py.hpp"
 #include "core/run/python/air_run_patches_py.hpp"
 #include "core/run/python/air_run_progress_py.hpp"
 #include "core/run/python/air_run_shim_start_py.hpp"
@@ -31,6 +32,7 @@ std::string stack_shim_source(const std::vector<ShimPart>& later) {
     shim.append(text);
   };
   add(py::air_run_stacks());
+  add(py::air_run_errors());
   add(py::air_run_slots());
   add(py::air_run_progress());
   add(py::air_run_patches());

@@ -455,7 +455,7 @@ void Supervisor::on_rank_ended(RankState& r) {
   if (teardown_.active() || (out_.status != RunOutcome::Status::succeeded && !exits_.settling())) return;
   // Its last lines may still be in its pipes: they tell a lost peer apart.
   output_.drain_ready(r);
-  std::string reason = exits_.failure_reason(o);
+  std::string reason = exits_.failure_reason(o, r.plan->error_file);
   fail(r, std::move(reason), reports_lost_peer(o.tail));
 }
 

@@ -6,8 +6,8 @@
 #include "core/os/file_read.hpp"
 #include "core/os/log_sink.hpp"
 #include "core/os/trusted_path.hpp"
-#include "core/report/error_file.hpp"
 #include "core/report/rank_result.hpp"
+#include "core/run/error_file.hpp"
 #include "tests/unit/catch.hpp"
 #include "tests/unit/results_fixture.hpp"
 

@@ -1,8 +1,8 @@
 // collect_report: reading what every rank left, and choosing each rank's error.
 #include "core/os/atomic_file.hpp"
 #include "core/report/collect.hpp"
-#include "core/report/error_file.hpp"
 #include "core/report/rank_result.hpp"
+#include "core/run/error_file.hpp"
 #include "tests/unit/catch.hpp"
 #include "tests/unit/results_fixture.hpp"
 

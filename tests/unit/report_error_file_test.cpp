@@ -1,8 +1,8 @@
 // torchelastic error files: the shapes torch writes, and malformed ones.
 #include "core/os/atomic_file.hpp"
 #include "core/report/collect.hpp"
-#include "core/report/error_file.hpp"
 #include "core/report/rank_result.hpp"
+#include "core/run/error_file.hpp"
 #include "tests/unit/catch.hpp"
 #include "tests/unit/results_fixture.hpp"
 
@@ -113,4 +113,22 @@ TEST_CASE("error file reading", "[results]") {
   REQUIRE(d.has_value());
   CHECK(d->malformed);
   CHECK(d->message == "cannot read " + dir.file("d") + ": not a regular file");
+}
+
+TEST_CASE("error file: the headline names the exception and the program's frame", "[results]") {
+  air::ErrorFileRecord r;
+  r.type = "RuntimeError";
+  r.message = "injected failure at step 8\nsecond line";
+  r.traceback = "Traceback (most recent call last):\n"
+                "  File \"/w/train.py\", line 27, in on_step_end\n"
+                "  File \"/v/site-packages/torch/a.py\", line 3, in f\n"
+                "RuntimeError: injected failure at step 8\n";
+  CHECK(air::exception_headline(r) == "RuntimeError: injected failure at step 8 (train.py:27)");
+  r.traceback.clear();
+  r.message.clear();
+  CHECK(air::exception_headline(r) == "RuntimeError");
+  r.type.clear(); // no type: nothing to name
+  CHECK(air::exception_headline(r) == "");
+  const auto bad = air::malformed_error_file("not JSON", "x");
+  CHECK(air::exception_headline(bad) == "");
 }

@@ -1,8 +1,8 @@
 // Rank result files: every state, and the documented protocol.
 #include "core/os/atomic_file.hpp"
 #include "core/report/collect.hpp"
-#include "core/report/error_file.hpp"
 #include "core/report/rank_result.hpp"
+#include "core/run/error_file.hpp"
 #include "tests/unit/catch.hpp"
 #include "tests/unit/results_fixture.hpp"
 

@@ -1,4 +1,4 @@
-// What CI reports pick out of a rank's output: exception line, innermost frame, job name.
+// What air-run picks out of a rank's output: exception line, innermost frame, job name.
 #include "core/report/traceback.hpp"
 #include "tests/unit/catch.hpp"
 
@@ -65,4 +65,57 @@ TEST_CASE("traceback: torch 2.3+'s [rankN]: prefix is not part of a line", "[tra
   CHECK(air::exception_line("[rank12]:ValueError: x\n") == "ValueError: x");
   // Not a rank prefix: left as it is.
   CHECK(air::exception_line("[rankx]: ValueError: x\n") == "");
+}
+
+TEST_CASE("traceback: the innermost frame is the program's own, not a library's", "[traceback]") {
+  // A Trainer callback that raises, called from transformers and torch.
+  const std::string tb =
+      "Traceback (most recent call last):\n"
+      "  File \"/w/train.py\", line 60, in <module>\n"
+      "  File \"/usr/lib/python3/dist-packages/transformers/trainer.py\", line 2200, in train\n"
+      "  File \"/w/callbacks.py\", line 27, in on_step_end\n"
+      "  File \"/opt/venv/lib/python3.12/site-packages/torch/nn/module.py\", line 9, in f\n"
+      "  File \"/usr/lib/python3.11/threading.py\", line 975, in run\n"
+      "RuntimeError: injected failure at step 8\n";
+  const auto frame = air::innermost_frame(tb);
+  REQUIRE(frame);
+  CHECK(frame->file == "/w/callbacks.py");
+  CHECK(frame->line == 27);
+  // Every frame a library's: the innermost of all.
+  const auto lib = air::innermost_frame("  File \"/x/site-packages/a.py\", line 1, in f\n"
+                                        "  File \"/x/site-packages/b.py\", line 2, in g\n");
+  REQUIRE(lib);
+  CHECK(lib->file == "/x/site-packages/b.py");
+  // A chained exception: the program's frame of the last traceback, never
+  // one of the cause's above its header.
+  const auto chained =
+      air::innermost_frame("Traceback (most recent call last):\n"
+                           "  File \"/w/train.py\", line 5, in <module>\n"
+                           "KeyError: 'x'\n\nDuring handling of the above exception, another "
+                           "exception occurred:\n\nTraceback (most recent call last):\n"
+                           "  File \"/x/site-packages/b.py\", line 2, in g\n"
+                           "ValueError: y\n");
+  REQUIRE(chained);
+  CHECK(chained->file == "/x/site-packages/b.py");
+}
+
+TEST_CASE("traceback: which files are a library's", "[traceback]") {
+  CHECK(air::is_library_file("/usr/lib/python3/dist-packages/torch/x.py"));
+  CHECK(air::is_library_file("/v/lib/python3.12/site-packages/lightning/a.py"));
+  CHECK(air::is_library_file("/usr/lib/python3.11/runpy.py"));
+  CHECK(air::is_library_file("/usr/local/lib/python3.13/threading.py"));
+  CHECK_FALSE(air::is_library_file("/home/me/train.py"));
+  CHECK_FALSE(air::is_library_file("/home/me/lib/python3rd/train.py"));
+  CHECK_FALSE(air::is_library_file("/srv/lib/python3.11x/train.py"));
+}
+
+TEST_CASE("traceback: a rank's own torch prefix is taken off once", "[traceback]") {
+  CHECK(air::without_own_rank_prefix("[rank1]: Traceback (most recent call last):", 1) ==
+        "Traceback (most recent call last):");
+  CHECK(air::without_own_rank_prefix("[rank1]:", 1) == "");
+  CHECK(air::without_own_rank_prefix("[rank1]: [rank1]: x", 1) == "[rank1]: x");
+  // Another rank's prefix, or none, stays.
+  CHECK(air::without_own_rank_prefix("[rank12]: x", 1) == "[rank12]: x");
+  CHECK(air::without_own_rank_prefix("[rank1]: x", 12) == "[rank1]: x");
+  CHECK(air::without_own_rank_prefix("plain", 0) == "plain");
 }

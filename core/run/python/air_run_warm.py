@@ -314,6 +314,18 @@ def _exit(code):
     os._exit(code & 0xFF)
 
 
+def _record(e):
+    """Hands the exception the rank dies of to the shim's recorder directly:
+    the script may have replaced sys.excepthook, and a fresh interpreter's
+    exit-time fallback (sys.last_exc) is never set here."""
+    record = getattr(sys, "_air_run_record_exception", None)
+    if record is not None:
+        try:
+            record(type(e), e, e.__traceback__)
+        except Exception:
+            pass
+
+
 def _run(request):
     """The rank's target, run as `python [-u] script args` or `python [-u] -m
     module args` would run it: in __main__, with the interpreter's exit."""
@@ -351,6 +363,7 @@ def _run(request):
                         __file__=script, __cached__=None, __builtins__=builtins)
             exec(compile(source, script, "exec"), main)
     except SystemExit as e:
+        _record(e)
         _exit(e)
     except BaseException as e:
         # The traceback a fresh interpreter prints: from the target's frames on.
@@ -359,6 +372,7 @@ def _run(request):
         while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) in here:
             tb = tb.tb_next
         e.__traceback__ = tb  # the hook prints the exception's own traceback
+        _record(e)
         sys.excepthook(type(e), e, tb)
         if isinstance(e, KeyboardInterrupt):
             import signal

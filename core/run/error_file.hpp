@@ -1,5 +1,9 @@
 #pragma once
 
+// A rank's TORCHELASTIC_ERROR_FILE: what it died of, as torch's @record or
+// air-run's rank shim writes it. Read by the supervisor (the failure's
+// reason) and by the reports.
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -45,5 +49,17 @@ ErrorFileRecord parse_error_file(std::string_view text);
 /// Splits "RuntimeError: boom" into ("RuntimeError", "boom"). The type must be
 /// a dotted Python identifier; otherwise the type is "" and the message is whole.
 std::pair<std::string, std::string> split_exception_message(std::string_view message);
+
+/// Reads the error file at `path`, with no escape sequence or NUL byte left in
+/// its text (every report shows it). nullopt when `path` is "" or there is no
+/// file (the rank wrote none). Unreadable or oversized files are malformed
+/// records saying why. Never throws.
+std::optional<ErrorFileRecord> read_error_file(const std::string& path);
+
+/// The one line that names what a rank died of: "RuntimeError: injected
+/// failure (train.py:27)", with the innermost frame of the rank's own code
+/// (library frames skipped; the file's name without its folder). "" for a
+/// malformed record or one without an exception type. Pure.
+std::string exception_headline(const ErrorFileRecord& record);
 
 } // namespace air

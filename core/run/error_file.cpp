@@ -1,7 +1,10 @@
-#include "core/report/error_file.hpp"
+#include "core/run/error_file.hpp"
 
 #include "core/base/json_depth.hpp"
 #include "core/base/json_error.hpp"
+#include "core/base/text.hpp"
+#include "core/os/file_read.hpp"
+#include "core/run/python_traceback.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -36,6 +39,16 @@ std::string string_at(const json& obj, const char* key) {
   const auto it = obj.find(key);
   if (it == obj.end() || !it->is_string()) return "";
   return it->get<std::string>();
+}
+
+// An error file is the rank's own text, and every report shows it: no
+// escape sequence or NUL byte gets through (docs/console.md).
+ErrorFileRecord without_control_characters(ErrorFileRecord record) {
+  record.type = strip_control_characters(record.type);
+  record.message = strip_control_characters(record.message, LineBreaks::keep);
+  record.traceback = strip_control_characters(record.traceback, LineBreaks::keep);
+  record.raw = strip_control_characters(record.raw, LineBreaks::keep);
+  return record;
 }
 
 bool is_identifier_part(char c, bool first) {
@@ -114,6 +127,38 @@ ErrorFileRecord parse_error_file(std::string_view text) {
   r.type = std::move(type);
   r.message = std::move(rest);
   return r;
+}
+
+std::optional<ErrorFileRecord> read_error_file(const std::string& path) {
+  if (path.empty()) return std::nullopt;
+  FileRead file = read_small_file(path, k_max_error_file_bytes, FileWriter::us);
+  switch (file.state) {
+  case FileRead::State::missing:
+    return std::nullopt;
+  case FileRead::State::too_large:
+    return malformed_error_file("error file is " + std::to_string(file.size) + " bytes, over the limit of " +
+                                    std::to_string(k_max_error_file_bytes) + " bytes",
+                                "");
+  case FileRead::State::unreadable:
+    return malformed_error_file(file.error, "");
+  case FileRead::State::ok:
+    break;
+  }
+  return without_control_characters(parse_error_file(file.text));
+}
+
+std::string exception_headline(const ErrorFileRecord& record) {
+  if (record.malformed || record.type.empty()) return "";
+  // The message's first line: a reason is one line.
+  std::string line = record.type;
+  const std::string first = record.message.substr(0, record.message.find('\n'));
+  if (!first.empty()) line += ": " + first;
+  if (const auto frame = innermost_frame(record.traceback)) {
+    const auto slash = frame->file.find_last_of('/');
+    line += " (" + (slash == std::string::npos ? frame->file : frame->file.substr(slash + 1)) + ":" +
+            std::to_string(frame->line) + ")";
+  }
+  return line;
 }
 
 } // namespace air
