@@ -1,5 +1,5 @@
 // Fuzz target: torchelastic's error file (TORCHELASTIC_ERROR_FILE), both formats.
-#include "core/report/error_file.hpp"
+#include "core/run/error_file.hpp"
 
 #include <cstddef>
 #include <cstdint>
