@@ -21,7 +21,8 @@ set(CPACK_DEBIAN_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_STRIP_FILES ON)
 # libcurl is loaded at run time, for MLflow tracking only: recommended, not required.
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "python3, libcurl4")
+# python3-cloudpickle: @distributed sends a function defined in __main__ by value.
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "python3, python3-cloudpickle, libcurl4")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "python3-torch")
 
 set(AIR_DEB_PYTHON_DIR ${CMAKE_INSTALL_PREFIX}/${AIR_PYTHON_DIR})

@@ -101,6 +101,11 @@ case $what in
     if ! "${PYTHON:-/usr/bin/python3}" -c 'import torch' >/dev/null 2>&1; then
       packages+=(python3 python3-torch)
     fi
+    # @distributed sends a function defined in __main__ (a notebook's, the
+    # product page's example) by value: cloudpickle.
+    if ! "${PYTHON:-/usr/bin/python3}" -c 'import cloudpickle' >/dev/null 2>&1; then
+      packages+=(python3-cloudpickle)
+    fi
     ;;
   test)
     packages+=(

@@ -60,6 +60,27 @@ test_d_python_target_and_air_package() {
   expect_eq "$out" "/usr/bin/air-run"
 }
 
+test_d2_distributed_from_main_with_what_apt_installed() {
+  # The product page's shape: the training function defined in the script
+  # itself (__main__), sent to the ranks by value: cloudpickle comes with the
+  # package (Recommends, which apt installs by default).
+  in_root "dpkg-query -W -f '\${Status}' python3-cloudpickle"
+  expect_eq "$out" "install ok installed"
+  in_root "cat >/tmp/main_job.py <<'PY'
+import os
+from air import distributed
+
+@distributed(num_accelerators=2, timeout=60)
+def train(scale):
+    return int(os.environ['RANK']) * scale
+
+print('results', train.distributed(10))
+PY
+cd /tmp && python3 main_job.py"
+  expect_rc 0
+  expect_contains "$out" "results [0, 10]"
+}
+
 test_e_man_page() {
   in_root "MANWIDTH=100 man -P cat air-run"
   expect_rc 0

@@ -101,6 +101,24 @@ test_torch_style_prefix_in_the_output_tail_fallback() {
   expect_not_contains "$err" "[rank1]: [rank1]:"
 }
 
+test_the_output_tail_fallback_after_a_carriage_return_bar() {
+  # No shim (python3 -S): the tail stands in. The bar's last state, then the
+  # traceback's header on a line of its own.
+  cat >tailbar.py <<'PY'
+import os, sys
+if os.environ["RANK"] == "1":
+    for i in range(6):
+        sys.stderr.write("\r%3d%%|%-5s| %d/10" % (i * 10, "#" * i, i))
+        sys.stderr.flush()
+    raise RuntimeError("boom at step 5")
+PY
+  run_air --cpu-ranks 2 --summary s.json --no-python python3 -S tailbar.py
+  expect_rc 1
+  expect_eq "$(rank1_error s.json)" "RuntimeError|exit code 1|output_tail"
+  expect_eq "$(json_get s.json '(lambda l: l[l.index("Traceback (most recent call last):") - 1].endswith(" 50%|#####| 5/10"))(d["ranks"][1]["error"]["traceback"].split("\n"))')" \
+    "True"
+}
+
 test_after_a_carriage_return_bar_and_8_mib_of_output() {
   write_crash
   cat >bar.py <<'PY'
