@@ -8,7 +8,7 @@
 #
 #   scripts/gpu-suite.sh [OUTDIR]        (OUTDIR defaults to ./gpu-results)
 #
-# GPU_SUITE_STEPS (default "demo,tests,unit,preflight,bench,hangs,stragglers,preempt,binding,launch,restart")
+# GPU_SUITE_STEPS (default "demo,tests,unit,clients,preflight,bench,hangs,stragglers,preempt,binding,launch,restart")
 # picks steps, so that a
 # short device lease can run them in two calls; the build always runs and is
 # incremental (GPU_SUITE_TARGET=air-run builds only the binary, for steps that
@@ -20,7 +20,7 @@ LOG="$OUT_DIR/gpu-suite.txt"
 BUILD=build-gpu
 AIR=$PWD/$BUILD/cli/air-run
 PY=${PYTHON:-$(command -v python3)}
-STEPS=${GPU_SUITE_STEPS:-demo,tests,unit,preflight,bench,hangs,stragglers,preempt,binding,launch,restart}
+STEPS=${GPU_SUITE_STEPS:-demo,tests,unit,clients,preflight,bench,hangs,stragglers,preempt,binding,launch,restart}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 # never NVLink multicast on shared hosts
 failures=0
 
@@ -85,6 +85,20 @@ if want unit; then
   run_step unit-supervisor 180 "$OUT_DIR/unit-supervisor.log" $BUILD/tests/unit_tests '[supervisor]'
   # Every unit test, as `make test` runs them: they must build and pass here (Catch2 v3) too.
   run_step unit-all 600 "$OUT_DIR/unit-all.log" $BUILD/tests/unit_tests
+fi
+
+if want clients; then
+  # This machine's torch (2.3+ prefixes a crashed rank's lines with "[rankN]: ")
+  # and the libraries people train with: transformers, Lightning, accelerate.
+  say "== a rank's exception on this torch, and the real clients (tests/e2e/test_rank_exceptions.sh, test_real_clients.sh)"
+  for t in rank_exceptions real_clients; do
+    start=$SECONDS
+    AIR_RUN="$AIR" AIR_FIXTURE_DIR=$PWD/$BUILD/fixtures AIR_SOURCE_DIR=$PWD TORCH_PYTHON=$PY TMPDIR=$OUT_DIR/e2e \
+      timeout -k 5 420 bash -c 'mkdir -p "$TMPDIR" && exec bash "tests/e2e/test_$0.sh"' "$t" >"$OUT_DIR/$t.log" 2>&1
+    rc=$?
+    tee -a "$LOG" <"$OUT_DIR/$t.log"
+    check "$t" "exit $rc in $((SECONDS - start)) s" "$rc"
+  done
 fi
 
 if want preflight; then

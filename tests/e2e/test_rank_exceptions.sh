@@ -90,6 +90,27 @@ test_torch_style_prefix_is_shown_once_and_named() {
   expect_contains "$err" "      RuntimeError: injected failure at step 8"
 }
 
+test_a_real_torch_rank_after_init_process_group() {
+  # The real thing: torch 2.3+ (the GPU machine's 2.11, Debian 13's 2.6)
+  # wraps sys.excepthook in init_process_group; torch 1.13 does not.
+  "$TORCH_PYTHON" -c 'import torch.distributed' 2>/dev/null || { echo "skip: no torch"; return 0; }
+  cat >real.py <<'PY'
+import os, time
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+if dist.get_rank() == 1:
+    raise ValueError("bad batch 42")
+time.sleep(60)
+PY
+  run_air --cpu-ranks 2 --python "$TORCH_PYTHON" --summary s.json real.py
+  expect_rc 1
+  expect_eq "$(rank1_error s.json)" "ValueError|bad batch 42|error_file"
+  expect_eq "$(reason s.json)" "rank 1 failed: ValueError: bad batch 42 (real.py:5)"
+  expect_eq "$(grep -c '^\[rank1\]: Traceback (most recent call last):' "$TESTDIR/stderr")" "1"
+  expect_not_contains "$err" "[rank1]: [rank1]:"
+  echo "  torch $("$TORCH_PYTHON" -c 'import torch; print(torch.__version__)'): $(grep -m1 'ValueError' "$TESTDIR/stderr")"
+}
+
 test_torch_style_prefix_in_the_output_tail_fallback() {
   # Not Python-recorded (the shim is off): the tail, read without torch's
   # prefix, still gives the exception's type.
