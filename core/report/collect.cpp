@@ -10,7 +10,6 @@
 #include <ctime>
 
 namespace air {
-namespace {} // namespace
 
 RankResult read_rank_result(const std::string& path, std::uint64_t max_bytes) {
   RankResult result;

@@ -1,14 +1,14 @@
 #pragma once
 
-// A rank's TORCHELASTIC_ERROR_FILE: what it died of, as torch's @record or
-// air-run's rank shim writes it. Read by the supervisor (the failure's
-// reason) and by the reports.
-
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
+
+// A rank's TORCHELASTIC_ERROR_FILE: what it died of, as torch's @record or
+// air-run's rank shim writes it. Read by the supervisor (the failure's
+// reason) and by the reports.
 
 namespace air {
 
