@@ -490,6 +490,9 @@ void ControlChannel::report_failure(int exit_code, int rank, const std::string& 
 void ControlChannel::local_failure(const RunOutcome& outcome) {
   // Node 0 stopping for a hang stops the others as hung, not as failed.
   hang_stop_ = options_.node_rank == 0 && outcome.status == RunOutcome::Status::hung;
+  // A lost peer's symptom is not reported while its cause may be elsewhere:
+  // a remote cause found here is kept (remote_), and settle() adopts it.
+  if (lost_peer_symptom(outcome) && remote_cause(k_lost_peer_wait)) return;
   report_failure(outcome.exit_code(), outcome.root_cause_rank, outcome.reason);
 }
 
