@@ -7,7 +7,6 @@
 #include "core/base/duration.hpp"
 #include "core/cluster/join_client.hpp"
 #include "core/cluster/join_server.hpp"
-#include "core/run/lost_peer.hpp"
 
 #include <fmt/format.h>
 
@@ -45,20 +44,6 @@ std::string one_name(const std::string& name) {
   for (char& c : out)
     if (c == ' ' || c == '\t' || c == '\n' || c == '\r') c = '_';
   return out;
-}
-
-/// How long a local failure that reports a lost peer waits for the remote
-/// cause, as the supervisor does for a local one (core/run/exits.cpp): a
-/// killed agent's connection ends within moments of its ranks' deaths.
-constexpr std::chrono::milliseconds k_lost_peer_wait{1000};
-
-/// Whether this node's failure is a lost peer's symptom: its root-cause
-/// rank's last lines say that the other side of a collective went away.
-bool lost_peer_symptom(const RunOutcome& outcome) {
-  if (outcome.status != RunOutcome::Status::failed) return false;
-  for (const auto& rank : outcome.ranks)
-    if (rank.rank == outcome.root_cause_rank) return reports_lost_peer(rank.tail);
-  return false;
 }
 
 /// Writes a failure elsewhere into this node's outcome, so it exits with that node's code.
@@ -215,6 +200,10 @@ Status ControlChannel::client_join() {
   first_attempt_ = terms.first_attempt;
   peers_.push_back(std::move(*peer));
   return ok_status();
+}
+
+bool ControlChannel::others_may_tell() const {
+  return std::any_of(peers_.begin(), peers_.end(), [](const auto& peer) { return !peer->link.closed(); });
 }
 
 std::vector<int> ControlChannel::poll_fds() const {
@@ -490,9 +479,6 @@ void ControlChannel::report_failure(int exit_code, int rank, const std::string& 
 void ControlChannel::local_failure(const RunOutcome& outcome) {
   // Node 0 stopping for a hang stops the others as hung, not as failed.
   hang_stop_ = options_.node_rank == 0 && outcome.status == RunOutcome::Status::hung;
-  // A lost peer's symptom is not reported while its cause may be elsewhere:
-  // a remote cause found here is kept (remote_), and settle() adopts it.
-  if (lost_peer_symptom(outcome) && remote_cause(k_lost_peer_wait)) return;
   report_failure(outcome.exit_code(), outcome.root_cause_rank, outcome.reason);
 }
 
@@ -555,28 +541,11 @@ void ControlChannel::settle(RunOutcome& outcome) {
   hang_round_.cancel(); // a hang diagnosis still gathering belongs to the attempt that ended
   reset_preemption();   // so does a preemption (the next attempt starts afresh)
   const bool local_ok = outcome.status == RunOutcome::Status::succeeded;
-  if (!local_ok && !outcome.remote_failure && lost_peer_symptom(outcome)) {
-    if (auto cause = remote_cause(k_lost_peer_wait)) adopt(outcome, *cause);
-  }
   if (!local_ok && !outcome.remote_failure)
     report_failure(outcome.exit_code(), outcome.root_cause_rank, outcome.reason);
   if (local_ok && remote_ && !outcome.remote_failure)
     adopt(outcome, *remote_); // taken by check() after the end
   if (local_ok && !remote_) wait_all_done(outcome);
-}
-
-std::optional<RemoteFailure> ControlChannel::remote_cause(std::chrono::milliseconds wait) {
-  if (remote_) return remote_; // read during the attempt, after the supervisor had judged its ranks
-  const auto deadline = Clock::now() + wait;
-  for (;;) {
-    if (auto failure = pump(Clock::now())) return failure;
-    const auto now = Clock::now();
-    if (now >= deadline) return std::nullopt;
-    std::vector<pollfd> fds;
-    for (const int fd : poll_fds()) fds.push_back({fd, POLLIN, 0});
-    if (fds.empty()) return std::nullopt;
-    poll_retry(fds.data(), fds.size(), poll_timeout(now, deadline));
-  }
 }
 
 void ControlChannel::wait_all_done(RunOutcome& outcome) {

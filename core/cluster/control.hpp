@@ -123,6 +123,9 @@ public:
   /// waits up to counts_wait for their `counted`, picks the job's step
   /// (pick_stop_step) and sends `stopat` to every node.
   bool job_wide_preemption() const override { return options_.num_nodes > 1; }
+  /// Any other node still connected may tell why a local rank lost its peer:
+  /// its `fail`, or its agent's closed connection (a lost node).
+  bool others_may_tell() const override;
 
 private:
   using Peer = ControlPeer;
@@ -241,13 +244,6 @@ private:
   void reset_preemption();
   /// Node 0: the nodes a round waits for: itself and every open connection's.
   std::vector<int> awaited_nodes() const;
-  /// A local failure that is only a lost peer's symptom (core/run/lost_peer.hpp)
-  /// may have its cause elsewhere: a node whose agent is gone, or a failure
-  /// another node reports. Reads the connections for up to `wait` for one,
-  /// nullopt when none comes. The supervisor's own wait ends as soon as every
-  /// local rank has ended (one rank per node: at once), often before the
-  /// closed connection is read; this wait is what names the lost node then.
-  std::optional<RemoteFailure> remote_cause(std::chrono::milliseconds wait);
   StopRound stop_round_;            ///< node 0: the job-wide preemption being decided
   bool stop_heard_ = false;         ///< others: node 0's stopat came (the first one counts)
   bool counts_asked_ = false;       ///< counts_asked() has news
