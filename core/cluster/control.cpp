@@ -202,6 +202,10 @@ Status ControlChannel::client_join() {
   return ok_status();
 }
 
+bool ControlChannel::others_may_tell() const {
+  return std::any_of(peers_.begin(), peers_.end(), [](const auto& peer) { return !peer->link.closed(); });
+}
+
 std::vector<int> ControlChannel::poll_fds() const {
   std::vector<int> fds;
   for (const auto& peer : peers_)

@@ -123,6 +123,9 @@ public:
   /// waits up to counts_wait for their `counted`, picks the job's step
   /// (pick_stop_step) and sends `stopat` to every node.
   bool job_wide_preemption() const override { return options_.num_nodes > 1; }
+  /// Any other node still connected may tell why a local rank lost its peer:
+  /// its `fail`, or its agent's closed connection (a lost node).
+  bool others_may_tell() const override;
 
 private:
   using Peer = ControlPeer;

@@ -167,6 +167,17 @@ void forget_ended(Watched& w) {
   }
 }
 
+/// Closes every fd from `first` on. The watchdog outlives air-run by up to the
+/// grace period: a socket it held (a control connection) would stay open that
+/// long, and the node at its other end would not see this one go.
+void close_fds_from(int first) {
+#ifdef SYS_close_range
+  if (::syscall(SYS_close_range, static_cast<unsigned>(first), ~0U, 0U) == 0) return;
+#endif
+  const long max_fd = ::sysconf(_SC_OPEN_MAX);
+  for (long fd = first; fd < (max_fd > 0 ? max_fd : 1024); ++fd) ::close(static_cast<int>(fd));
+}
+
 [[noreturn]] void watchdog_main(int read_fd, Watched w, std::chrono::milliseconds grace) {
   w.own_session = ::getsid(0); // air-run's, until the next line
   w.own_group = ::getpgrp();
@@ -240,21 +251,17 @@ pid_t fork_watchdog(int& write_fd, const std::string& cgroup_dir, std::chrono::m
     return -1;
   }
   if (pid == 0) {
-    // Only the pipe's read end (as fd 3), the events socket (as fd 4) and
-    // /dev/null on 0-2: holding one of air-run's fds (its stdout pipe, a
-    // socket) would keep it open past air-run.
+    // Only the pipe's read end (as fd 3), the events socket (as fd 4, when
+    // there is one) and /dev/null on 0-2: holding one of air-run's fds (its
+    // stdout pipe, a socket) would keep it open past air-run.
     const int keep = ::fcntl(fds[0], F_DUPFD_CLOEXEC, 10);
     const int keep_events = events_fd >= 0 ? ::fcntl(events_fd, F_DUPFD_CLOEXEC, 10) : -1;
     if (keep < 0 || ::dup2(null_fd, 0) < 0 || ::dup2(null_fd, 1) < 0 || ::dup2(null_fd, 2) < 0) _exit(1);
     if (::dup2(keep, 3) < 0) _exit(1);
     watched.events_fd = keep_events >= 0 && ::dup2(keep_events, 4) == 4 ? 4 : -1;
-#ifdef SYS_close_range
-    if (::syscall(SYS_close_range, 5U, ~0U, 0U) != 0)
-#endif
-    {
-      const long max_fd = ::sysconf(_SC_OPEN_MAX);
-      for (long fd = 5; fd < (max_fd > 0 ? max_fd : 1024); ++fd) ::close(static_cast<int>(fd));
-    }
+    // Without an events socket, fd 4 is still whatever air-run had there
+    // (often a control connection): it goes too.
+    close_fds_from(watched.events_fd == 4 ? 5 : 4);
     watchdog_main(3, std::move(watched), grace);
   }
   ::close(fds[0]);

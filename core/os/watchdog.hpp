@@ -27,9 +27,10 @@ inline constexpr std::int32_t k_watch_group_gone = 6;
 
 /// Forks the watchdog: a process in a session of its own (so neither the
 /// terminal's Ctrl-C nor a signal to a rank's group reaches it), stdio on
-/// /dev/null and no other fd than the read end of a pipe, whose close-on-exec
-/// nonblocking write end is returned in `write_fd` (-1 on failure, with the
-/// result -1).
+/// /dev/null and no other fd than the read end of a pipe and its own copy of
+/// `events_fd` (none of air-run's: a control connection it held would outlive
+/// air-run). The pipe's close-on-exec nonblocking write end is returned in
+/// `write_fd` (-1 on failure, with the result -1).
 ///
 /// It reads records until the pipe closes. After k_watch_end it just exits.
 /// If the pipe closes without one, air-run died: the watchdog sends SIGTERM to

@@ -150,8 +150,9 @@ bool Exits::fail(const RankState& r, std::string reason, bool lost_peer, Clock::
   return true;
 }
 
-bool Exits::settle_due(Clock::time_point now) const {
-  return settle_deadline_ && (now >= *settle_deadline_ || ranks_.all_ended());
+bool Exits::settle_due(Clock::time_point now, bool others_may_tell) const {
+  // One rank per node ends at once; its peer's node may yet say why.
+  return settle_deadline_ && (now >= *settle_deadline_ || (ranks_.all_ended() && !others_may_tell));
 }
 
 } // namespace air

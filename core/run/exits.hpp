@@ -50,8 +50,9 @@ public:
   bool settling() const { return settle_deadline_.has_value(); }
   std::optional<Clock::time_point> settle_deadline() const { return settle_deadline_; }
   /// Whether the wait for the lost peer's cause is over: its deadline has
-  /// passed or every rank has ended.
-  bool settle_due(Clock::time_point now) const;
+  /// passed, or every rank has ended and no other node may tell the cause
+  /// (`others_may_tell`: SupervisorHooks::others_may_tell).
+  bool settle_due(Clock::time_point now, bool others_may_tell = false) const;
   /// The teardown began: the provisional cause is final.
   void settled() { settle_deadline_.reset(); }
 

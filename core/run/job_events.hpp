@@ -105,6 +105,12 @@ public:
   /// preemption signal here goes to node 0 (NodeEvent::preempted) and this
   /// node stops at the step JobEvent::stop hands back. The default is one node's.
   virtual bool job_wide_preemption() const { return false; }
+  /// Whether another node may still tell the cause of a local rank's lost
+  /// peer: then the wait for it (core/run/exits.hpp) runs to its deadline even
+  /// when every local rank has ended, since the cause (a node's `fail`, its
+  /// agent's closed connection) comes on the control connections, not from a
+  /// local rank. The default is one node's: no.
+  virtual bool others_may_tell() const { return false; }
 };
 
 } // namespace air

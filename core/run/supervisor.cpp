@@ -477,7 +477,7 @@ void Supervisor::fail(RankState& r, std::string reason, bool lost_peer) {
 
 void Supervisor::check_deadlines() {
   const auto now = Clock::now();
-  if (exits_.settle_due(now)) begin_teardown(SIGTERM);
+  if (exits_.settle_due(now, hooks_ != nullptr && hooks_->others_may_tell())) begin_teardown(SIGTERM);
   if (!teardown_.active() && out_.status == RunOutcome::Status::succeeded && timeout_deadline_ &&
       now >= *timeout_deadline_) {
     out_.status = RunOutcome::Status::timed_out;

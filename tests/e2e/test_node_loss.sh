@@ -75,4 +75,42 @@ test_with_a_fixed_node_count_a_lost_node_still_ends_the_run() {
   wait
 }
 
+# A real gloo job on two nodes (--nnodes 1:2) whose node 1 agent alone is
+# killed: its rank dies with it, rank 0's collective fails with "Connection
+# closed by peer", and one rank per node means every local rank has ended at
+# once. The attempt's cause is still the lost node, not rank 0.
+test_a_lost_node_is_named_not_the_rank_that_lost_its_peer() {
+  PORT=$(free_port)
+  cat >gloo_job.py <<'PY'
+import os, time, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.ones(1)
+if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0":
+    open("ready." + os.environ["AGENT"], "w").close()
+    while True:
+        dist.all_reduce(t)
+        time.sleep(0.05)
+dist.all_reduce(t)
+print("finished at world size", dist.get_world_size())
+PY
+  local args=(--nnodes 1:2 --max-restarts 2 --cpu-ranks 1 --grace-period 2s --timeout 2m
+    --python /usr/bin/python3 gloo_job.py)
+  start_agent a "${args[@]}"
+  wait_for "port_listening $PORT" 10 || fail "agent a never listened on $PORT"
+  start_agent b "${args[@]}"
+  wait_for "[ -f ready.a ] && [ -f ready.b ]" 60 || fail "attempt 0 did not start on 2 nodes: $(tail -5 a.err)"
+  kill -KILL "$(cat b.pid)" # the agent only: its rank dies with it
+  wait_for "[ -f a.rc ]" 90 || fail "agent a did not finish: $(tail -5 a.err)"
+  expect_eq "$(cat a.rc)" 0
+  expect_contains "$(cat a.out)" "finished at world size 1"
+  local attempt0
+  attempt0=$(/usr/bin/python3 -c 'import json,sys; a = json.load(open(sys.argv[1]))["outcome"]["attempts"][0]; print(a["reason"]); print("remote node", (a["remote_failure"] or {}).get("node_rank"))' a.json)
+  expect_contains "$attempt0" "node 1"
+  expect_contains "$attempt0" "its agent closed the control connection"
+  expect_not_contains "$attempt0" "rank 0 exited"
+  expect_contains "$attempt0" "remote node 1"
+  expect_contains "$(grep 'restarting the worker group' a.err)" "after stopped because node 1"
+  wait
+}
+
 run_tests

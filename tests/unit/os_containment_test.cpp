@@ -4,6 +4,7 @@
 #include "core/os/proc_events.hpp"
 #include "core/os/proc_table.hpp"
 #include "core/os/run_cgroup.hpp"
+#include "core/os/watchdog.hpp"
 #include "core/run/supervisor.hpp"
 #include "tests/unit/catch.hpp"
 
@@ -134,6 +135,39 @@ TEST_CASE("proc_events: a fork and its exit are told as they happen", "[containm
   }
   CHECK(forked);
   CHECK(exited);
+}
+
+// Its fds 0-4 are the ones it replaces: fd 4 was kept as it was when there
+// was no events socket to put there, and a control connection on fd 4 then
+// stayed open until the watchdog ended (the other node saw it close seconds late).
+TEST_CASE("watchdog: keeps none of air-run's fds, fd 4 included, without an events socket",
+          "[containment][watchdog]") {
+  const int saved = ::fcntl(4, F_DUPFD_CLOEXEC, 10); // what the test runner has on fd 4 (-1: nothing)
+  int ends[2];
+  REQUIRE(::pipe2(ends, O_CLOEXEC) == 0);
+  const int read_end = ::fcntl(ends[0], F_DUPFD_CLOEXEC, 10);
+  ::close(ends[0]);
+  REQUIRE(::dup2(ends[1], 4) == 4); // the only write end: fd 4, as a control connection may be
+  if (ends[1] != 4) ::close(ends[1]);
+  int write_fd = -1;
+  const pid_t watchdog = air::fork_watchdog(write_fd, "", std::chrono::milliseconds(100), -1);
+  if (saved >= 0) {
+    ::dup2(saved, 4);
+    ::close(saved);
+  } else {
+    ::close(4);
+  }
+  REQUIRE(watchdog > 0);
+  // The pipe ends once no process holds its write end: not even the watchdog.
+  pollfd p{read_end, POLLIN, 0};
+  CHECK(::poll(&p, 1, 5'000) == 1);
+  CHECK((p.revents & POLLHUP) != 0);
+  const air::WatchdogRecord end{air::k_watch_end, 0, 0};
+  CHECK(::write(write_fd, &end, sizeof(end)) == static_cast<ssize_t>(sizeof(end)));
+  ::close(write_fd);
+  ::close(read_end);
+  int status = 0;
+  CHECK(::waitpid(watchdog, &status, 0) == watchdog);
 }
 
 TEST_CASE("run_cgroup: own cgroup v2 directory from mountinfo and /proc/self/cgroup", "[containment]") {

@@ -38,3 +38,17 @@ TEST_CASE("exits: a lost peer waits for its cause, which becomes the root cause"
   CHECK(out.root_cause_rank == 2);
   ranks.forget(ranks[2]);
 }
+
+TEST_CASE("exits: with every rank ended, the wait runs on only while other nodes may tell the cause",
+          "[exits]") {
+  const air::LaunchPlan plan = air::test::bare_plan(1);
+  air::RunOutcome out;
+  air::RankTable ranks(plan, air::ConsoleOptions{}, out);
+  air::Exits exits(ranks, out);
+  const auto t0 = Clock::now();
+  CHECK_FALSE(exits.fail(ranks[0], "rank 0 exited with 1", true, t0)); // its only rank lost its peer
+  REQUIRE(ranks.all_ended());
+  CHECK(exits.settle_due(t0));                     // one node: no one else can say why
+  CHECK_FALSE(exits.settle_due(t0 + 999ms, true)); // another node's word (or loss) may come
+  CHECK(exits.settle_due(t0 + 1s, true));
+}

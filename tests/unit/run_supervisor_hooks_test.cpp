@@ -85,7 +85,10 @@ public:
     return {};
   }
 
+  bool others_may_tell() const override { return others; }
+
   std::optional<Clock::time_point> wake_at;
+  bool others = false; ///< whether another node may still tell a lost peer's cause
   int checks = 0;
   int deadline_wakeups = 0;
   int local_failures = 0;
@@ -182,6 +185,33 @@ TEST_CASE("a remote failure outranks a local rank that only lost its peer", "[su
   CHECK(out.ranks[0].status.code == 1);
   CHECK(out.ranks[1].stopped_by_air_run);
   CHECK(hooks.local_failures == 0); // a symptom of node 1's failure is not news to node 1
+}
+
+// One rank per node: its end ends every local rank at once, but the cause (a
+// lost node's closed connection, its `fail`) comes from the job.
+TEST_CASE("a lone rank that lost its peer waits for another node's word", "[supervisor][hooks]") {
+  auto plan = plan_of({{"/bin/sh", "-c", "echo 'RuntimeError: Connection closed by peer' >&2; exit 1"}});
+  plan.tail_lines = 10;
+  PipeHooks hooks;
+  hooks.others = true;
+  hooks.wake_at = Clock::now() + 600ms; // after the rank's end, within the 1 s wait
+  const air::RunOutcome out = air::supervise(plan, quiet(), &hooks);
+  REQUIRE(out.remote_failure.has_value());
+  CHECK(out.root_cause_rank == -1);
+  CHECK(out.reason == "stopped because node 1 (beta) failed: rank 3 exited with exit code 5");
+  CHECK(hooks.local_failures == 0);
+}
+
+TEST_CASE("a lone rank that lost its peer is the cause when no other node can tell", "[supervisor][hooks]") {
+  auto plan = plan_of({{"/bin/sh", "-c", "echo 'RuntimeError: Connection closed by peer' >&2; exit 1"}});
+  plan.tail_lines = 10;
+  PipeHooks hooks; // others: false, as for one node
+  const auto start = Clock::now();
+  const air::RunOutcome out = air::supervise(plan, quiet(), &hooks);
+  CHECK(Clock::now() - start < 900ms); // no wait: every rank has ended
+  CHECK_FALSE(out.remote_failure.has_value());
+  CHECK(out.root_cause_rank == 0);
+  CHECK(hooks.local_failures == 1);
 }
 
 TEST_CASE("without a failure the hooks are only polled", "[supervisor][hooks]") {
