@@ -84,6 +84,7 @@ void Preemption::stop_polling_ranks(int sig, std::uint64_t stop_step, Clock::dur
   for (auto& r : ranks_) {
     if (!r.running() || r.teardown_signal != 0) continue;
     r.teardown_signal = sig;
+    progress_.mark_tearing_down(r.index); // ours: a shim must not defer it
     signal_group(r.pid, sig);
     report.signalled_ranks.push_back(r.plan->rank);
   }
