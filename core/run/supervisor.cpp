@@ -553,6 +553,7 @@ void Supervisor::finalize() {
   say_lost_progress();
   for (auto& r : ranks_)
     if (progress_.reading(r.index).attached) out_.ranks[r.index].steps = progress_.reading(r.index).steps;
+  settle_preemption(out_);
   stragglers_.finish(progress_);
   out_.stragglers = progress_.stragglers();
   // Bounded: a console nobody reads must not keep air-run from reporting.
