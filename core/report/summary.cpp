@@ -172,6 +172,7 @@ Json preemption_json(const std::optional<PreemptionReport>& p) {
   out["signal"] = signal_name(p->signal);
   out["stop_step"] = p->stop_step > 0 ? Json(p->stop_step) : Json(nullptr);
   out["asked_ranks"] = p->polling_ranks;
+  out["stopped_ranks"] = p->stopped_ranks;
   out["signalled_ranks"] = p->signalled_ranks;
   out["deadline_s"] = seconds(p->deadline_s);
   out["checkpoint"] = string_or_null(p->checkpoint);

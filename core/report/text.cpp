@@ -46,6 +46,21 @@ void append_indented_tail(std::string& out, const std::string& text, int max_lin
   for (std::size_t i = first; i < lines.size(); ++i) out += "      " + lines[i] + "\n";
 }
 
+/// Whether rank `r` was asked to stop at the preemption's step.
+bool asked_to_stop(const RunOutcome& o, const RankOutcome& r) {
+  if (!o.preemption) return false;
+  const std::vector<int>& asked = o.preemption->polling_ranks;
+  return std::find(asked.begin(), asked.end(), r.rank) != asked.end();
+}
+
+/// Whether the preemption's lines say how rank `r` ended: asked to stop,
+/// it ended otherwise than at the step (and not by the grace period's
+/// SIGKILL, which has its own line). Such a rank is no root cause.
+bool missed_stop_step(const RunOutcome& o, const RankOutcome& r) {
+  return asked_to_stop(o, r) && !r.killed && r.status.kind != ExitStatus::Kind::not_exited &&
+         !stopped_at_stop_step(r, o.preemption->stop_step);
+}
+
 // The root cause is the supervisor's choice; without one (e.g. launch failed)
 // the first failed rank by observed end order stands in.
 const RankOutcome* find_root_cause(const RunOutcome& o) {
@@ -54,7 +69,7 @@ const RankOutcome* find_root_cause(const RunOutcome& o) {
     if (r.rank == o.root_cause_rank) return &r;
   }
   for (const RankOutcome& r : o.ranks) {
-    if (!rank_failed(r)) continue;
+    if (!rank_failed(r) || missed_stop_step(o, r)) continue;
     if (best == nullptr || (r.end_order != 0 && (best->end_order == 0 || r.end_order < best->end_order))) {
       best = &r;
     }
@@ -130,6 +145,51 @@ bool import_failed(const RankOutcome& r, const std::optional<RankError>* err) {
   return std::any_of(r.tail.begin(), r.tail.end(), [&](const std::string& line) { return names_it(line); });
 }
 
+/// "rank 0 did not stop at step 37: killed by SIGTERM at step 36, a signal
+/// air-run did not send": what ended a rank that was asked to stop, told
+/// apart from the stop it was asked for.
+std::string missed_stop_line(const RankOutcome& r, std::uint64_t stop_step) {
+  std::string out = "  rank " + std::to_string(r.rank) + " did not stop" +
+                    (stop_step > 0 ? " at step " + std::to_string(stop_step) : std::string()) + ": ";
+  const std::string at = r.steps ? " at step " + std::to_string(*r.steps) : std::string();
+  if (r.oom_killed) return out + "killed by the OOM killer" + at + "\n";
+  if (r.status.kind == ExitStatus::Kind::signaled)
+    return out + "killed by " + signal_name(r.status.signal) + at + ", a signal air-run did not send\n";
+  if (r.status.success()) return out + "exited 0" + at + ", before the stop step\n";
+  return out + "exited with " + r.status.describe() + at + "\n";
+}
+
+/// The preemption's lines: who was asked to stop where, who stopped there,
+/// who ended otherwise, who got the signal at once, and what was saved.
+std::string format_preemption(const RunOutcome& o) {
+  const PreemptionReport& p = *o.preemption;
+  const std::string step = p.stop_step > 0 ? " at step " + std::to_string(p.stop_step) : std::string();
+  const auto ranks = [](const std::vector<int>& r) {
+    return (r.size() == 1 ? "rank " : "ranks ") + join_ranks(r);
+  };
+  std::string out;
+  if (!p.polling_ranks.empty())
+    out += "  asked to stop" + step + " (air.should_stop()): " + ranks(p.polling_ranks) + "\n";
+  if (!p.stopped_ranks.empty()) out += "  stopped" + step + ": " + ranks(p.stopped_ranks) + "\n";
+  for (const RankOutcome& r : o.ranks)
+    if (missed_stop_step(o, r)) out += missed_stop_line(r, p.stop_step);
+  if (!p.signalled_ranks.empty())
+    out += "  sent " + signal_name(p.signal) +
+           " at once (never asked air.should_stop()): " + ranks(p.signalled_ranks) + "\n";
+  if (!p.checkpoint.empty()) out += "  latest checkpoint: " + p.checkpoint + "\n";
+  if (p.job_wide)
+    out += "  the stop step is the job's, picked by node 0 for every node (the signal reached node " +
+           std::to_string(p.signal_node) + " first)" +
+           (p.missing_nodes.empty()
+                ? std::string()
+                : std::string(p.missing_nodes.size() == 1 ? "; without node " : "; without nodes ") +
+                      join_ranks(p.missing_nodes) + ", which sent no step count") +
+           "\n";
+  if (p.fallback)
+    out += "  node 0 did not pick a stop step in time: this node's own, which other nodes may not share\n";
+  return out;
+}
+
 } // namespace
 
 std::string format_warnings(const RunOutcome& o) {
@@ -173,28 +233,7 @@ std::string format_report(const RunReport& report, bool color) {
   if (!o.reason.empty()) out += ": " + o.reason;
   out += "\n" + format_attempts(o, report.plan.max_restarts);
   if (o.status == RunOutcome::Status::hung && o.hang) out += "  hang: " + o.hang->diagnosis.line + "\n";
-  if (o.preemption) {
-    const PreemptionReport& p = *o.preemption;
-    if (!p.polling_ranks.empty())
-      out += "  asked to stop" +
-             (p.stop_step > 0 ? " at step " + std::to_string(p.stop_step) : std::string()) +
-             " (air.should_stop()): " + (p.polling_ranks.size() == 1 ? "rank " : "ranks ") +
-             join_ranks(p.polling_ranks) + "\n";
-    if (!p.signalled_ranks.empty())
-      out += "  sent " + signal_name(p.signal) + " at once (never asked air.should_stop()): " +
-             (p.signalled_ranks.size() == 1 ? "rank " : "ranks ") + join_ranks(p.signalled_ranks) + "\n";
-    if (!p.checkpoint.empty()) out += "  latest checkpoint: " + p.checkpoint + "\n";
-    if (p.job_wide)
-      out += "  the stop step is the job's, picked by node 0 for every node (the signal reached node " +
-             std::to_string(p.signal_node) + " first)" +
-             (p.missing_nodes.empty()
-                  ? std::string()
-                  : std::string(p.missing_nodes.size() == 1 ? "; without node " : "; without nodes ") +
-                        join_ranks(p.missing_nodes) + ", which sent no step count") +
-             "\n";
-    if (p.fallback)
-      out += "  node 0 did not pick a stop step in time: this node's own, which other nodes may not share\n";
-  }
+  if (o.preemption) out += format_preemption(o);
 
   const RankOutcome* root = find_root_cause(o);
   if (root != nullptr) {
@@ -229,7 +268,7 @@ std::string format_report(const RunReport& report, bool color) {
   for (std::size_t i = 0; i < o.ranks.size(); ++i) {
     const RankOutcome& r = o.ranks[i];
     if (r.stopped_by_air_run && r.spawn_error.empty()) stopped.push_back(r.rank);
-    if (&r == root || !rank_failed(r)) continue;
+    if (&r == root || !rank_failed(r) || missed_stop_step(o, r)) continue;
     out += "  also failed: " + rank_label(r) + ": " + describe_rank_end(r);
     if (i < report.errors.size() && report.errors[i] &&
         report.errors[i]->source == RankError::Source::error_file) {

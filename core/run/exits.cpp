@@ -88,9 +88,13 @@ bool Exits::reap_one(RankState& r, std::vector<RankState*>& ended, StdinRelay& s
   // ended every rank still running, whatever it exits with (Python turns
   // SIGINT into KeyboardInterrupt and exits 1; a peer then loses its
   // connection and fails too).
-  o.stopped_by_air_run = out_.status == RunOutcome::Status::interrupted
-                             ? r.teardown_signal != 0
-                             : ended_by_teardown_signal(o.status, r.teardown_signal);
+  // A rank asked to stop at a step was sent no signal: exiting 0 is
+  // stopping when asked; dying of a SIGTERM is someone else's doing (a
+  // scheduler that signals every process), not air-run's.
+  o.stopped_by_air_run =
+      out_.status == RunOutcome::Status::interrupted
+          ? r.teardown_signal != 0
+          : ended_by_teardown_signal(o.status, r.teardown_signal) || (r.asked_to_stop && o.status.success());
   if (o.killed && !(o.status.kind == ExitStatus::Kind::signaled && o.status.signal == SIGKILL))
     o.killed = false;
   ended.push_back(&r);

@@ -1,5 +1,6 @@
 #include "core/run/outcome.hpp"
 
+#include <algorithm>
 #include <csignal>
 
 namespace air {
@@ -67,6 +68,25 @@ bool ended_by_teardown_signal(const ExitStatus& status, int sent_signal) {
     return true; // reaped elsewhere: nothing says otherwise
   }
   return false;
+}
+
+bool stopped_at_stop_step(const RankOutcome& r, std::uint64_t stop_step) {
+  return r.status.success() && (stop_step == 0 || r.steps.value_or(0) >= stop_step);
+}
+
+void settle_preemption(RunOutcome& o) {
+  if (!o.preemption) return;
+  PreemptionReport& p = *o.preemption;
+  p.stopped_ranks.clear();
+  for (RankOutcome& r : o.ranks) {
+    const bool asked =
+        std::find(p.polling_ranks.begin(), p.polling_ranks.end(), r.rank) != p.polling_ranks.end();
+    if (!asked) continue;
+    if (stopped_at_stop_step(r, p.stop_step))
+      p.stopped_ranks.push_back(r.rank);
+    else if (r.status.success())
+      r.stopped_by_air_run = false;
+  }
 }
 
 std::string remote_failure_reason(const RemoteFailure& f) {

@@ -79,7 +79,17 @@ struct PreemptionReport {
   std::vector<int> missing_nodes; ///< job_wide, on node 0: nodes whose step counts did not come in time
   /// Node 0 did not answer in time: the step is this node's own.
   bool fallback = false;
+  /// Once the ranks ended: those of polling_ranks that stopped at the stop
+  /// step (stopped_at_stop_step). The others ended otherwise, and their
+  /// RankOutcome says how: a signal air-run did not send (a scheduler that
+  /// signals every process), an error, SIGKILL after the grace period.
+  std::vector<int> stopped_ranks;
 };
+
+/// Whether rank `r`, asked to stop at `stop_step` (0: at its next
+/// air.should_stop()), stopped there: it exited 0 having counted that many
+/// steps. Pure.
+bool stopped_at_stop_step(const RankOutcome& r, std::uint64_t stop_step);
 
 /// Whether a rank that air-run signalled (`sent_signal`: SIGTERM, SIGINT or
 /// SIGHUP during a teardown, SIGKILL after the grace period) ended because of
@@ -172,6 +182,11 @@ struct RunOutcome {
   /// 126/127, 128+N; after a remote failure, the failing node's code.
   int exit_code() const;
 };
+
+/// Once the ranks have ended, fills `o.preemption->stopped_ranks` (when
+/// set); an asked rank that exited 0 before the step ended on its own, not
+/// stopped by air-run. Pure.
+void settle_preemption(RunOutcome& o);
 
 /// The status's name in the JSON summary, JUnit and annotations: "timed_out".
 std::string_view to_string(RunOutcome::Status status);

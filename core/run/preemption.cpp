@@ -75,15 +75,16 @@ void Preemption::stop_polling_ranks(int sig, std::uint64_t stop_step, Clock::dur
   for (auto& r : ranks_) {
     if (!r.running() || !progress_.reading(r.index).polls_stop) continue;
     progress_.request_stop(r.index, stop_step, deadline_ns);
-    r.teardown_signal = sig;
+    r.asked_to_stop = true;
     report.polling_ranks.push_back(r.plan->rank);
     const std::uint64_t steps = progress_.reading(r.index).steps;
     if (stop_step > 0 && steps >= stop_step)
       passed.push_back("rank " + std::to_string(r.plan->rank) + " is at step " + std::to_string(steps));
   }
   for (auto& r : ranks_) {
-    if (!r.running() || r.teardown_signal != 0) continue;
+    if (!r.running() || r.asked_to_stop || r.teardown_signal != 0) continue;
     r.teardown_signal = sig;
+    progress_.mark_tearing_down(r.index); // ours: a shim must not defer it
     signal_group(r.pid, sig);
     report.signalled_ranks.push_back(r.plan->rank);
   }

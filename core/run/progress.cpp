@@ -112,6 +112,10 @@ void ProgressFile::request_stop(std::uint64_t stop_step, std::int64_t deadline_r
   store(S::stop_requested, 1); // last: the rank reads the flag first
 }
 
+void ProgressFile::mark_tearing_down() {
+  if (fd_) store(progress_slot::tearing_down, 1);
+}
+
 std::uint64_t ProgressFile::request_flight_recorder() {
   if (!fd_) return 0;
   const std::uint64_t next = load(progress_slot::fr_request) + 1;

@@ -72,6 +72,10 @@ public:
   ProgressReading read() const;
   /// Asks the rank to stop once its step count reaches `stop_step`.
   void request_stop(std::uint64_t stop_step, std::int64_t deadline_realtime_ns);
+  /// Says that air-run is about to signal the rank itself (a teardown):
+  /// the rank's shim then lets that SIGTERM through instead of deferring it
+  /// to a stop step (core/run/python/air_run_progress.py, _AirRunSigterm).
+  void mark_tearing_down();
   /// Asks the rank for a Flight Recorder dump; returns the request number.
   std::uint64_t request_flight_recorder();
 

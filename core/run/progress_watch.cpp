@@ -82,6 +82,10 @@ void ProgressWatch::request_stop(std::size_t index, std::uint64_t stop_step,
   files_[index].request_stop(stop_step, deadline_realtime_ns);
 }
 
+void ProgressWatch::mark_all_tearing_down() {
+  for (auto& f : files_) f.mark_tearing_down();
+}
+
 void ProgressWatch::request_flight_recorder() {
   for (std::size_t i = 0; i < files_.size(); ++i) fr_asked_[i] = files_[i].request_flight_recorder();
 }

@@ -53,6 +53,12 @@ public:
   /// has made `stop_step` steps, before `deadline_realtime_ns`.
   void request_stop(std::size_t index, std::uint64_t stop_step, std::int64_t deadline_realtime_ns);
 
+  /// Marks rank `index`'s page before air-run signals the rank itself, so
+  /// that its shim never defers that signal (ProgressFile::mark_tearing_down).
+  void mark_tearing_down(std::size_t index) { files_[index].mark_tearing_down(); }
+  /// The same for every rank: a teardown is about to signal them all.
+  void mark_all_tearing_down();
+
   /// Asks every mapped rank for a Flight Recorder dump.
   void request_flight_recorder();
   /// Whether every rank that runs a Flight Recorder dumper has answered the

@@ -54,6 +54,11 @@ struct RankState {
   /// The first teardown signal air-run sent it while it was running, 0 if
   /// none: its exit status then tells whether that signal ended it.
   int teardown_signal = 0;
+  /// Preemption asked it, through its page, to stop at a step (it calls
+  /// air.should_stop()): no signal went out, so it stopped when it exits 0
+  /// (or dies of air-run's SIGKILL at the deadline), not when it dies of a
+  /// SIGTERM someone else sent.
+  bool asked_to_stop = false;
 
   /// Started and not reaped yet.
   bool running() const { return spawned && !reaped; }

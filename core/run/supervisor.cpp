@@ -503,6 +503,9 @@ void Supervisor::check_stacks(Clock::time_point now) {
 void Supervisor::begin_teardown(int sig) {
   if (teardown_.active()) return;
   exits_.settled();
+  // Before the signal: a rank that polls air.should_stop() defers a SIGTERM
+  // it cannot tell from a scheduler's, unless its page says it is ours.
+  progress_.mark_all_tearing_down();
   teardown_.begin(sig, ranks_, containment_.get(), Clock::now());
 }
 
@@ -550,6 +553,7 @@ void Supervisor::finalize() {
   say_lost_progress();
   for (auto& r : ranks_)
     if (progress_.reading(r.index).attached) out_.ranks[r.index].steps = progress_.reading(r.index).steps;
+  settle_preemption(out_);
   stragglers_.finish(progress_);
   out_.stragglers = progress_.stragglers();
   // Bounded: a console nobody reads must not keep air-run from reporting.

@@ -29,7 +29,10 @@ def should_stop():
     chose for every rank: the same step on all of them, so each saves a
     checkpoint of the same step. Cheap enough to call every step. A rank that
     calls it is no longer sent SIGTERM at once on preemption: it must save
-    and exit before ``stop_deadline()``."""
+    and exit before ``stop_deadline()``. Its first call (on the main thread)
+    also defers a SIGTERM sent to the rank itself, as Slurm sends it to every
+    process, to that stop step, unless the program set a SIGTERM handler of
+    its own (docs/preemption.md)."""
     progress = _progress()
     return progress is not None and progress.should_stop()
 

@@ -47,7 +47,10 @@ def progress(rank_python, tmp_path):
     import air_run_progress
 
     page = bytearray(4096)
-    return air_run_progress._AirRunProgress(page, str(tmp_path / "rank0.progress")), page
+    # should_stop() installs the shim's SIGTERM handler: not pytest's for good.
+    handler = signal.getsignal(signal.SIGTERM)
+    yield air_run_progress._AirRunProgress(page, str(tmp_path / "rank0.progress")), page
+    signal.signal(signal.SIGTERM, handler)
 
 
 def test_slots_agree_with_the_generated_cpp_header(rank_python):
@@ -56,7 +59,7 @@ def test_slots_agree_with_the_generated_cpp_header(rank_python):
     page, slots, names = cpp_layout(rank_python)
     assert page == air_run_slots._AIR_PAGE_BYTES == 4096
     py_names = table_names()
-    assert set(py_names) == set(slots) and len(slots) == 16
+    assert set(py_names) == set(slots) and len(slots) == 17
     for cxx, index in slots.items():
         assert getattr(air_run_slots, py_names[cxx]) == index, cxx
     assert sorted(slots.values()) == list(range(len(slots)))  # distinct, none left out
@@ -226,3 +229,117 @@ def test_a_torch_without_libuv_gets_the_classic_store(rank_python):
     air_run_patches._air_run_patch_rendezvous(other, None)
     with pytest.raises(RuntimeError, match="address in use"):
         other._create_c10d_store("h", 1, 0, 2, 30, True)
+
+
+# A rank's SIGTERM during the stop protocol (_AirRunSigterm): each case runs
+# in a Python of its own, on a page in memory, with the wait for a stop
+# request cut to 0.5 s.
+SIGTERM_PRELUDE = """\
+import os, signal, struct, sys, threading, time
+sys.path[:0] = %r
+import air_run_progress, air_run_slots as s
+page = bytearray(4096)
+p = air_run_progress._AirRunProgress(page, "unused")
+p.sigterm.WAIT_S = 0.5
+def slot(index, value):
+    struct.pack_into("<Q", page, 8 * index, value)
+def sigterm():
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(0.05)  # the handler runs between bytecodes
+"""
+
+
+def run_sigterm_case(body):
+    script = SIGTERM_PRELUDE % (rank_python_path(),) + textwrap.dedent(body)
+    return run_python(["-c", script], timeout=60)
+
+
+def test_a_polling_rank_defers_sigterm_to_the_stop_step():
+    out = run_sigterm_case("""\
+        assert not p.should_stop() and p.sigterm.armed
+        sigterm()
+        assert p.sigterm.deferred and not p.should_stop()
+        slot(s._AIR_SLOT_STOP_STEP, 2)
+        slot(s._AIR_SLOT_STOP_REQUESTED, 1)  # air-run got the signal too
+        p.count("opt", 1)
+        time.sleep(1)  # past the wait: the request keeps the rank alive
+        assert not p.should_stop()
+        p.count("opt", 2)
+        assert p.should_stop()
+        print("stopped at", p.steps)
+        """)
+    assert out.returncode == 0, out.stderr
+    assert "stopped at 2" in out.stdout
+
+
+def test_a_sigterm_air_run_never_got_ends_the_rank_after_the_wait():
+    out = run_sigterm_case("""\
+        p.should_stop()
+        began = time.monotonic()
+        sigterm()
+        print("deferred", flush=True)
+        time.sleep(10)
+        print("alive after", time.monotonic() - began)
+        """)
+    assert out.returncode == -signal.SIGTERM, (out.stdout, out.stderr)
+    assert "deferred" in out.stdout and "alive" not in out.stdout
+
+
+@pytest.mark.parametrize("case", ["tearing_down", "second", "not_polled"])
+def test_sigterm_goes_through_at_once(case):
+    # air-run's own teardown marks the page first; a second SIGTERM means
+    # "now"; a rank that never asked should_stop() has no handler at all.
+    body = {
+        "tearing_down": "p.should_stop()\nslot(s._AIR_SLOT_TEARING_DOWN, 1)\nsigterm()\n",
+        "second": "p.should_stop()\nsigterm()\nprint('deferred', flush=True)\nsigterm()\n",
+        "not_polled": "sigterm()\n",
+    }[case]
+    out = run_sigterm_case(body + "time.sleep(0.2)\nprint('alive')\n")
+    assert out.returncode == -signal.SIGTERM, (out.stdout, out.stderr)
+    assert "alive" not in out.stdout
+    assert ("deferred" in out.stdout) == (case == "second")
+
+
+def test_a_forked_child_dies_of_sigterm_as_before():
+    # A DataLoader worker forked from the rank inherits the handler, not the protocol.
+    out = run_sigterm_case("""\
+        p.should_stop()
+        child = os.fork()
+        if child == 0:
+            sigterm()
+            time.sleep(0.2)
+            os._exit(0)
+        _, status = os.waitpid(child, 0)
+        print("child", os.WTERMSIG(status) if os.WIFSIGNALED(status) else "exited")
+        """)
+    assert out.returncode == 0, out.stderr
+    assert "child %d" % signal.SIGTERM in out.stdout
+
+
+def test_a_program_s_own_sigterm_handler_is_left_alone():
+    out = run_sigterm_case("""\
+        def own(*_):
+            print("own handler", flush=True)
+        signal.signal(signal.SIGTERM, own)
+        p.should_stop()
+        assert not p.sigterm.armed and signal.getsignal(signal.SIGTERM) is own
+        sigterm()
+        """)
+    assert out.returncode == 0, out.stderr
+    assert "own handler" in out.stdout
+
+
+def test_the_handler_waits_for_a_should_stop_on_the_main_thread():
+    # Only the main thread may set a handler: a first question from another
+    # thread arms nothing, the next one from the main thread does.
+    out = run_sigterm_case("""\
+        t = threading.Thread(target=p.should_stop)
+        t.start()
+        t.join()
+        assert not p.sigterm.armed and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+        p.should_stop()
+        assert p.sigterm.armed
+        print("armed")
+        """)
+    assert out.returncode == 0, out.stderr
+    assert "armed" in out.stdout

@@ -319,6 +319,17 @@ PY
   expect_eq "$(json_get summary.json 'd["outcome"]["status"]')" "interrupted"
 }
 
+# descendants PID...: every process below each PID (children by pgrep -P, recursively).
+descendants() {
+  local pid child
+  for pid in "$@"; do
+    for child in $(pgrep -P "$pid"); do
+      echo "$child"
+      descendants "$child"
+    done
+  done
+}
+
 # Two nodes of two ranks each (global ranks 0..3), stepping at different
 # speeds (node 0's faster: 50 and 33 steps a second, node 1's 25 and 20), each
 # rank writing the step it stopped at to stoppedRANK.
@@ -422,6 +433,20 @@ test_sigterm_to_both_nodes_at_once_stops_them_at_one_step() {
   expect_eq "$(json_get summary1.json 'd["outcome"]["preemption"]["signal_node"]')" "$first"
 }
 
+test_sigterm_to_every_process_of_both_nodes_stops_them_at_one_step() {
+  # Slurm's scancel of a two-node step: every agent and every rank at once.
+  start_preemptible_nodes || return
+  local agents=("$(cat node0.pid)" "$(cat node1.pid)")
+  # shellcheck disable=SC2046 # one word per pid
+  kill -TERM "${agents[@]}" $(descendants "${agents[@]}")
+  wait_for_nodes || return
+  expect_one_stop_step
+  local node
+  for node in 0 1; do
+    expect_eq "$(json_get "summary$node.json" 'd["outcome"]["preemption"]["asked_ranks"] == d["outcome"]["preemption"]["stopped_ranks"]')" "True"
+  done
+}
+
 test_a_silent_node_0_leaves_node_1_to_its_own_step_after_2s() {
   start_preemptible_nodes || return
   # Node 0's agent stopped (its ranks run on): node 1 hears nothing back.
@@ -437,6 +462,118 @@ test_a_silent_node_0_leaves_node_1_to_its_own_step_after_2s() {
   expect_eq "$(json_get summary1.json 'd["outcome"]["status"], d["outcome"]["preemption"]["decided_by"], d["outcome"]["preemption"]["fallback"], d["outcome"]["preemption"]["stop_step"] == int(open("stopped2").read())')" \
     "preempted node True True"
   [[ $(cat node0.rc) != 0 ]] || fail "node 0 exited 0 after node 1 was preempted"
+}
+
+# Two gloo ranks of a DDP model, each asking air.should_stop() every step and
+# saving a checkpoint with air.data.save when it says so; each writes its pid
+# (pidRANK) and the step it stopped at (stoppedRANK).
+write_ddp_preemptible() {
+  cat >preempt_ddp.py <<'PY'
+import os, sys, time
+import torch, torch.distributed as dist
+import air, air.data
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+with open("pid%d" % rank, "w") as f:
+    f.write(str(os.getpid()))
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+while True:
+    optimizer.zero_grad()
+    model(torch.ones(4, 8)).sum().backward()  # DDP's all-reduce
+    optimizer.step()                          # counted: air.steps()
+    time.sleep(0.05)
+    if air.steps() == 10:
+        print("rank %d at step 10" % rank, flush=True)
+    if air.should_stop():
+        air.data.save({"weight": model.module.weight.detach(), "step": air.steps()})
+        with open("stopped%d" % rank, "w") as f:
+            f.write(str(air.steps()))
+        sys.exit(0)
+PY
+}
+
+# start_ddp_preemptible ARGS...: air-run on preempt_ddp.py in the background
+# ($air), once both ranks made 10 steps.
+start_ddp_preemptible() {
+  write_ddp_preemptible
+  PYTHONPATH=$AIR_SOURCE_DIR/python "$AIR_RUN" --cpu-ranks 2 --python "$TORCH_PYTHON" --checkpoint-dir ckpt \
+    --summary summary.json "$@" preempt_ddp.py >stdout 2>stderr &
+  air=$!
+  if ! wait_for "[[ \$(grep -c 'at step 10' stdout) -ge 2 ]]" 90; then
+    kill -KILL "$air"
+    fail "the ranks did not make 10 steps" || return
+  fi
+}
+
+test_sigterm_to_every_process_stops_the_ranks_at_one_step() {
+  # As Slurm's scancel, time limit or preemption do: one SIGTERM to every
+  # process of the step at once, air-run and the ranks alike.
+  start_ddp_preemptible --grace-period 60s || return
+  # shellcheck disable=SC2046 # one word per pid
+  kill -TERM "$air" $(descendants "$air")
+  finish_air 90
+  expect_rc 143
+  [[ -s stopped0 && -s stopped1 ]] || fail "a rank did not stop: $(cat stderr)" || return
+  local s0 s1
+  s0=$(cat stopped0) s1=$(cat stopped1)
+  expect_eq "$s0" "$s1"
+  expect_eq "$(json_get summary.json 'd["outcome"]["status"], d["outcome"]["preemption"]["stop_step"], d["outcome"]["preemption"]["asked_ranks"], d["outcome"]["preemption"]["stopped_ranks"]')" \
+    "preempted $s0 [0, 1] [0, 1]"
+  expect_eq "$(json_get summary.json '[(r["exit"]["code"], r["stopped_by_air_run"]) for r in d["ranks"]]')" \
+    "[(0, True), (0, True)]"
+  expect_eq "$(json_get summary.json 'd["outcome"]["preemption"]["checkpoint"]')" "$PWD/ckpt/checkpoint-000001"
+  [[ -d ckpt/checkpoint-000001 ]] || fail "no checkpoint"
+  expect_contains "$(cat stderr)" "asking ranks 0 and 1 to stop at step $s0"
+  expect_contains "$(cat stderr)" "  stopped at step $s0: ranks 0-1"
+  expect_not_contains "$(cat stderr)" "did not stop"
+}
+
+test_sigterm_to_a_polling_rank_alone_still_ends_it() {
+  # air-run never hears of it, so no stop step comes: the rank dies of it
+  # once its shim gave up waiting for one (5 s), and the run fails on it.
+  start_ddp_preemptible --grace-period 60s || return
+  local start=$SECONDS
+  kill -TERM "$(cat pid1)"
+  finish_air 60
+  ((SECONDS - start >= 4 && SECONDS - start < 30)) || fail "rank 1 ended $((SECONDS - start))s after SIGTERM"
+  expect_rc 143
+  expect_eq "$(json_get summary.json 'd["outcome"]["status"], d["outcome"]["root_cause_rank"], d["ranks"][1]["exit"]["signal_name"]')" \
+    "failed 1 SIGTERM"
+  expect_contains "$(cat stderr)" "rank 1 was killed by signal 15 (SIGTERM)"
+  [[ ! -e stopped1 ]] || fail "rank 1 stopped as if asked"
+}
+
+test_a_rank_with_its_own_sigterm_handler_keeps_it() {
+  # The shim defers SIGTERM only where the program left its default: this
+  # one's handler still runs at once when the signal reaches every process.
+  cat >own_handler.py <<'PY'
+import os, signal, sys, time
+import air
+def bye(*_):
+    print("rank handler at step %d" % air.steps(), flush=True)
+    sys.exit(7)
+signal.signal(signal.SIGTERM, bye)
+while True:
+    time.sleep(0.02)
+    air.step()
+    if air.steps() == 10:
+        print("at step 10", flush=True)
+    if air.should_stop():
+        sys.exit(0)
+PY
+  PYTHONPATH=$AIR_SOURCE_DIR/python "$AIR_RUN" --cpu-ranks 1 --python "$TORCH_PYTHON" --summary summary.json \
+    own_handler.py >stdout 2>stderr &
+  air=$!
+  wait_for "grep -q 'at step 10' stdout" 60 || fail "the rank did not make 10 steps" || return
+  # shellcheck disable=SC2046 # one word per pid
+  kill -TERM "$air" $(descendants "$air")
+  finish_air 60
+  expect_rc 143
+  expect_contains "$(cat stdout)" "rank handler at step"
+  expect_eq "$(json_get summary.json 'd["outcome"]["status"], d["outcome"]["preemption"]["stopped_ranks"], d["ranks"][0]["exit"]["code"]')" \
+    "preempted [] 7"
+  expect_contains "$(cat stderr)" "rank 0 did not stop at step"
 }
 
 run_tests

@@ -83,13 +83,20 @@ TEST_CASE("report: a preemption across nodes says whose step it is", "[report][p
   p.job_wide = true;
   p.signal_node = 1;
   p.missing_nodes = {2};
+  p.stopped_ranks = {0, 1};
   run.outcome.preemption = p;
+  for (int i : {0, 1}) {
+    run.outcome.ranks[i] = air::test::make_rank(i, 100 + i, air::ExitStatus::exited_with(0), 2.0);
+    run.outcome.ranks[i].steps = 53;
+    run.outcome.ranks[i].stopped_by_air_run = true;
+  }
   air::RunReport report{run.spec, run.hardware, run.selection, run.plan, run.outcome, "h", 143, {}, {}};
   report.errors.resize(4);
   report.results.resize(4);
   const std::string text = air::format_report(report);
   INFO(text);
   CHECK(text.find("  asked to stop at step 53 (air.should_stop()): ranks 0-1\n"
+                  "  stopped at step 53: ranks 0-1\n"
                   "  the stop step is the job's, picked by node 0 for every node (the signal reached node 1 "
                   "first); without node 2, which sent no step count\n") != std::string::npos);
   p.job_wide = false;
@@ -97,6 +104,41 @@ TEST_CASE("report: a preemption across nodes says whose step it is", "[report][p
   run.outcome.preemption = p; // the report holds the outcome by reference
   CHECK(air::format_report(report).find("  node 0 did not pick a stop step in time: this node's own") !=
         std::string::npos);
+}
+
+TEST_CASE("report: a rank asked to stop that another's SIGTERM killed is not said to have stopped",
+          "[report][preempt]") {
+  // Slurm signals every process of the step: a rank that died of that
+  // SIGTERM before the stop step saved nothing, and the report says so.
+  air::test::SampleRun run;
+  run.outcome.status = air::RunOutcome::Status::preempted;
+  run.outcome.interrupt_signal = 15;
+  run.outcome.root_cause_rank = -1;
+  run.outcome.reason = "preempted by SIGTERM; ranks stop at step 37";
+  run.outcome.ranks.resize(2);
+  run.outcome.ranks[0] = air::test::make_rank(0, 100, air::ExitStatus::killed_by(15), 2.0);
+  run.outcome.ranks[0].steps = 36;
+  run.outcome.ranks[1] = air::test::make_rank(1, 101, air::ExitStatus::exited_with(0), 2.0);
+  run.outcome.ranks[1].steps = 37;
+  run.outcome.ranks[1].stopped_by_air_run = true;
+  air::PreemptionReport p;
+  p.signal = 15;
+  p.stop_step = 37;
+  p.polling_ranks = {0, 1};
+  p.stopped_ranks = {1};
+  run.outcome.preemption = p;
+  air::RunReport report{run.spec, run.hardware, run.selection, run.plan, run.outcome, "h", 143, {}, {}};
+  report.errors.resize(2);
+  report.results.resize(2);
+  const std::string text = air::format_report(report);
+  INFO(text);
+  CHECK(text.find("  asked to stop at step 37 (air.should_stop()): ranks 0-1\n"
+                  "  stopped at step 37: rank 1\n"
+                  "  rank 0 did not stop at step 37: killed by SIGTERM at step 36, a signal air-run did not "
+                  "send\n") != std::string::npos);
+  CHECK(text.find("root cause") == std::string::npos); // the lines above say it; no "failure" of its own
+  CHECK(text.find("also failed") == std::string::npos);
+  CHECK(text.find("  stopped by air-run: rank 1\n") != std::string::npos);
 }
 
 TEST_CASE("report: a rank that could not be started", "[report]") {

@@ -30,3 +30,33 @@ TEST_CASE("a rank's end is the teardown's only when the signal air-run sent ende
     CHECK_FALSE(ended_by_teardown_signal(ExitStatus::killed_by(SIGABRT), SIGINT));
   }
 }
+
+TEST_CASE("an asked rank stopped at the stop step only when it exited 0 there", "[outcome][preempt]") {
+  using air::ExitStatus;
+  air::RunOutcome o;
+  o.status = air::RunOutcome::Status::preempted;
+  const auto rank = [](int n, ExitStatus status, std::uint64_t steps, bool stopped) {
+    air::RankOutcome r;
+    r.rank = n;
+    r.status = status;
+    r.steps = steps;
+    r.stopped_by_air_run = stopped;
+    return r;
+  };
+  o.ranks = {rank(0, ExitStatus::exited_with(0), 37, true),      // stopped at the step
+             rank(1, ExitStatus::killed_by(SIGTERM), 36, false), // a SIGTERM air-run did not send
+             rank(2, ExitStatus::exited_with(0), 36, true),      // its loop ended before the step
+             rank(3, ExitStatus::killed_by(SIGTERM), 36, true)}; // never asked: signalled at once
+  air::PreemptionReport p;
+  p.stop_step = 37;
+  p.polling_ranks = {0, 1, 2};
+  p.signalled_ranks = {3};
+  o.preemption = p;
+  air::settle_preemption(o);
+  CHECK(o.preemption->stopped_ranks == std::vector<int>{0});
+  CHECK(o.ranks[0].stopped_by_air_run);
+  CHECK_FALSE(o.ranks[1].stopped_by_air_run);
+  CHECK_FALSE(o.ranks[2].stopped_by_air_run);      // it ended on its own
+  CHECK(o.ranks[3].stopped_by_air_run);            // not asked: left as the teardown judged it
+  CHECK(air::stopped_at_stop_step(o.ranks[2], 0)); // "at its next should_stop()": any clean exit
+}

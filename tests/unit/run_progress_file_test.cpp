@@ -100,3 +100,23 @@ TEST_CASE("the progress watch gives up on a broken file once and says which rank
   watch.poll(now);
   CHECK(watch.take_lost().empty()); // said once
 }
+
+TEST_CASE("air-run marks a page before it signals the rank itself", "[progress]") {
+  // The rank's shim defers a SIGTERM it cannot tell from a scheduler's
+  // unless this slot says the signal is air-run's own (air_run_progress.py).
+  air::test::TempDir dir;
+  air::ProgressFile file;
+  const std::string path = dir.file("rank0.progress");
+  REQUIRE(file.create(path).empty());
+  const auto slot = [&path](int index) {
+    std::uint64_t value = 0;
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    REQUIRE(::pread(fd, &value, sizeof value, 8 * index) == static_cast<ssize_t>(sizeof value));
+    ::close(fd);
+    return value;
+  };
+  CHECK(slot(air::progress_slot::tearing_down) == 0);
+  file.mark_tearing_down();
+  CHECK(slot(air::progress_slot::tearing_down) == 1);
+  CHECK(file.read().lost.empty());
+}

@@ -9,7 +9,7 @@ from air_run_patches import _AirRunImportHook
 from air_run_slots import (_AIR_PAGE_BYTES, _AIR_SLOT_COLL_ENTERED, _AIR_SLOT_COLL_SEQ, _AIR_SLOT_FR_ARMED,
                            _AIR_SLOT_FR_DONE, _AIR_SLOT_FR_REQUEST, _AIR_SLOT_PID, _AIR_SLOT_POLLS_STOP,
                            _AIR_SLOT_STEPS, _AIR_SLOT_STOP_DEADLINE, _AIR_SLOT_STOP_REQUESTED,
-                           _AIR_SLOT_STOP_STEP)
+                           _AIR_SLOT_STOP_STEP, _AIR_SLOT_TEARING_DOWN)
 
 # ---- air-run embeds this file from the next line on ----
 class _AirRunProgress:
@@ -39,6 +39,7 @@ class _AirRunProgress:
         self._inside = 0
         self._ddp_forward = False
         self._polled = False
+        self.sigterm = _AirRunSigterm(self)
         self._q.pack_into(mm, 8 * _AIR_SLOT_PID, os.getpid())
 
     # Steps ------------------------------------------------------------------
@@ -116,11 +117,23 @@ class _AirRunProgress:
     def should_stop(self):
         mm = self._mm
         if not self._polled:
+            # The flag first: air-run must know the rank polls before the
+            # rank defers a SIGTERM on that ground.
             self._polled = True
             self._q.pack_into(mm, 8 * _AIR_SLOT_POLLS_STOP, 1)
-        if not self._q.unpack_from(mm, 8 * _AIR_SLOT_STOP_REQUESTED)[0]:
+        if self.sigterm.pending:
+            self.sigterm.arm()
+        if not self.stop_requested():
             return False
         return self.steps >= self._q.unpack_from(mm, 8 * _AIR_SLOT_STOP_STEP)[0]
+
+    def stop_requested(self):
+        """Whether air-run has asked this rank to stop (at some step)."""
+        return self._q.unpack_from(self._mm, 8 * _AIR_SLOT_STOP_REQUESTED)[0] != 0
+
+    def tearing_down(self):
+        """Whether air-run is about to signal this rank itself."""
+        return self._q.unpack_from(self._mm, 8 * _AIR_SLOT_TEARING_DOWN)[0] != 0
 
     def stop_deadline(self):
         mm = self._mm
@@ -166,6 +179,94 @@ class _AirRunProgress:
 
         threading.Thread(target=loop, name="air-run-flight-recorder", daemon=True).start()
         self._q.pack_into(self._mm, 8 * _AIR_SLOT_FR_ARMED, 1)
+
+
+class _AirRunSigterm:
+    """Keeps a rank that calls air.should_stop() alive through a SIGTERM sent
+    straight to it, so that it stops at the step air-run agrees on.
+
+    Slurm (scancel, the time limit, preemption) signals every process of the
+    step at once, the ranks with air-run: without this, a rank dies of the
+    signal mid-step while air-run, signalled in the same instant, asks it to
+    stop at the next one. The handler defers the signal instead: air-run got
+    it too and writes the stop step into the page, where should_stop() finds
+    it. The signal goes through at once (the default action: the rank dies of
+    SIGTERM) when air-run tears the run down itself (the page says so before
+    it signals), on a second SIGTERM ("now", as for air-run), in a forked
+    child (a DataLoader worker inherits the handler, not the protocol), and
+    when no stop request comes within WAIT_S: a signal air-run never got.
+
+    A Python handler runs between bytecodes: a rank inside a long native call
+    defers only once it returns (air-run's SIGKILL at the end of the grace
+    period ends one that never does)."""
+
+    WAIT_S = 5.0  # air-run picks the step at once; across nodes node 0 takes up to 2 s
+
+    def __init__(self, progress):
+        self._progress = progress
+        self._pid = os.getpid()
+        self.pending = True  # arm() has yet to run on the main thread
+        self.armed = False
+        self.deferred = False
+
+    def arm(self):
+        """Installs the handler when SIGTERM's is the default: a program's
+        own handler is left alone. Only the main thread may set one, so
+        should_stop() calls this until it is asked there."""
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return
+        self.pending = False
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, self._on_sigterm)
+            self.armed = True
+
+    def lets_through(self):
+        """Whether a SIGTERM that arrives now ends the rank at once."""
+        return self.deferred or os.getpid() != self._pid or self._progress.tearing_down()
+
+    def _on_sigterm(self, signum, frame):
+        if self.lets_through():
+            self._die()
+            return
+        self.deferred = True
+        import threading
+
+        timer = threading.Timer(self.WAIT_S, self._expire)
+        timer.daemon = True  # a rank that stops and exits does not wait for it
+        timer.start()
+
+    def _expire(self):
+        """WAIT_S after a deferred SIGTERM: without a stop request air-run
+        never got the signal, and the rank dies of it as it would have."""
+        if not self._progress.stop_requested():
+            self._die()
+
+    def _die(self):
+        """Dies of SIGTERM (its default action). From the timer's thread the
+        C handler is reset through libc, since only the main thread may call
+        signal.signal and it may be inside a long native call; where that
+        fails, the signal reaches the main thread's handler, which lets it
+        through (deferred is set)."""
+        import signal
+        import threading
+
+        self.deferred = True
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        else:
+            try:
+                import ctypes
+
+                libc = ctypes.CDLL(None)
+                libc.signal.restype = ctypes.c_void_p
+                libc.signal.argtypes = [ctypes.c_int, ctypes.c_void_p]
+                libc.signal(int(signal.SIGTERM), None)  # None: NULL, that is SIG_DFL
+            except Exception:
+                pass
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _air_run_progress():
