@@ -136,8 +136,12 @@ class DistributedFunction:
 
 
 # What air-run gives every rank, as a world of one rank on this machine.
+# USE_LIBUV=0: torch 2.4+ asks for the libuv TCPStore by default, and a torch
+# built without libuv (Debian 13's 2.6) then fails init_process_group; air-run
+# retries such a rank's store without it, but a plain call runs in this
+# process, not in a rank. A world of one needs no libuv store.
 _WORLD_OF_ONE = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1",
-                 "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1"}
+                 "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1", "USE_LIBUV": "0"}
 
 
 @contextlib.contextmanager

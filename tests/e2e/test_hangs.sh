@@ -235,9 +235,12 @@ test_ddp_hang_names_the_rank_that_never_reached_backward() {
 # barrier after it. The diagnosis names the mismatch, and places rank 0 at the
 # user's line that called save, not inside air.data.
 test_save_on_rank_0_only_is_named_as_mismatched_collectives() {
+  # Distributed Checkpoint is imported before the collectives (air.data.save
+  # would import it on first use): on a loaded machine that import alone can
+  # outlast the hang timeout, and rank 0 is then rightly named for it.
   cat >save_one.py <<'PY'
 import torch, torch.distributed as dist
-import air.data
+import air.data, air.data._dcp; air.data._dcp.import_dcp()
 dist.init_process_group("gloo")
 model = torch.nn.Linear(2, 2)
 

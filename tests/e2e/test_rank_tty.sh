@@ -14,7 +14,9 @@ on_tty() {
   shift
   local when=()
   [[ -n ${TTY_WHEN:-} ]] && when=(--when "$TTY_WHEN" --touch "$TTY_TOUCH")
-  python3 "$AIR_SOURCE_DIR/tests/e2e/rank_tty.py" "$file" --cols 100 "${when[@]}" -- "$AIR_RUN" "$@"
+  # TERM as a terminal emulator sets it: a caller's may be "dumb" (a CI
+  # runner, a chroot), which is no terminal to draw on.
+  TERM=xterm python3 "$AIR_SOURCE_DIR/tests/e2e/rank_tty.py" "$file" --cols 100 "${when[@]}" -- "$AIR_RUN" "$@"
   rc=$?
 }
 
