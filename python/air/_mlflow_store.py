@@ -160,15 +160,19 @@ class _HideFromImport:
 
 def _import_client():
     """mlflow.MlflowClient, imported with _NOT_FOR_THE_CLIENT hidden, unless
-    one of them is imported already (then hiding it gains nothing)."""
-    hide = not any(name in sys.modules for name in _NOT_FOR_THE_CLIENT)
-    if hide:
+    one of them is imported already (then hiding it gains nothing). A release
+    of mlflow whose import needs one of them is imported again, whole."""
+    if not any(name in sys.modules for name in _NOT_FOR_THE_CLIENT):
         sys.meta_path.insert(0, _HideFromImport)
-    try:
-        from mlflow import MlflowClient
-    finally:
-        if hide:
+        try:
+            from mlflow import MlflowClient
+            return MlflowClient
+        except ImportError:
+            for name in [n for n in sys.modules if n == "mlflow" or n.startswith("mlflow.")]:
+                del sys.modules[name]
+        finally:
             sys.meta_path.remove(_HideFromImport)
+    from mlflow import MlflowClient
     return MlflowClient
 
 

@@ -304,6 +304,22 @@ def test_python_store_imports_mlflow_without_pandas_and_numpy(tmp_path):
     assert out.stdout.split() == ["MlflowClient", "False", "True"]
 
 
+def test_python_store_imports_an_mlflow_that_needs_numpy_whole(tmp_path):
+    # A release whose import needs numpy is not broken by the hiding: it is
+    # imported again with nothing hidden.
+    (tmp_path / "mlflow").mkdir()
+    (tmp_path / "mlflow" / "__init__.py").write_text("import numpy\nclass MlflowClient:\n    pass\n")
+    (tmp_path / "numpy").mkdir()
+    (tmp_path / "numpy" / "__init__.py").write_text("")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path) + os.pathsep + os.path.join(REPO_ROOT, "python"))
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent('''
+        from air._mlflow_store import _import_client
+        print(_import_client().__name__)
+    ''')], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["MlflowClient"]
+
+
 def test_python_store_imports_mlflow_while_python_ranks_start(air_run, tmp_path, clean_mlflow_env):
     # mlflow takes 1.5 s to import here: a Python rank's own code starts at
     # once and gets the run when it first looks for it (here: reads
