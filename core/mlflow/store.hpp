@@ -78,9 +78,10 @@ public:
   virtual Expected<Started> start(const StartRequest& request, const std::atomic<bool>* stop) = 0;
   /// Whether start() may run on a worker thread while the ranks start.
   virtual bool starts_in_background() const = 0;
-  /// Called on the main thread before start() goes to a worker thread: the
-  /// Python store starts its helper process here (a child's death signal
-  /// follows the thread that started it). Failures come from start().
+  /// Called on the main thread, as early as the launch can (Tracker::warm_up)
+  /// and again before start() goes to a worker thread: the Python store
+  /// starts its helper process here, once (a child's death signal follows
+  /// the thread that started it). Failures come from start() or finish().
   virtual void prepare() {}
   /// Logs metrics and tags, sets the status, uploads the artifact.
   virtual FinishResult finish(const FinishRequest& request) = 0;

@@ -74,6 +74,12 @@ public:
   Tracker(const Tracker&) = delete;
   Tracker& operator=(const Tracker&) = delete;
 
+  /// Starts what the store needs before it can answer, as early as the
+  /// launch can: the Python store's helper, which imports mlflow for seconds
+  /// (also on the other nodes, which log their ranks' metrics through it).
+  /// Nothing for a tracking server. Failures come with begin() or finish().
+  void warm_up() { store_->prepare(); }
+
   /// Node 0: begins creating the run (and logging the launch's params). With
   /// `in_background`, a REST store works on a thread of its own, so the
   /// launch goes on meanwhile; settle() waits for it. Else (and always for

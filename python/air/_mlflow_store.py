@@ -17,6 +17,7 @@ usage, 3 mlflow cannot be imported.
 """
 
 import json
+import os
 import sys
 
 EXIT_NO_MLFLOW = 3
@@ -140,11 +141,46 @@ def finish(client, req):
     return out
 
 
+# Not importable while mlflow itself is imported: its tracking client needs
+# none of them (mlflow-skinny, a supported install, comes without them, so
+# mlflow's import goes on without them), and they were a fifth of the import,
+# the longest step of a file or database store's launch (pandas and numpy:
+# 0.5 to 0.7 s of 2.8 s on a busy 2-core machine). Importable again after it,
+# for a plugin store that wants them.
+_NOT_FOR_THE_CLIENT = ("pandas", "numpy", "pyarrow", "scipy", "sklearn")
+
+
+class _HideFromImport:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name.partition(".")[0] in _NOT_FOR_THE_CLIENT:
+            raise ModuleNotFoundError("hidden while mlflow is imported: %s" % name, name=name)
+        return None
+
+
+def _import_client():
+    """mlflow.MlflowClient, imported with _NOT_FOR_THE_CLIENT hidden, unless
+    one of them is imported already (then hiding it gains nothing). A release
+    of mlflow whose import needs one of them is imported again, whole."""
+    if not any(name in sys.modules for name in _NOT_FOR_THE_CLIENT):
+        sys.meta_path.insert(0, _HideFromImport)
+        try:
+            from mlflow import MlflowClient
+            return MlflowClient
+        except ImportError:
+            for name in [n for n in sys.modules if n == "mlflow" or n.startswith("mlflow.")]:
+                del sys.modules[name]
+        finally:
+            sys.meta_path.remove(_HideFromImport)
+    from mlflow import MlflowClient
+    return MlflowClient
+
+
 def serve(requests):
     """Answers the requests of one launch (lines of JSON from `requests`)
     with one MlflowClient, made for the first request's tracking_uri."""
     try:
-        from mlflow import MlflowClient
+        MlflowClient = _import_client()
     except Exception as e:  # ImportError, or a broken installation
         for _ in requests:  # answered when asked, so air-run tells it in its own words
             _say({"error": _why(e), "no_mlflow": True})
@@ -178,4 +214,11 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    code = main(sys.argv)
+    # Every write returned before its answer went out. The interpreter's own
+    # teardown with mlflow loaded (its atexit handlers, SQLAlchemy's pools)
+    # took half a second, which air-run, waiting for this process to end,
+    # would add to every launch.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

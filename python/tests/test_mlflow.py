@@ -136,9 +136,11 @@ def _has_kernel():
 # air._mlflow_store only: it records the MlflowClient calls the helper makes.
 FAKE_MLFLOW = {
     "mlflow/__init__.py": '''
-import json, os, time, uuid
+import atexit, json, os, time, uuid
 __version__ = "0.0.0-test-double"
 time.sleep(float(os.environ.get("FAKE_MLFLOW_IMPORT_S", "0")))  # the real package takes seconds to import
+if os.environ.get("FAKE_MLFLOW_TEARDOWN"):  # the real package's atexit work: half a second
+    atexit.register(lambda: (open(os.environ["FAKE_MLFLOW_TEARDOWN"], "w").close(), time.sleep(30)))
 class MlflowClient:
     def __init__(self, tracking_uri=None):
         self.path = os.environ["FAKE_MLFLOW_LOG"]
@@ -256,6 +258,66 @@ def test_python_store_end_is_cut_short_by_ctrl_c(air_run, tmp_path, clean_mlflow
     # the helper went with it
     pid = next(json.loads(line)["pid"] for line in log.read_text().splitlines())
     assert not os.path.exists("/proc/%d" % pid) or "zombie" in open("/proc/%d/status" % pid).read().lower()
+
+
+def test_python_store_helper_ends_without_the_interpreters_teardown(air_run, tmp_path, clean_mlflow_env):
+    # Every write is done when the finish is answered: the helper ends at once
+    # (os._exit), so air-run waits neither for mlflow's atexit work nor for
+    # its own grace before it kills the helper.
+    write_fake_mlflow(tmp_path)
+    log = tmp_path / "calls.jsonl"
+    teardown = tmp_path / "teardown-ran"
+    env = subprocess_env(FAKE_MLFLOW_LOG=str(log), FAKE_MLFLOW_TEARDOWN=str(teardown))
+    env["PYTHONPATH"] = str(tmp_path) + os.pathsep + env["PYTHONPATH"]
+    done = subprocess.run([air_run, "--mlflow-tracking-uri", "sqlite:///m.db", "--python", sys.executable,
+                           "--cpu-ranks", "1", "--summary", str(tmp_path / "s.json"), "--no-python", "true"],
+                          env=env, cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.load(open(str(tmp_path / "s.json")))["mlflow"]["status"] == "FINISHED"
+    assert not teardown.exists()
+
+
+def test_python_store_imports_mlflow_without_pandas_and_numpy(tmp_path):
+    # mlflow's import goes on without them (as with mlflow-skinny), and they
+    # are a fifth of it; importable again afterwards, for a plugin store.
+    (tmp_path / "mlflow").mkdir()
+    (tmp_path / "mlflow" / "__init__.py").write_text(textwrap.dedent('''
+        try:
+            import numpy
+            HAD_NUMPY = True
+        except ImportError:
+            HAD_NUMPY = False
+        class MlflowClient:
+            pass
+    '''))
+    (tmp_path / "numpy").mkdir()
+    (tmp_path / "numpy" / "__init__.py").write_text("")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path) + os.pathsep + os.path.join(REPO_ROOT, "python"))
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent('''
+        from air._mlflow_store import _import_client
+        client = _import_client()
+        import mlflow, numpy
+        print(client.__name__, mlflow.HAD_NUMPY, numpy.__file__ is not None)
+    ''')], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["MlflowClient", "False", "True"]
+
+
+def test_python_store_imports_an_mlflow_that_needs_numpy_whole(tmp_path):
+    # A release whose import needs numpy is not broken by the hiding: it is
+    # imported again with nothing hidden.
+    (tmp_path / "mlflow").mkdir()
+    (tmp_path / "mlflow" / "__init__.py").write_text("import numpy\nclass MlflowClient:\n    pass\n")
+    (tmp_path / "numpy").mkdir()
+    (tmp_path / "numpy" / "__init__.py").write_text("")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path) + os.pathsep + os.path.join(REPO_ROOT, "python"))
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent('''
+        from air._mlflow_store import _import_client
+        print(_import_client().__name__)
+    ''')], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["MlflowClient"]
 
 
 def test_python_store_imports_mlflow_while_python_ranks_start(air_run, tmp_path, clean_mlflow_env):
