@@ -7,7 +7,8 @@
 #
 #   scripts/test-distro.sh SUITE DIR     e.g. scripts/test-distro.sh trixie build-roots
 #
-# Needs root (scripts/debian-root.sh). Prints each command's time and exit
+# Needs root (scripts/debian-root.sh). Tests the checkout's last commit.
+# Prints each command's time and exit
 # status and keeps the logs in DIR/SUITE-*.log; the root is removed at the end
 # (AIR_KEEP_ROOT=1 keeps it).
 set -uo pipefail
@@ -17,8 +18,9 @@ dir=$(realpath -m "${2:?usage: scripts/test-distro.sh SUITE DIR}")
 root=$dir/$suite-readme
 scripts/debian-root.sh make "$suite" "$root" make git || exit 1
 [[ ${AIR_KEEP_ROOT:-0} == 1 ]] || trap 'rm -rf "$root"' EXIT
-mkdir "$root/src"
-git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -C "$root/src" -xf -
+# A clone, as a new user has (some tests list the sources with git): the
+# committed tree, so commit what is to be tested.
+git clone -q --no-hardlinks "$PWD" "$root/src" || exit 1
 status=0
 for command in "make demo" "make test"; do
   log=$dir/$suite-${command#make }.log
