@@ -166,11 +166,11 @@ EnvironmentPart check_environment(const LaunchSpec& spec, const Selection& selec
   if (!probe) {
     part.torch.detail = "cannot run " + spec.python.value + ": " + probe.error().message;
   } else {
-    const std::string fallback = probe->timed_out
-                                     ? fmt::format("importing torch did not finish within {} s (killed)",
-                                                   kTorchProbeTimeout.count())
-                                     : fmt::format("the interpreter ended with {}: {}",
-                                                   probe->status.describe(), tail_lines(probe->err, 1));
+    const std::string fallback =
+        probe->timed_out
+            ? fmt::format("importing torch did not finish within {} s (killed)", kTorchProbeTimeout.count())
+            : fmt::format("the interpreter ended with {}: {}", probe->status.describe(),
+                          tail_lines(probe->err, 1));
     read_torch_probe(probe->out, fallback, part);
   }
   return part;
