@@ -300,20 +300,58 @@ def test_sigterm_goes_through_at_once(case):
     assert ("deferred" in out.stdout) == (case == "second")
 
 
-def test_a_forked_child_dies_of_sigterm_as_before():
-    # A DataLoader worker forked from the rank inherits the handler, not the protocol.
+def test_a_forked_child_defers_like_the_rank():
+    # A DataLoader worker forked from the rank gets Slurm's SIGTERM too: it
+    # lives on to the stop step (its rank ends it), or dies when air-run
+    # tears down, or after the wait without a stop request.
     out = run_sigterm_case("""\
         p.should_stop()
-        child = os.fork()
-        if child == 0:
+        def child(then):
+            pid = os.fork()
+            if pid == 0:
+                sigterm()
+                then()
+                time.sleep(2)
+                os._exit(0)
+            _, status = os.waitpid(pid, 0)
+            return os.WTERMSIG(status) if os.WIFSIGNALED(status) else "exited"
+        def stop_requested():
+            slot(s._AIR_SLOT_STOP_STEP, 5)
+            slot(s._AIR_SLOT_STOP_REQUESTED, 1)
+        def tearing_down():
+            slot(s._AIR_SLOT_TEARING_DOWN, 1)
             sigterm()
-            time.sleep(0.2)
-            os._exit(0)
-        _, status = os.waitpid(child, 0)
-        print("child", os.WTERMSIG(status) if os.WIFSIGNALED(status) else "exited")
+        print("waited", child(lambda: None))
+        print("asked", child(stop_requested))
+        print("torn down", child(tearing_down))
         """)
     assert out.returncode == 0, out.stderr
-    assert "child %d" % signal.SIGTERM in out.stdout
+    assert out.stdout.split("\n")[:3] == ["waited %d" % signal.SIGTERM, "asked exited",
+                                          "torn down %d" % signal.SIGTERM]
+
+
+def test_a_child_forked_before_the_first_poll_gets_the_handler():
+    # A DataLoader's workers start with the epoch, before the loop's first
+    # should_stop(): armed at the fork, they defer once their rank polls, and
+    # die at once as before while it does not.
+    out = run_sigterm_case("""\
+        def child(poll_first):
+            pid = os.fork()
+            if pid == 0:
+                if poll_first:
+                    slot(s._AIR_SLOT_POLLS_STOP, 1)  # the rank polls (the page is shared)
+                    slot(s._AIR_SLOT_STOP_STEP, 5)
+                    slot(s._AIR_SLOT_STOP_REQUESTED, 1)
+                sigterm()
+                time.sleep(1)
+                os._exit(0)
+            _, status = os.waitpid(pid, 0)
+            return os.WTERMSIG(status) if os.WIFSIGNALED(status) else "exited"
+        print("not polling", child(False))
+        print("polling", child(True))
+        """)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["not polling %d" % signal.SIGTERM, "polling exited"]
 
 
 def test_a_program_s_own_sigterm_handler_is_left_alone():
@@ -343,3 +381,23 @@ def test_the_handler_waits_for_a_should_stop_on_the_main_thread():
         """)
     assert out.returncode == 0, out.stderr
     assert "armed" in out.stdout
+
+
+def test_a_child_s_sigterm_goes_through_once_its_rank_stops():
+    # The rank reached its stop step: it is ending its workers (torch's
+    # DataLoader terminates the stragglers), which must not wait.
+    out = run_sigterm_case("""\
+        p.should_stop()
+        slot(s._AIR_SLOT_STOP_STEP, 5)
+        slot(s._AIR_SLOT_STOP_REQUESTED, 1)
+        slot(s._AIR_SLOT_STEPS, 5)
+        pid = os.fork()
+        if pid == 0:
+            sigterm()
+            time.sleep(1)
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        print("child", os.WTERMSIG(status) if os.WIFSIGNALED(status) else "exited")
+        """)
+    assert out.returncode == 0, out.stderr
+    assert "child %d" % signal.SIGTERM in out.stdout

@@ -481,9 +481,12 @@ with open("pid%d" % rank, "w") as f:
     f.write(str(os.getpid()))
 model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 1))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+data = torch.utils.data.TensorDataset(torch.ones(100000, 8))
+workers = int(os.environ.get("AIR_TEST_WORKERS", "0"))  # DataLoader worker processes
+batches = iter(torch.utils.data.DataLoader(data, batch_size=4, num_workers=workers))
 while True:
     optimizer.zero_grad()
-    model(torch.ones(4, 8)).sum().backward()  # DDP's all-reduce
+    model(next(batches)[0]).sum().backward()  # DDP's all-reduce
     optimizer.step()                          # counted: air.steps()
     time.sleep(0.05)
     if air.steps() == 10:
@@ -530,6 +533,21 @@ test_sigterm_to_every_process_stops_the_ranks_at_one_step() {
   expect_contains "$(cat stderr)" "asking ranks 0 and 1 to stop at step $s0"
   expect_contains "$(cat stderr)" "  stopped at step $s0: ranks 0-1"
   expect_not_contains "$(cat stderr)" "did not stop"
+}
+
+test_sigterm_to_every_process_with_dataloader_workers() {
+  # Slurm signals the ranks' DataLoader workers too: they defer as their rank
+  # does, so the rank's next batch still comes and it reaches the stop step.
+  AIR_TEST_WORKERS=2 start_ddp_preemptible --grace-period 60s || return
+  # shellcheck disable=SC2046 # one word per pid
+  kill -TERM "$air" $(descendants "$air")
+  finish_air 90
+  expect_rc 143
+  [[ -s stopped0 && -s stopped1 ]] || fail "a rank did not stop: $(tail -5 stderr)" || return
+  expect_eq "$(cat stopped0)" "$(cat stopped1)"
+  expect_eq "$(json_get summary.json '[r["exit"]["code"] for r in d["ranks"]], d["outcome"]["preemption"]["stopped_ranks"]')" \
+    "[0, 0] [0, 1]"
+  [[ -d ckpt/checkpoint-000001 ]] || fail "no checkpoint"
 }
 
 test_sigterm_to_a_polling_rank_alone_still_ends_it() {

@@ -1,6 +1,7 @@
 """The shim's patches: make torch count into the progress page, optimizer
-steps, torch.distributed collectives and DDP's gradient all-reduce, through
-an import hook that patches each module as it loads.
+steps, torch.distributed collectives and DDP's gradient all-reduce, keep the
+stop protocol's SIGTERM handler in DataLoader workers, through an import
+hook that patches each module as it loads.
 """
 import sys
 
@@ -168,6 +169,25 @@ def _air_run_patch_rendezvous(module, progress):
     module._create_c10d_store = create_store
 
 
+def _air_run_patch_worker_signals(module, progress):
+    """A DataLoader worker sets torch's own SIGTERM handler in C as it starts
+    (it dies unless its parent sent the signal): the shim's handler, which
+    defers Slurm's SIGTERM while the rank polls should_stop(), is put back
+    after it (_AirRunSigterm.rearm)."""
+    set_handlers = getattr(module, "_set_worker_signal_handlers", None)
+    if set_handlers is None:
+        return
+    import functools
+
+    @functools.wraps(set_handlers)
+    def set_and_rearm(*args, **kwargs):
+        out = set_handlers(*args, **kwargs)
+        progress.sigterm.rearm()
+        return out
+
+    module._set_worker_signal_handlers = set_and_rearm
+
+
 class _AirRunImportHook:
     """Patches torch's optimizer and c10d modules right after they load, so
     that counting costs nothing for programs that never import torch."""
@@ -179,6 +199,7 @@ class _AirRunImportHook:
             "torch.distributed.distributed_c10d": _air_run_patch_collectives,
             "torch.nn.parallel.distributed": _air_run_patch_ddp,
             "torch.distributed.rendezvous": _air_run_patch_rendezvous,
+            "torch.utils.data._utils.signal_handling": _air_run_patch_worker_signals,
         }
 
     def find_spec(self, name, path=None, target=None):

@@ -127,6 +127,19 @@ class _AirRunProgress:
             return False
         return self.steps >= self._q.unpack_from(mm, 8 * _AIR_SLOT_STOP_STEP)[0]
 
+    def polls(self):
+        """Whether the rank has asked should_stop(): it takes part in the
+        stop protocol. Read from the page, which the rank's forked children
+        share."""
+        return self._q.unpack_from(self._mm, 8 * _AIR_SLOT_POLLS_STOP)[0] != 0
+
+    def stopping(self):
+        """Whether the rank has reached the step air-run asked it to stop at
+        (from the page: the rank's forked children read it too)."""
+        steps, stop_step = (self._q.unpack_from(self._mm, 8 * slot)[0] for slot in (_AIR_SLOT_STEPS,
+                                                                                   _AIR_SLOT_STOP_STEP))
+        return self.stop_requested() and steps >= stop_step
+
     def stop_requested(self):
         """Whether air-run has asked this rank to stop (at some step)."""
         return self._q.unpack_from(self._mm, 8 * _AIR_SLOT_STOP_REQUESTED)[0] != 0
@@ -192,9 +205,15 @@ class _AirRunSigterm:
     it too and writes the stop step into the page, where should_stop() finds
     it. The signal goes through at once (the default action: the rank dies of
     SIGTERM) when air-run tears the run down itself (the page says so before
-    it signals), on a second SIGTERM ("now", as for air-run), in a forked
-    child (a DataLoader worker inherits the handler, not the protocol), and
-    when no stop request comes within WAIT_S: a signal air-run never got.
+    it signals), on a second SIGTERM ("now", as for air-run), and when no
+    stop request comes within WAIT_S: a signal air-run never got.
+
+    Processes forked from the rank (DataLoader workers, also those of an
+    epoch that began before the first should_stop()) get the handler at
+    the fork and defer alike while their rank polls: Slurm signals them too,
+    and a rank whose workers died fails its next batch instead of reaching
+    the stop step. The rank ends its workers as it exits. Until the rank
+    polls, a child's SIGTERM goes through at once, as before.
 
     A Python handler runs between bytecodes: a rank inside a long native call
     defers only once it returns (air-run's SIGKILL at the end of the grace
@@ -208,6 +227,9 @@ class _AirRunSigterm:
         self.pending = True  # arm() has yet to run on the main thread
         self.armed = False
         self.deferred = False
+        register = getattr(os, "register_at_fork", None)
+        if register is not None:
+            register(after_in_child=self._arm_in_child)
 
     def arm(self):
         """Installs the handler when SIGTERM's is the default: a program's
@@ -223,9 +245,40 @@ class _AirRunSigterm:
             signal.signal(signal.SIGTERM, self._on_sigterm)
             self.armed = True
 
+    def _arm_in_child(self):
+        """In a process just forked from the rank: the handler, unless the
+        program set one of its own."""
+        import signal
+
+        try:
+            if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, self._on_sigterm):
+                signal.signal(signal.SIGTERM, self._on_sigterm)
+                self.pending = False
+                self.armed = True
+        except (ValueError, OSError):  # forked from a thread that is not the main one
+            pass
+
     def lets_through(self):
-        """Whether a SIGTERM that arrives now ends the rank at once."""
-        return self.deferred or os.getpid() != self._pid or self._progress.tearing_down()
+        """Whether a SIGTERM that arrives now ends the process at once. A
+        forked child defers only while its rank polls; air-run's teardown,
+        marked on the page they share, or WAIT_S without a stop request end
+        it otherwise."""
+        if self.deferred or self._progress.tearing_down():
+            return True
+        # A child once its rank stops: the rank is ending its workers.
+        return os.getpid() != self._pid and (not self._progress.polls() or self._progress.stopping())
+
+    def rearm(self):
+        """Puts the handler back after torch's DataLoader worker set its own
+        SIGTERM handler in C (one that dies unless the worker's parent sent
+        the signal): Python's table still names the shim's handler then."""
+        import signal
+
+        try:
+            if self.armed and signal.getsignal(signal.SIGTERM) == self._on_sigterm:
+                signal.signal(signal.SIGTERM, self._on_sigterm)
+        except (ValueError, OSError):
+            pass
 
     def _on_sigterm(self, signum, frame):
         if self.lets_through():
