@@ -16,6 +16,7 @@ void Console::write(int stream, std::string_view batch, std::size_t lines) {
   live_batch_ = live_->erase();
   live_batch_ += batch;
   live_batch_ += live_->redraw();
+  live_stream_ = stream;
   sink(stream).write(live_batch_, lines);
 }
 
@@ -61,13 +62,15 @@ void Console::live_tick(std::chrono::steady_clock::time_point now,
   // brings the area along anyway.
   if (stdout_.pending() || stderr_.pending()) return;
   const std::string text = live_->tick(now, snapshot());
-  if (!text.empty()) stderr_.write(text, 0);
+  if (text.empty()) return;
+  live_stream_ = 1;
+  stderr_.write(text, 0);
 }
 
 void Console::stop_live() {
   if (!live_) return;
   const std::string text = live_->close();
-  if (!text.empty()) stderr_.write(text, 0);
+  if (!text.empty()) sink(live_stream_).write(text, 0);
   live_.reset();
 }
 

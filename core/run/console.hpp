@@ -88,6 +88,10 @@ private:
   LineSink stderr_;
   std::optional<LiveView> live_; ///< the live status area, when on
   std::string live_batch_;       ///< a console batch wrapped in the area's erase and redraw
+  /// The stream that last drew the area (0 stdout, 1 stderr): its erase goes
+  /// the same way, behind it. Each stream buffers on its own when the terminal
+  /// is slow, so an erase on the other one could arrive first.
+  int live_stream_ = 1;
 };
 
 } // namespace air
