@@ -190,6 +190,9 @@ def train_and_save(root):
     result = digests(model)
     # DDP goes before its process group: freed after it, torch 1.13 can hang.
     del model, optimizer, state
+    # Both ranks leave together: torch 2.6's gloo destroy_process_group hangs
+    # on a rank whose peer has already left (Debian 13, every run).
+    dist.barrier()
     dist.destroy_process_group()
     return result
 
@@ -210,6 +213,7 @@ def restore(root):
     load(state, latest(root))
     result = before, digests(model), state["step"]
     del model, state
+    dist.barrier()  # as in train_and_save
     dist.destroy_process_group()
     return result
 
