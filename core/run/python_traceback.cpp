@@ -1,6 +1,8 @@
 #include "core/run/python_traceback.hpp"
 
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace air {
@@ -28,14 +30,25 @@ bool name_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.';
 }
 
-/// torch 2.3+'s "[rank1]: " (or "[rank1]:") before each line a rank prints.
-std::string_view without_rank_prefix(std::string_view line) {
+/// torch 2.3+'s "[rank1]: " (or "[rank1]:") at the start of `line`: its rank
+/// and its length, the one blank after the colon included; nullopt when none.
+std::optional<std::pair<int, std::size_t>> rank_prefix(std::string_view line) {
   constexpr std::string_view k_rank = "[rank";
-  if (line.substr(0, k_rank.size()) != k_rank) return line;
+  if (line.substr(0, k_rank.size()) != k_rank) return std::nullopt;
   std::size_t i = k_rank.size();
-  while (i < line.size() && line[i] >= '0' && line[i] <= '9') ++i;
-  if (i == k_rank.size() || line.substr(i, 2) != "]:") return line;
-  return line.substr(i + 2);
+  int rank = 0;
+  while (i < line.size() && line[i] >= '0' && line[i] <= '9' && i < k_rank.size() + 9)
+    rank = rank * 10 + (line[i++] - '0');
+  if (i == k_rank.size() || line.substr(i, 2) != "]:") return std::nullopt;
+  i += 2;
+  if (i < line.size() && line[i] == ' ') ++i;
+  return std::make_pair(rank, i);
+}
+
+/// `line` without torch's prefix, whichever rank it names.
+std::string_view without_rank_prefix(std::string_view line) {
+  const auto prefix = rank_prefix(line);
+  return prefix ? line.substr(prefix->second) : line;
 }
 
 /// "[rank1]: " prefixes and leading blanks are not part of the line.
@@ -69,12 +82,8 @@ std::string exception_line(std::string_view text) {
 }
 
 std::string_view without_own_rank_prefix(std::string_view line, int rank) {
-  if (line.substr(0, 5) != "[rank") return line; // every line a rank prints comes here: no allocation
-  const std::string prefix = "[rank" + std::to_string(rank) + "]:";
-  if (line.substr(0, prefix.size()) != prefix) return line;
-  line.remove_prefix(prefix.size());
-  if (!line.empty() && line.front() == ' ') line.remove_prefix(1);
-  return line;
+  const auto prefix = rank_prefix(line);
+  return prefix && prefix->first == rank ? line.substr(prefix->second) : line;
 }
 
 bool is_library_file(std::string_view path) {
