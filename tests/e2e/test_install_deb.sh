@@ -3,6 +3,9 @@
 # in a fresh minimal Debian 12 root (never on this machine), then air-run's
 # help, a 2-rank CPU run, a Python target, the man page, bash completion, the
 # air Python package, and `apt-get remove` leaving the root as it was.
+# apt reads the mirror's package lists first (`apt-get update`), as on a user's
+# machine, so that the package's Recommends (python3-cloudpickle, libcurl4)
+# come with it by default.
 #
 # AIR_DEB names the package (`make test-install` builds it with `make package`);
 # without it, or without root (debootstrap, chroot), the test is skipped (77).
@@ -25,13 +28,19 @@ file_list() {
     -o -path ./var/cache -o -path ./var/lib/dpkg -o -path ./var/lib/apt -o -path ./root \) -prune -o -print | sort)
 }
 file_list >"$ROOTS/before-install.txt"
+# The packages installed in the root, a name a line.
+packages() { "$AIR_SOURCE_DIR/scripts/debian-root.sh" run "$R" dpkg-query -W -f '${Package}\n' | sort; }
+packages >"$ROOTS/packages-before.txt"
 
-test_a_apt_installs_the_package_offline() {
+test_a_apt_installs_the_package_and_what_it_recommends() {
   cp "$AIR_DEB" "$R/tmp/"
-  in_root "apt-get install -y /tmp/$(basename "$AIR_DEB")"
+  in_root "apt-get update -qq && apt-get install -y /tmp/$(basename "$AIR_DEB")"
   expect_rc 0
   in_root "dpkg-query -W -f '\${Status} \${Version}' air-run"
   expect_eq "$out" "install ok installed 0.1.0"
+  in_root "dpkg-query -W -f '\${Status}\n' python3-cloudpickle libcurl4"
+  expect_eq "$out" "install ok installed
+install ok installed"
 }
 
 test_b_help_and_version() {
@@ -99,10 +108,12 @@ test_f_bash_completion() {
   expect_rc 0
 }
 
-# The root has no libcurl (it is only recommended): air-run runs, MLflow
-# tracking over plain HTTP uses air-run's own client, and tracking over HTTPS,
-# the one part that needs libcurl, says what to install.
+# Without libcurl (only recommended: `--no-install-recommends`, or removed):
+# air-run runs, MLflow tracking over plain HTTP uses air-run's own client, and
+# tracking over HTTPS, the one part that needs libcurl, says what to install.
 test_f2_no_libcurl_needed_but_for_mlflow_over_https() {
+  in_root "apt-get remove -y libcurl4 && apt-get autoremove -y"
+  expect_rc 0
   in_root "ldconfig -p | grep -c 'libcurl' || true"
   expect_eq "$out" "0"
   in_root "air-run --mlflow-tracking-uri https://127.0.0.1:9 --mlflow-required --cpu-ranks 1 --no-python true"
@@ -119,6 +130,11 @@ test_f2_no_libcurl_needed_but_for_mlflow_over_https() {
 
 test_g_remove_leaves_nothing() {
   in_root "apt-get remove -y air-run"
+  expect_rc 0
+  # Then what apt brought with it (its Recommends and theirs), so that the
+  # root is compared with itself as it was: anything left is air-run's.
+  packages >packages-after.txt
+  in_root "apt-get purge -y $(comm -13 "$ROOTS/packages-before.txt" packages-after.txt | tr '\n' ' ')"
   expect_rc 0
   in_root "dpkg-query -W -f '\${Status}' air-run"
   expect_not_contains "$out" "install ok installed"
