@@ -4,6 +4,7 @@ training loop, `import torch` and the process group included.
 
   scripts/bench-restart-to-step.py [--air-run build/cli/air-run] [--python /usr/bin/python3]
                                    [--torchrun torchrun] [--ranks 8] [--rounds 3] [--json out.json]
+                                   [--other OTHER_AIR_RUN]
 
 Each run starts N ranks of one script with --max-restarts 1. Every rank
 imports torch, joins a gloo process group and does one all_reduce (its first
@@ -21,6 +22,8 @@ hits all alike: air-run as it starts ranks by default (a fresh interpreter
 each), air-run --preload torch (ranks forked from one interpreter that
 imported torch once), and torchrun when one is found that runs (Debian's
 1.13 torchrun does not run on every Python; the GPU machine's 2.x does).
+--other adds another air-run binary (a build of an earlier commit), fresh
+and warm, to compare two builds in one run.
 Medians over the rounds, and each launcher's ratio to fresh air-run (below
 1: faster). Nothing asserts: it is a benchmark.
 """
@@ -99,6 +102,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", help="write the figures as JSON here")
     ap.add_argument("--run-timeout", type=int, default=300, help="seconds one launch may take")
+    ap.add_argument("--other", help="another air-run binary, timed fresh and warm alongside")
     args = ap.parse_args()
 
     workdir = tempfile.mkdtemp(prefix="air-bench-restart-step-")
@@ -108,12 +112,16 @@ def main():
     env = dict(os.environ, OMP_NUM_THREADS="1", AIR_RUN_TIMEOUT="none")
     air = os.path.abspath(args.air_run)
     # CPU ranks on every machine: on a GPU machine --cpu-ranks alone would give one rank per GPU.
-    base = [air, "--quiet", "--python", args.python, "--accelerator-type", "CPU", "-n", str(args.ranks),
-            "--max-restarts", "1", "--hang-timeout", "none"]
+    flags = ["--quiet", "--python", args.python, "--accelerator-type", "CPU", "-n", str(args.ranks),
+             "--max-restarts", "1", "--hang-timeout", "none"]
     launchers = {
-        "air-run": base + [script, workdir],
-        "air-run --preload torch": base + ["--preload", "torch", script, workdir],
+        "air-run": [air, *flags, script, workdir],
+        "air-run --preload torch": [air, *flags, "--preload", "torch", script, workdir],
     }
+    if args.other:
+        other = os.path.abspath(args.other)
+        launchers["other"] = [other, *flags, script, workdir]
+        launchers["other --preload torch"] = [other, *flags, "--preload", "torch", script, workdir]
     torchrun = shutil.which(args.torchrun) if args.torchrun else None
     if torchrun_works(torchrun, env):
         launchers["torchrun"] = [torchrun, "--standalone", "--nproc-per-node", str(args.ranks), "--max-restarts", "1",

@@ -8,8 +8,8 @@
 #
 #   scripts/gpu-suite.sh [OUTDIR]        (OUTDIR defaults to ./gpu-results)
 #
-# GPU_SUITE_STEPS (default "demo,tests,unit,clients,preflight,bench,hangs,stragglers,preempt,binding,launch,restart")
-# picks steps, so that a
+# GPU_SUITE_STEPS (default "demo,tests,unit,clients,preflight,bench,hangs,stragglers,preempt,binding,launch,restart";
+# also "steps" and "warm") picks steps, so that a
 # short device lease can run them in two calls; the build always runs and is
 # incremental (GPU_SUITE_TARGET=air-run builds only the binary, for steps that
 # need nothing else). Each step prints PASS/FAIL; the summary is OUTDIR/gpu-suite.txt.
@@ -327,6 +327,13 @@ if want restart; then
   timeout 420 "$PY" scripts/bench-restart-to-step.py --air-run "$AIR" --python "$PY" --ranks 8 --rounds 3 \
     --json "$OUT_DIR/bench-restart-to-step.json" 2>&1 | tail -12 | tee -a "$LOG"
   check bench-restart "exit ${PIPESTATUS[0]}" "${PIPESTATUS[0]}"
+fi
+
+if want warm; then # where a GPU rank's first start goes, fresh against --preload torch (not in the default steps)
+  say "== a DDP rank's first start on the GPU by phase, fresh and warm"
+  timeout 300 "$PY" scripts/bench-warm-phases.py --air-run "$AIR" --python "$PY" --device cuda --ranks 1 \
+    --rounds 3 --json "$OUT_DIR/bench-warm-phases.json" 2>&1 | tail -12 | tee -a "$LOG"
+  check bench-warm-phases "exit ${PIPESTATUS[0]}" "${PIPESTATUS[0]}"
 fi
 
 say "== $failures failure(s)"

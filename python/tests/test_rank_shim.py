@@ -231,6 +231,91 @@ def test_a_torch_without_libuv_gets_the_classic_store(rank_python):
         other._create_c10d_store("h", 1, 0, 2, 30, True)
 
 
+def test_a_listening_port_is_seen_without_connecting(rank_python):
+    import socket
+
+    import air_run_patches
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    assert air_run_patches._air_run_listening(port) is False  # bound, not listening
+    server.listen()
+    assert air_run_patches._air_run_listening(port) is True
+    server.close()
+    assert air_run_patches._air_run_listening(port) is False
+    if socket.has_ipv6:
+        try:
+            six = socket.socket(socket.AF_INET6)
+            six.bind(("::1", 0))
+        except OSError:
+            return  # no IPv6 loopback here
+        six.listen()
+        assert air_run_patches._air_run_listening(six.getsockname()[1]) is True
+        six.close()
+
+
+def test_the_store_wait_ends_when_the_server_listens(rank_python):
+    import socket
+    import threading
+    import time
+
+    import air_run_patches
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    late = threading.Timer(0.2, server.listen)
+    start = time.monotonic()
+    late.start()
+    assert air_run_patches._air_run_wait_for_store(port, 30) is True
+    assert time.monotonic() - start >= 0.2
+    late.join()
+    server.close()
+
+
+def test_the_store_wait_gives_up_at_the_timeout_or_without_proc_net(rank_python):
+    import air_run_patches
+
+    slept = []
+    assert air_run_patches._air_run_wait_for_store(1, 0.0, sleep=slept.append, listening=lambda p: False) is False
+    assert air_run_patches._air_run_wait_for_store(1, 30, sleep=slept.append, listening=lambda p: None) is False
+    assert slept == []
+    answers = iter([False, False, True])
+    assert air_run_patches._air_run_wait_for_store(1, 30, sleep=slept.append,
+                                                   listening=lambda p: next(answers)) is True
+    assert slept == [0.002, 0.002]
+
+
+@pytest.mark.parametrize("env, rank, waits", [
+    ({"RANK": "1", "LOCAL_RANK": "1"}, 1, True),  # rank 0's node: wait for its server
+    ({"RANK": "0", "LOCAL_RANK": "0"}, 0, False),  # the server itself
+    ({"RANK": "5", "LOCAL_RANK": "1"}, 5, False),  # another node: torch's own retries
+    ({"RANK": "1", "LOCAL_RANK": "1", "TORCHELASTIC_USE_AGENT_STORE": "True"}, 1, False),
+    ({}, 1, False),  # not started by a launcher
+])
+def test_only_a_rank_on_rank_0s_node_waits_for_the_store(rank_python, monkeypatch, env, rank, waits):
+    import datetime
+
+    import air_run_patches
+
+    for name in ("RANK", "LOCAL_RANK", "TORCHELASTIC_USE_AGENT_STORE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    events = []
+    monkeypatch.setattr(air_run_patches, "_air_run_wait_for_store",
+                        lambda port, seconds: events.append(("wait", port, seconds)))
+    rendezvous = types.SimpleNamespace(_create_c10d_store=lambda *a, **k: events.append(("create",)) or "store")
+    air_run_patches._air_run_patch_rendezvous(rendezvous, None)
+    timeout = datetime.timedelta(seconds=90)
+    assert rendezvous._create_c10d_store("h", 29500, rank, 8, timeout) == "store"
+    assert events == ([("wait", 29500, 90.0)] if waits else []) + [("create",)]
+    events.clear()
+    assert rendezvous._create_c10d_store("h", port=29501, rank=rank, world_size=8, timeout=timeout) == "store"
+    assert events == ([("wait", 29501, 90.0)] if waits else []) + [("create",)]
+
+
 # A rank's SIGTERM during the stop protocol (_AirRunSigterm): each case runs
 # in a Python of its own, on a page in memory, with the wait for a stop
 # request cut to 0.5 s.

@@ -144,17 +144,93 @@ def _air_run_patch_ddp(module, progress):
     autograd.backward = progress.timed(autograd.backward, _AIR_OP_DDP, only_if=after_ddp_forward)
 
 
+def _air_run_listening(port):
+    """Whether a socket of this network namespace listens on TCP `port`
+    (IPv4 or IPv6), read from /proc/net: no connection is made, so the
+    server never sees a probe. None when /proc/net cannot be read."""
+    want = ":%04X " % port
+    seen = False
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f, None)
+                for line in f:
+                    fields = line.split(None, 4)
+                    # local_address ends in :PORT (hex); state 0A is LISTEN
+                    if len(fields) > 3 and (fields[1] + " ").endswith(want) and fields[3] == "0A":
+                        return True
+            seen = True
+        except OSError:
+            continue
+    return False if seen else None
+
+
+def _air_run_wait_for_store(port, timeout_s, sleep=None, listening=None):
+    """Waits until `port` listens, at most timeout_s seconds; returns whether
+    it does. A TCPStore client that tries before the server listens sleeps a
+    whole second before it tries again (torch's fixed back-off), so ranks that
+    start together often lose that second to rank 0 being a moment late; this
+    looks every few milliseconds instead, without connecting."""
+    import time
+
+    sleep = sleep or time.sleep
+    listening = listening or _air_run_listening
+    start = time.monotonic()
+    pause = 0.002
+    while True:
+        got = listening(port)
+        if got is None:
+            return False  # no /proc/net: torch's own retries, as before
+        if got:
+            return True
+        waited = time.monotonic() - start
+        if waited >= timeout_s:
+            return False
+        sleep(min(pause, timeout_s - waited))
+        if waited > 2.0:  # a rank 0 that is busy before init_process_group: look less often
+            pause = 0.05
+
+
+def _air_run_store_is_local(rank):
+    """Whether the store's server, rank 0's, runs on this node: the node's
+    first global rank (RANK - LOCAL_RANK) is 0. Not for the agent's store
+    (TORCHELASTIC_USE_AGENT_STORE), which is up before any rank starts."""
+    import os
+
+    try:
+        first = int(os.environ["RANK"]) - int(os.environ["LOCAL_RANK"])
+    except (KeyError, ValueError):
+        return False
+    return rank != 0 and first == 0 and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"
+
+
 def _air_run_patch_rendezvous(module, progress):
-    """torch 2.4 and later ask for the libuv TCPStore by default; a torch built
-    without libuv (Debian 13's python3-torch 2.6) then fails every
-    init_process_group with "use_libuv was requested but PyTorch was build
-    without libuv support". That one error is retried with the classic store,
-    as USE_LIBUV=0 would; a torch with libuv never sees the difference."""
+    """Two things of torch.distributed.rendezvous's _create_c10d_store
+    (host, port, rank, world_size, timeout[, use_libuv]), the store that
+    init_process_group's env:// and tcp:// methods make, its server in rank 0:
+
+    - A rank other than 0 on rank 0's node waits until the server listens
+      before it connects (_air_run_wait_for_store): torch's client otherwise
+      sleeps a second after each refused connection.
+    - torch 2.4 and later ask for the libuv TCPStore by default; a torch built
+      without libuv (Debian 13's python3-torch 2.6) then fails every
+      init_process_group with "use_libuv was requested but PyTorch was build
+      without libuv support". That one error is retried with the classic
+      store, as USE_LIBUV=0 would; a torch with libuv never sees the
+      difference."""
     create = getattr(module, "_create_c10d_store", None)
     if create is None:
         return
 
     def create_store(*args, **kwargs):
+        try:
+            given = dict(zip(("hostname", "port", "rank", "world_size", "timeout"), args), **kwargs)
+            port, rank, timeout = given.get("port"), given.get("rank"), given.get("timeout")
+            if isinstance(port, int) and isinstance(rank, int) and _air_run_store_is_local(rank):
+                seconds = timeout.total_seconds() if hasattr(timeout, "total_seconds") else 1800.0
+                _air_run_wait_for_store(port, seconds)
+        except Exception:
+            pass  # never in the way of torch's own connect
         try:
             return create(*args, **kwargs)
         except RuntimeError as e:
