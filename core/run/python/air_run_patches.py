@@ -226,7 +226,7 @@ def _air_run_patch_rendezvous(module, progress):
         try:
             given = dict(zip(("hostname", "port", "rank", "world_size", "timeout"), args), **kwargs)
             port, rank, timeout = given.get("port"), given.get("rank"), given.get("timeout")
-            if isinstance(port, int) and isinstance(rank, int) and _air_run_store_is_local(rank):
+            if isinstance(port, int) and port > 0 and isinstance(rank, int) and _air_run_store_is_local(rank):
                 seconds = timeout.total_seconds() if hasattr(timeout, "total_seconds") else 1800.0
                 _air_run_wait_for_store(port, seconds)
         except Exception:
