@@ -334,6 +334,8 @@ if want warm; then # where a GPU rank's first start goes, fresh against --preloa
   timeout 300 "$PY" scripts/bench-warm-phases.py --air-run "$AIR" --python "$PY" --device cuda --ranks 1 \
     --rounds 3 --json "$OUT_DIR/bench-warm-phases.json" 2>&1 | tail -12 | tee -a "$LOG"
   check bench-warm-phases "exit ${PIPESTATUS[0]}" "${PIPESTATUS[0]}"
+  timeout 120 "$PY" scripts/bench-store-wait.py --python "$PY" --build $BUILD --rounds 5 2>&1 | tail -3 | tee -a "$LOG"
+  check bench-store-wait "exit ${PIPESTATUS[0]}" "${PIPESTATUS[0]}"
 fi
 
 say "== $failures failure(s)"
