@@ -82,13 +82,15 @@ portable: wheel
 	  AIR_SOURCE_DIR=$(CURDIR) bash tests/e2e/test_install_wheel.sh
 
 # The .deb in a fresh Debian 12 root, the wheel in a fresh venv and its binary in a Debian 11
-# root, and the README's first steps in a fresh Debian 12 root (needs root).
-test-install: package wheel
-	AIR_DEB=$$(ls $(RELEASE_BUILD)/air-run_*.deb) AIR_RUN=$(CURDIR)/$(RELEASE_BUILD)/cli/air-run \
+# root, and the README's first steps in a fresh Debian 12 root (needs root). The .deb is the
+# portable build's (the one a release ships, built with the wheel's binary): `make package`
+# runs the same CMake configuration on this machine, so it is not built a second time here.
+test-install: wheel
+	AIR_DEB=$$(ls $(PORTABLE_BUILD)/air-run_*.deb) AIR_RUN=$(CURDIR)/$(PORTABLE_BUILD)/air-run \
 	  AIR_SOURCE_DIR=$(CURDIR) bash tests/e2e/test_install_deb.sh
 	AIR_WHEEL=$$(ls $(PORTABLE_BUILD)/dist/air_run-*.whl) AIR_RUN=$(CURDIR)/$(PORTABLE_BUILD)/air-run \
 	  AIR_SOURCE_DIR=$(CURDIR) bash tests/e2e/test_install_wheel.sh
-	AIR_FRESH_ROOTS_DIR=$(RELEASE_BUILD)/roots AIR_SOURCE_DIR=$(CURDIR) bash tests/e2e/test_install_deps.sh
+	AIR_FRESH_ROOTS_DIR=$(PORTABLE_BUILD)/roots AIR_SOURCE_DIR=$(CURDIR) bash tests/e2e/test_install_deps.sh
 
 # The README's two commands (make demo, make test) in fresh minimal Debian 12
 # and Debian 13 roots (needs root; slow, so not in CI: scripts/test-distro.sh).
