@@ -3,13 +3,20 @@
 
   scripts/bench-launch.py [--air-run build/cli/air-run] [--baseline build/fixtures/baseline_launcher]
                           [--ranks 8,128,1024] [--repeat 5] [--json out.json]
-                          [--fork] [--other OTHER_AIR_RUN ...] [--launch-only]
+                          [--fork] [--other OTHER_AIR_RUN ...] [--launch-only] [--breakdown]
 
 Measures, for each rank count, the wall time of `air-run --no-python /bin/true`
 against a plain fork/exec-and-wait of the same ranks; the time from one rank's
 failure to the launcher's exit while the others sleep; and the launcher's own
 peak RSS. Nothing here asserts: it prints a table. The comparison with torchrun
 is scripts/bench-vs-torchrun.py.
+
+--breakdown also times, beside each launch, what the fixed part of it is
+made of: `air-run --version` (the process's own start: loading, options),
+`--dry-run` of the same line (the spec, the plan and the checks, nothing
+started), and the launch with AIR_RUN_CGROUP=off (the run's cgroup left out:
+its creation and removal); what the full launch adds to the dry run is the
+ranks' spawn, supervision and the end of the run.
 
 --fork also times the same binary with AIR_RUN_SPAWN=fork (the fork spawn,
 core/os/shared_spawn.hpp), --other another air-run binary (a build of an
@@ -41,6 +48,8 @@ def main():
     ap.add_argument("--fork", action="store_true", help="also time AIR_RUN_SPAWN=fork")
     ap.add_argument("--other", action="append", default=[], help="another air-run binary to time alongside")
     ap.add_argument("--launch-only", action="store_true", help="skip the teardown and memory figures")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="also time --version, --dry-run and AIR_RUN_CGROUP=off of the same line")
     args = ap.parse_args()
     counts = [int(x) for x in args.ranks.split(",")]
     true = shutil.which("true") or "/bin/true"
@@ -51,6 +60,10 @@ def main():
         variants.append(("air-run fork", args.air_run, {**os.environ, "AIR_RUN_SPAWN": "fork"}))
     for other in args.other:
         variants.append((other, other, None))
+    if args.breakdown:
+        variants.append(("no cgroup", args.air_run, {**os.environ, "AIR_RUN_CGROUP": "off"}))
+        variants.append(("--dry-run", args.air_run, None))
+        variants.append(("--version", args.air_run, None))
 
     print(f"{'ranks':>6} {'baseline ms':>12}" + "".join(f"  {name[-24:]:>24} ms  ratio" for name, _, _ in variants))
     for n in counts:
@@ -58,9 +71,15 @@ def main():
         for _ in range(args.repeat):
             base_times.append(run_timed([args.baseline, str(n), true])[0])
             for name, exe, env in variants:
-                t, code = run_timed([exe, *cpu, str(n), "--grace-period", "5s", "--no-python", true], env)
+                line = [exe, *cpu, str(n), "--grace-period", "5s", "--no-python", true]
+                if name == "--dry-run":
+                    line.insert(1, "--dry-run")
+                elif name == "--version":
+                    line = [exe, "--version"]
+                t, code = run_timed(line, env)
                 times[name].append(t)
-                codes.add(code)
+                if name not in ("--dry-run", "--version"):
+                    codes.add(code)
         base = statistics.median(base_times)
         med = {name: statistics.median(ts) for name, ts in times.items()}
         air = med["air-run"]

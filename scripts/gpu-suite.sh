@@ -318,7 +318,7 @@ fi
 if want launch; then
   say "== launch cost: air-run against a bare fork/exec loop, and torchrun"
   timeout 200 "$PY" scripts/bench-launch.py --air-run "$AIR" --baseline $BUILD/fixtures/baseline_launcher \
-    --ranks 8,128,1024 --repeat 5 --launch-only --json "$OUT_DIR/bench-launch.json" 2>&1 | tail -5 | tee -a "$LOG"
+    --ranks 8,128,1024 --repeat 5 --launch-only --breakdown --json "$OUT_DIR/bench-launch.json" 2>&1 | tail -5 | tee -a "$LOG"
   check bench-launch "exit ${PIPESTATUS[0]}" "${PIPESTATUS[0]}"
 fi
 

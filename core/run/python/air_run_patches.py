@@ -170,7 +170,8 @@ def _air_run_wait_for_store(port, timeout_s, sleep=None, listening=None):
     it does. A TCPStore client that tries before the server listens sleeps a
     whole second before it tries again (torch's fixed back-off), so ranks that
     start together often lose that second to rank 0 being a moment late; this
-    looks every few milliseconds instead, without connecting."""
+    looks every 2 ms instead (50 ms after 2 s, 0.5 s after 30 s), without
+    connecting."""
     import time
 
     sleep = sleep or time.sleep
@@ -187,7 +188,11 @@ def _air_run_wait_for_store(port, timeout_s, sleep=None, listening=None):
         if waited >= timeout_s:
             return False
         sleep(min(pause, timeout_s - waited))
-        if waited > 2.0:  # a rank 0 that is busy before init_process_group: look less often
+        # A rank 0 busy before init_process_group (loading data): look less
+        # often, as /proc/net/tcp grows with the host's connections.
+        if waited > 30.0:
+            pause = 0.5
+        elif waited > 2.0:
             pause = 0.05
 
 
