@@ -309,11 +309,27 @@ def test_only_a_rank_on_rank_0s_node_waits_for_the_store(rank_python, monkeypatc
     rendezvous = types.SimpleNamespace(_create_c10d_store=lambda *a, **k: events.append(("create",)) or "store")
     air_run_patches._air_run_patch_rendezvous(rendezvous, None)
     timeout = datetime.timedelta(seconds=90)
-    assert rendezvous._create_c10d_store("h", 29500, rank, 8, timeout) == "store"
+    assert rendezvous._create_c10d_store("127.0.0.1", 29500, rank, 8, timeout) == "store"
     assert events == ([("wait", 29500, 90.0)] if waits else []) + [("create",)]
     events.clear()
-    assert rendezvous._create_c10d_store("h", port=29501, rank=rank, world_size=8, timeout=timeout) == "store"
+    assert rendezvous._create_c10d_store("localhost", port=29501, rank=rank, world_size=8,
+                                         timeout=timeout) == "store"
     assert events == ([("wait", 29501, 90.0)] if waits else []) + [("create",)]
+    events.clear()
+    # A store on another machine (TEST-NET-1: never this host's), or one that
+    # does not resolve: torch connects at once, as without the shim.
+    for host in ("192.0.2.1", "no-such-host.invalid"):
+        assert rendezvous._create_c10d_store(host, 29502, rank, 8, timeout) == "store"
+    assert events == [("create",), ("create",)]
+
+
+def test_a_local_address_is_told_from_another_machines(rank_python):
+    import air_run_patches
+
+    assert air_run_patches._air_run_is_local_address("127.0.0.1") is True
+    assert air_run_patches._air_run_is_local_address("localhost") is True
+    assert air_run_patches._air_run_is_local_address("192.0.2.1") is False
+    assert air_run_patches._air_run_is_local_address("no-such-host.invalid") is False
 
 
 # A rank's SIGTERM during the stop protocol (_AirRunSigterm): each case runs

@@ -196,17 +196,39 @@ def _air_run_wait_for_store(port, timeout_s, sleep=None, listening=None):
             pause = 0.05
 
 
-def _air_run_store_is_local(rank):
+def _air_run_is_local_address(host):
+    """Whether `host` names an address of this machine: one of the addresses
+    it resolves to can be bound here. False when it cannot be resolved."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_DGRAM)
+    except (OSError, UnicodeError):
+        return False
+    for family, kind, proto, _name, address in infos:
+        try:
+            with socket.socket(family, kind, proto) as probe:
+                probe.bind((address[0], 0) + tuple(address[2:]))
+            return True
+        except OSError:
+            continue
+    return False
+
+
+def _air_run_store_is_local(host, rank):
     """Whether the store's server, rank 0's, runs on this node: the node's
-    first global rank (RANK - LOCAL_RANK) is 0. Not for the agent's store
-    (TORCHELASTIC_USE_AGENT_STORE), which is up before any rank starts."""
+    first global rank (RANK - LOCAL_RANK) is 0 and `host` is an address of
+    this machine. Not for the agent's store (TORCHELASTIC_USE_AGENT_STORE),
+    which is up before any rank starts."""
     import os
 
     try:
         first = int(os.environ["RANK"]) - int(os.environ["LOCAL_RANK"])
     except (KeyError, ValueError):
         return False
-    return rank != 0 and first == 0 and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"
+    if rank == 0 or first != 0 or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        return False
+    return isinstance(host, str) and _air_run_is_local_address(host)
 
 
 def _air_run_patch_rendezvous(module, progress):
@@ -214,9 +236,10 @@ def _air_run_patch_rendezvous(module, progress):
     (host, port, rank, world_size, timeout[, use_libuv]), the store that
     init_process_group's env:// and tcp:// methods make, its server in rank 0:
 
-    - A rank other than 0 on rank 0's node waits until the server listens
-      before it connects (_air_run_wait_for_store): torch's client otherwise
-      sleeps a second after each refused connection.
+    - A rank other than 0 on rank 0's node, the store's host an address of
+      this machine, waits until the server listens before it connects
+      (_air_run_wait_for_store): torch's client otherwise waits up to a
+      second after each refused connection.
     - torch 2.4 and later ask for the libuv TCPStore by default; a torch built
       without libuv (Debian 13's python3-torch 2.6) then fails every
       init_process_group with "use_libuv was requested but PyTorch was build
@@ -230,8 +253,9 @@ def _air_run_patch_rendezvous(module, progress):
     def create_store(*args, **kwargs):
         try:
             given = dict(zip(("hostname", "port", "rank", "world_size", "timeout"), args), **kwargs)
-            port, rank, timeout = given.get("port"), given.get("rank"), given.get("timeout")
-            if isinstance(port, int) and port > 0 and isinstance(rank, int) and _air_run_store_is_local(rank):
+            host, port, rank, timeout = (given.get("hostname"), given.get("port"), given.get("rank"),
+                                         given.get("timeout"))
+            if isinstance(port, int) and port > 0 and isinstance(rank, int) and _air_run_store_is_local(host, rank):
                 seconds = timeout.total_seconds() if hasattr(timeout, "total_seconds") else 1800.0
                 _air_run_wait_for_store(port, seconds)
         except Exception:
