@@ -7,7 +7,7 @@
 # machine, so that the package's Recommends (python3-cloudpickle, libcurl4)
 # come with it by default.
 #
-# AIR_DEB names the package (`make test-install` builds it with `make package`);
+# AIR_DEB names the package (`make test-install` takes the portable build's, `make wheel`);
 # without it, or without root (debootstrap, chroot), the test is skipped (77).
 # The root comes from scripts/debian-root.sh, cached as a tarball under
 # AIR_ROOTS_DIR (default: roots/ next to the package).

@@ -167,11 +167,11 @@ def _air_run_listening(port):
 
 def _air_run_wait_for_store(port, timeout_s, sleep=None, listening=None):
     """Waits until `port` listens, at most timeout_s seconds; returns whether
-    it does. A TCPStore client that tries before the server listens sleeps a
-    whole second before it tries again (torch's fixed back-off), so ranks that
-    start together often lose that second to rank 0 being a moment late; this
-    looks every 2 ms instead (50 ms after 2 s, 0.5 s after 30 s), without
-    connecting."""
+    it does. A TCPStore client that tries before the server listens waits
+    before it tries again (torch 1.13: a second; 2.6: a few hundred ms, at
+    random), so ranks that start together often lose that time to rank 0
+    being a moment late; this looks every 2 ms instead (50 ms after 2 s,
+    0.5 s after 30 s), without connecting."""
     import time
 
     sleep = sleep or time.sleep
@@ -255,7 +255,8 @@ def _air_run_patch_rendezvous(module, progress):
             given = dict(zip(("hostname", "port", "rank", "world_size", "timeout"), args), **kwargs)
             host, port, rank, timeout = (given.get("hostname"), given.get("port"), given.get("rank"),
                                          given.get("timeout"))
-            if isinstance(port, int) and port > 0 and isinstance(rank, int) and _air_run_store_is_local(host, rank):
+            waits = isinstance(port, int) and port > 0 and isinstance(rank, int)
+            if waits and _air_run_store_is_local(host, rank):
                 seconds = timeout.total_seconds() if hasattr(timeout, "total_seconds") else 1800.0
                 _air_run_wait_for_store(port, seconds)
         except Exception:
