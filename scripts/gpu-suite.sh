@@ -91,7 +91,7 @@ if want clients; then
   # This machine's torch (2.3+ prefixes a crashed rank's lines with "[rankN]: ")
   # and the libraries people train with: transformers, Lightning, accelerate.
   say "== a rank's exception on this torch, and the real clients (tests/e2e/test_rank_exceptions.sh, test_real_clients.sh)"
-  for t in rank_exceptions real_clients; do
+  for t in real_clients rank_exceptions; do
     start=$SECONDS
     AIR_RUN="$AIR" AIR_FIXTURE_DIR=$PWD/$BUILD/fixtures AIR_SOURCE_DIR=$PWD TORCH_PYTHON=$PY TMPDIR=$OUT_DIR/e2e \
       timeout -k 5 420 bash -c 'mkdir -p "$TMPDIR" && exec bash "tests/e2e/test_$0.sh"' "$t" >"$OUT_DIR/$t.log" 2>&1

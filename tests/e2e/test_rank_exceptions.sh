@@ -68,7 +68,7 @@ expect_crash_named() { # expect_crash_named SUMMARY
 
 test_a_plain_raise_is_named() {
   write_crash
-  run_air --cpu-ranks 2 --summary s.json --junit j.xml crash.py
+  run_air --accelerator-type CPU -n 2 --summary s.json --junit j.xml crash.py
   expect_crash_named s.json
   expect_contains "$(cat j.xml)" 'message="RuntimeError: injected failure at step 8 (exit code 1)" type="RuntimeError"'
   # The rank's own output is as it was: the traceback, once.
@@ -77,7 +77,7 @@ test_a_plain_raise_is_named() {
 
 test_torch_style_prefix_is_shown_once_and_named() {
   write_crash
-  AIR_TEST_TORCH_HOOK=1 run_air --cpu-ranks 2 --summary s.json --log-dir logs crash.py
+  AIR_TEST_TORCH_HOOK=1 run_air --accelerator-type CPU -n 2 --summary s.json --log-dir logs crash.py
   expect_crash_named s.json
   expect_contains "$err" "[rank1]: Traceback (most recent call last):"
   expect_not_contains "$err" "[rank1]: [rank1]:"
@@ -102,7 +102,7 @@ if dist.get_rank() == 1:
     raise ValueError("bad batch 42")
 time.sleep(60)
 PY
-  run_air --cpu-ranks 2 --python "$TORCH_PYTHON" --summary s.json real.py
+  run_air --accelerator-type CPU -n 2 --python "$TORCH_PYTHON" --summary s.json real.py
   expect_rc 1
   expect_eq "$(rank1_error s.json)" "ValueError|bad batch 42|error_file"
   expect_eq "$(reason s.json)" "rank 1 failed: ValueError: bad batch 42 (real.py:5)"
@@ -115,7 +115,7 @@ test_torch_style_prefix_in_the_output_tail_fallback() {
   # Not Python-recorded (the shim is off): the tail, read without torch's
   # prefix, still gives the exception's type.
   write_crash
-  AIR_TEST_TORCH_HOOK=1 run_air --cpu-ranks 2 --summary s.json --no-python \
+  AIR_TEST_TORCH_HOOK=1 run_air --accelerator-type CPU -n 2 --summary s.json --no-python \
     python3 -S crash.py
   expect_rc 1
   expect_eq "$(rank1_error s.json)" "RuntimeError|exit code 1|output_tail"
@@ -133,7 +133,7 @@ if os.environ["RANK"] == "1":
         sys.stderr.flush()
     raise RuntimeError("boom at step 5")
 PY
-  run_air --cpu-ranks 2 --summary s.json --no-python python3 -S tailbar.py
+  run_air --accelerator-type CPU -n 2 --summary s.json --no-python python3 -S tailbar.py
   expect_rc 1
   expect_eq "$(rank1_error s.json)" "RuntimeError|exit code 1|output_tail"
   expect_eq "$(json_get s.json '(lambda l: l[l.index("Traceback (most recent call last):") - 1].endswith(" 50%|#####| 5/10"))(d["ranks"][1]["error"]["traceback"].split("\n"))')" \
@@ -152,7 +152,7 @@ if os.environ["RANK"] == "1":
     sys.stderr.flush()
 exec(compile(open("crash.py").read(), os.path.abspath("crash.py"), "exec"))
 PY
-  run_air --cpu-ranks 2 --summary s.json bar.py
+  run_air --accelerator-type CPU -n 2 --summary s.json bar.py
   expect_rc 1
   expect_eq "$(rank1_error s.json)" "RuntimeError|injected failure at step 8|error_file"
   expect_eq "$(reason s.json)" "rank 1 failed: RuntimeError: injected failure at step 8 (crash.py:8)"
@@ -169,7 +169,7 @@ def quiet(kind, value, tb):
 sys.excepthook = quiet
 exec(compile(open("crash.py").read(), os.path.abspath("crash.py"), "exec"))
 PY
-  run_air --cpu-ranks 2 --summary s.json own_hook.py
+  run_air --accelerator-type CPU -n 2 --summary s.json own_hook.py
   expect_rc 1
   expect_contains "$err" "[rank1]: own hook saw RuntimeError"
   expect_not_contains "$err" "[rank1]: Traceback"
@@ -183,7 +183,7 @@ if os.environ["RANK"] == "0":
     time.sleep(60)
 sys.exit("config has no 'lr'")
 PY
-  run_air --cpu-ranks 2 --summary s.json bye.py
+  run_air --accelerator-type CPU -n 2 --summary s.json bye.py
   expect_rc 1
   expect_eq "$(rank1_error s.json)" "SystemExit|config has no 'lr'|error_file"
   expect_eq "$(reason s.json)" "rank 1 failed: SystemExit: config has no 'lr' (bye.py:4)"
@@ -198,7 +198,7 @@ try:
 except SystemExit:
     pass
 PY
-  run_air --cpu-ranks 2 --summary s.json caught.py
+  run_air --accelerator-type CPU -n 2 --summary s.json caught.py
   expect_rc 0
   expect_eq "$(json_get s.json '[r["error"] for r in d["ranks"]]')" "[None, None]"
 }
@@ -214,7 +214,7 @@ t = threading.Thread(target=work)
 t.start(); t.join()
 print("main goes on")
 PY
-  run_air --cpu-ranks 2 --summary s.json thread.py
+  run_air --accelerator-type CPU -n 2 --summary s.json thread.py
   expect_rc 0
   expect_contains "$err" "ValueError: in a thread"
   expect_contains "$out" "[rank1]: main goes on"
@@ -233,7 +233,7 @@ with open(os.environ["TORCHELASTIC_ERROR_FILE"], "w") as f:
                            "extraInfo": {"py_callstack": "tb", "timestamp": "1"}}}, f)
 raise RuntimeError("not this one")
 PY
-  run_air --cpu-ranks 2 --summary s.json own_record.py
+  run_air --accelerator-type CPU -n 2 --summary s.json own_record.py
   expect_rc 1
   expect_eq "$(rank1_error s.json)" "ValueError|from record|error_file"
   expect_eq "$(reason s.json)" "rank 1 failed: ValueError: from record"
@@ -246,14 +246,14 @@ if os.environ["RANK"] == "0":
     time.sleep(60)
 os.kill(os.getpid(), signal.SIGKILL)
 PY
-  run_air --cpu-ranks 2 --summary s.json killed.py
+  run_air --accelerator-type CPU -n 2 --summary s.json killed.py
   expect_rc 137
   expect_eq "$(reason s.json)" "rank 1 was killed by signal 9 (SIGKILL)"
 }
 
 test_warm_started_ranks_are_named_too() {
   write_crash
-  run_air --cpu-ranks 2 --preload json --summary s.json crash.py
+  run_air --accelerator-type CPU -n 2 --preload json --summary s.json crash.py
   expect_crash_named s.json
   cat >bye.py <<'PY'
 import os, time
@@ -261,7 +261,7 @@ if os.environ["RANK"] == "0":
     time.sleep(60)
 raise SystemExit("bare raise")
 PY
-  run_air --cpu-ranks 2 --preload json --summary s2.json bye.py
+  run_air --accelerator-type CPU -n 2 --preload json --summary s2.json bye.py
   expect_rc 1
   expect_eq "$(rank1_error s2.json)" "SystemExit|bare raise|error_file"
 }
