@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 
+SAID = set()  # air-run's --preload lines already shown
 PHASES = ["start", "import", "device", "group", "model", "first step"]
 
 RANK_SCRIPT = r"""
@@ -99,6 +100,10 @@ def one_launch(cmd, workdir, ranks, limit):
         proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=limit, text=True)
     except subprocess.TimeoutExpired:
         return None, "timeout after %d s" % limit
+    for line in proc.stderr.splitlines():  # a warm start refused or given up says so: show it once
+        if "--preload" in line and line not in SAID:
+            SAID.add(line)
+            print(line, file=sys.stderr, flush=True)
     if proc.returncode != 0:
         return None, "exit %d: %s" % (proc.returncode, proc.stderr.strip().splitlines()[-1:] or "")
     per_rank = []
