@@ -219,6 +219,10 @@ private:
       ctx_.topology = std::move(*topology);
       for (const auto& gpu : selection_.gpus) ctx_.gpu_numa_nodes.push_back(pci_numa_node(gpu.pci_bus_id));
     }
+    // The warm start (--preload): reads the target's imports and air-run's CPUs.
+    const bool automatic = spec_.preload.value == std::vector<std::string>{"auto"};
+    ctx_.warm = choose_warm_start(spec_, selection_.ranks, usable_cpu_count(),
+                                  automatic ? find_torch_import(spec_, env_) : std::nullopt);
     paths_.apply(spec_, ctx_.run_id, ctx_.node_rank);
     facts_.run_id = ctx_.run_id;
     facts_.node_rank = ctx_.node_rank;
@@ -252,15 +256,17 @@ private:
   /// before going on, as before: the nodes' join (they get its id with
   /// `start`), a required run (one that cannot be created fails the launch
   /// once the nodes have joined, below), and ranks that are no Python
-  /// programs or are forked by --preload (they get it in their environment).
+  /// programs or are forked by --preload in the first attempt (they get it
+  /// in their environment).
   /// (Creating it on a thread for those too was measured against a real
   /// MLflow 2.17 server on the busy 2-core machine: 20 to 30 ms slower, the
   /// thread's work competing with the launch's own for the cores.)
   Step begin_tracking() {
     for (const auto& line : cluster_.notices) notices_.print(line);
     if (tracker_ == nullptr || ctx_.node_rank != 0) return go_on();
-    const bool ranks_wait = runs_python_target(spec_) && spec_.preload.value.empty() &&
-                            !cluster_.multi_node() && !tracker_->config().required;
+    const bool first_forks = !ctx_.warm.modules.empty() && ctx_.warm.first_attempt;
+    const bool ranks_wait =
+        runs_python_target(spec_) && !first_forks && !cluster_.multi_node() && !tracker_->config().required;
     tracker_->begin(mlflow::gather_launch_facts(spec_, selection_, ctx_.num_nodes, ctx_.run_id, env_),
                     ranks_wait);
     return ranks_wait ? go_on() : settle_tracking();

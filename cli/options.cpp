@@ -71,7 +71,17 @@ void register_options(CLI::App& app, CliOptions& options) {
       ->group(launch);
   for (const auto& key : spec_keys()) {
     if (key.flag.empty()) continue;
-    add_key_option(app, options, key, names_for(key), help_for(key))->group(std::string(key.group));
+    auto* opt =
+        add_key_option(app, options, key, names_for(key), help_for(key))->group(std::string(key.group));
+    if (key.key != "preload") continue;
+    // --no-preload is `--preload none` as a switch (CLI11 negates flags only).
+    auto& off = options.slots.emplace_back();
+    off.key = &key;
+    off.spelling = "--no-preload";
+    off.text_when_set = "none";
+    app.add_flag("--no-preload", off.count, "no warm start: every rank starts a fresh interpreter")
+        ->group(std::string(key.group))
+        ->excludes(opt);
   }
   // air-run's own commands follow the keys of their heading.
   app.add_flag("--torch-distributor", options.torch_distributor,
@@ -149,6 +159,10 @@ std::vector<std::tuple<std::string, std::string, std::string>> CliOptions::flag_
   for (const auto& slot : slots) {
     const std::string key =
         slot.key ? std::string(slot.key->key) : (slot.spelling == "--gpus" ? "gpus" : "gpu_type");
+    if (!slot.text_when_set.empty()) {
+      if (slot.count > 0) out.emplace_back(key, slot.text_when_set, slot.spelling);
+      continue;
+    }
     if (slot.key && slot.key->type == ValueType::boolean) {
       if (slot.count > 0) out.emplace_back(key, "true", slot.spelling);
       if (slot.count < 0) out.emplace_back(key, "false", slot.spelling); // --flag=false (CLI11 counts -1)

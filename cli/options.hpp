@@ -35,6 +35,8 @@ struct CliOptions {
     std::string spelling; ///< "--timeout"
     std::vector<std::string> texts;
     std::int64_t count = 0; ///< for boolean flags
+    /// A switch that gives its key this text (`--no-preload`: "none"); "" for the key's own flag.
+    std::string text_when_set;
   };
   std::deque<KeySlot> slots;        ///< deque: CLI11 keeps pointers into it
   std::vector<std::string> command; ///< TARGET ARGS...

@@ -180,7 +180,9 @@ Status Tracker::settle() {
 bool Tracker::ranks_can_wait(const LaunchPlan& plan) {
   // The shim is there for Python ranks started by air-run itself; --preload's
   // ranks are forked from an interpreter that ran it before they existed.
-  return !plan.stack_shim_dir.empty() && plan.preload.empty() && !plan.run_dir.empty();
+  // Restarts get the run in their environment: it exists by then.
+  const bool first_forks = !plan.preload.empty() && plan.preload_first_attempt;
+  return !plan.stack_shim_dir.empty() && !first_forks && !plan.run_dir.empty();
 }
 
 void Tracker::record_start(Expected<Started> started, bool stopped) {

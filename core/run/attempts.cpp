@@ -107,8 +107,11 @@ std::unique_ptr<WarmStart> start_warm_interpreter(const LaunchPlan& plan, const 
   for (const auto& r : plan.ranks) envs.push_back(&r.env);
   Environment env = common_environment(envs);
   // The interpreter is no rank: with one rank, its variables would be common.
+  // Nor does it wait for the MLflow run (mlflow/rank_wait.hpp): ranks it
+  // forks get the run in their environment, which replaces its own.
   for (const char* name : {"RANK", "LOCAL_RANK", "ROLE_RANK", "AIR_RESULT_FILE", "TORCHELASTIC_ERROR_FILE",
-                           "AIR_RUN_STACK_FILE", "AIR_RUN_STACK_SIGNAL", "AIR_RUN_PROGRESS_FILE"})
+                           "AIR_RUN_STACK_FILE", "AIR_RUN_STACK_SIGNAL", "AIR_RUN_PROGRESS_FILE",
+                           "AIR_RUN_MLFLOW_RUN_FILE", "AIR_RUN_MLFLOW_RUN_WAIT"})
     env.erase(name);
   const auto target = warm_target(plan.ranks.front().argv, plan.python);
   if (!target) return nullptr; // `python -c`, other options: every rank starts fresh anyway
@@ -144,13 +147,17 @@ RunOutcome run_attempts(LaunchPlan& plan, const ConsoleOptions& console, Supervi
   // a node that joined is not one (torchrun's agent does not count those either).
   int restarts_used = 0;
   // An agent that joined a running job starts at the attempt the others are in.
+  const int first_attempt = plan.attempt;
   for (int attempt = plan.attempt;; ++attempt) {
     // Every attempt, the first included (a requeued job is a new launch),
     // starts from the newest complete checkpoint there is now.
     choose_resume_point(plan);
     if (!plan.resume_from.empty())
       say(console, fmt::format("attempt {} resumes from {} (AIR_RESUME_FROM)", attempt, plan.resume_from));
-    outcome = supervise(plan, console, supervisor_hooks, warm.get());
+    // With CPUs to spare, the first attempt starts fresh while the interpreter
+    // imports beside it (core/run/warm_choice.hpp); restarts fork from it.
+    const bool forks = attempt != first_attempt || plan.preload_first_attempt;
+    outcome = supervise(plan, console, supervisor_hooks, forks ? warm.get() : nullptr);
     // Every rank has stopped: what they saved is what a new launch resumes from.
     if (outcome.preemption && !plan.checkpoint_dir.empty())
       outcome.preemption->checkpoint = latest_checkpoint(plan.checkpoint_dir).value_or("");

@@ -180,8 +180,14 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
   // change to user code), so a timeout can show where each one was stuck.
   const bool python_target = !spec.no_python.value && argv.size() > 1 && argv.front() == spec.python.value;
   plan.python = spec.python.value;
-  if (python_target && !plan.run_dir.empty()) plan.preload = spec.preload.value;
-  if (!python_target && !spec.preload.value.empty())
+  if (python_target && !plan.run_dir.empty()) {
+    plan.preload = ctx.warm.modules;
+    plan.preload_first_attempt = ctx.warm.first_attempt;
+  }
+  plan.preload_why = ctx.warm.why;
+  const bool preload_listed =
+      !spec.preload.value.empty() && spec.preload.value != std::vector<std::string>{"auto"};
+  if (!python_target && preload_listed)
     plan.notices.push_back("preload is left unused: the ranks are not Python programs run by " +
                            spec.python.value);
   if (python_target && ctx.stack_signal > 0 && !plan.run_dir.empty()) {
@@ -304,12 +310,7 @@ std::vector<std::string> describe_plan(const LaunchPlan& plan) {
         fmt::format("checkpoints in {}; resume from {}", plan.checkpoint_dir,
                     plan.resume_from.empty() ? "none (no complete checkpoint)" : plan.resume_from));
   }
-  if (!plan.preload.empty()) {
-    std::string modules;
-    for (const auto& m : plan.preload) modules += (modules.empty() ? "" : ", ") + m;
-    lines.push_back(
-        fmt::format("warm start: ranks fork from one {} that imported {} (--preload)", plan.python, modules));
-  }
+  if (!plan.preload_why.empty()) lines.push_back(plan.preload_why);
   static constexpr std::string_view k_shown[] = {"RANK",
                                                  "LOCAL_RANK",
                                                  "WORLD_SIZE",

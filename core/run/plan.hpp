@@ -4,6 +4,7 @@
 #include "core/base/error.hpp"
 #include "core/hw/cpu_topology.hpp"
 #include "core/hw/hardware.hpp"
+#include "core/run/warm_choice.hpp"
 #include "core/spec/spec.hpp"
 #include "core/spec/torchrun.hpp"
 
@@ -59,8 +60,11 @@ struct LaunchPlan {
   std::string resume_from;       ///< this attempt's AIR_RESUME_FROM, "" = none
   /// --preload: the modules the warm interpreter imports, and that
   /// interpreter (the ranks'); empty when off or the target is no Python
-  /// program (core/run/warm_start.hpp).
+  /// program (core/run/warm_start.hpp). `preload_first_attempt`: the first
+  /// attempt forks from it too, else only restarts do (core/run/warm_choice.hpp).
   std::vector<std::string> preload;
+  bool preload_first_attempt = true;
+  std::string preload_why; ///< the warm start's line for --dry-run
   std::string python;
   Millis grace_period{30'000};
   /// --hang-timeout: diagnose the run after this long without a step or a
@@ -109,6 +113,9 @@ struct PlanContext {
   /// the NUMA node of each selected GPU, in Selection::gpus order (nullopt: unknown).
   CpuTopology topology;
   std::vector<std::optional<int>> gpu_numa_nodes;
+  /// The warm start (--preload), decided by the caller: it reads the target
+  /// and the CPUs (core/run/warm_choice.hpp choose_warm_start).
+  WarmChoice warm;
 };
 
 /// Builds the per-rank plan from a resolved spec, the accelerator selection and

@@ -61,10 +61,16 @@ bool is_module_name(std::string_view name) {
 }
 
 /// `preload` as a list of module names: items split at commas, "none"
-/// clearing what came before (a flag turning a file's list off), each name a
+/// clearing what came before (a flag turning a file's list off), "auto" as
+/// well but for air-run's own choice (core/run/warm_choice.hpp), each name a
 /// dotted Python identifier. The warm start forks ranks from an interpreter
 /// that imported them; a name that is no module would fail every run there.
+/// Unset, it is {"auto"}; off, empty.
 Status settle_preload(LaunchSpec& spec) {
+  if (spec.preload.is_default()) {
+    spec.preload.value = {"auto"};
+    return ok_status();
+  }
   std::vector<std::string> modules;
   const std::string place = place_of(spec.preload.origin, "preload");
   for (const auto& item : spec.preload.value) {
@@ -72,9 +78,13 @@ Status settle_preload(LaunchSpec& spec) {
     for (;;) {
       const std::size_t comma = item.find(',', from);
       const std::string name(trim(std::string_view(item).substr(from, comma - from)));
-      if (name == "none") {
+      if (name == "none" || name == "auto") {
         modules.clear();
+        if (name == "auto") modules.push_back(name);
       } else if (!name.empty()) {
+        if (modules.size() == 1 && modules.front() == "auto")
+          return usage_error(place + ": auto lets air-run choose the modules; name " + single_quoted(name) +
+                             " without it (like torch,numpy), or use auto alone");
         if (!is_module_name(name))
           return usage_error(place + ": " + single_quoted(name) +
                              " is not a Python module name (like torch or torch.distributed)");

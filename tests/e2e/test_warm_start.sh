@@ -13,7 +13,8 @@ fi
 # Every air-run here is bounded: a warm start that hangs (issue 33) fails its
 # test instead of the suite.
 run_air() {
-  timeout -k 10 "${AIR_BOUND:-300}" "$AIR_RUN" "$@" >"$TESTDIR/stdout" 2>"$TESTDIR/stderr"
+  # shellcheck disable=SC2086 # AIR_WRAP: a command before air-run (taskset), split into words
+  timeout -k 10 "${AIR_BOUND:-300}" ${AIR_WRAP:-} "$AIR_RUN" "$@" >"$TESTDIR/stdout" 2>"$TESTDIR/stderr"
   rc=$?
   out=$(cat "$TESTDIR/stdout")
   err=$(cat "$TESTDIR/stderr")
@@ -72,7 +73,7 @@ test_warm_ranks_see_what_fresh_ranks_see() {
   write_view
   mkdir fresh warm
   cd fresh || return 1
-  run_air --cpu-ranks 3 --python "$TORCH_PYTHON" --summary ../fresh.json ../view.py a b
+  run_air --cpu-ranks 3 --python "$TORCH_PYTHON" --no-preload --summary ../fresh.json ../view.py a b
   expect_rc 0
   cd ../warm || return 1
   run_air --cpu-ranks 3 --python "$TORCH_PYTHON" --preload torch --summary ../warm.json ../view.py a b
@@ -131,6 +132,50 @@ PY
   expect_eq "$(json_get summary.json 'len(d["outcome"]["attempts"]), d["outcome"]["attempts"][0]["exit_code"]')" "2 7"
   expect_eq "$(json_get summary.json '[(r["warm"], r["steps"]) for r in d["ranks"]]')" "[(True, 5), (True, 5)]"
   expect_eq "$(pgrep -f "$TESTDIR.*air_run_warm|air_run_warm.*$TESTDIR" | wc -l)" "0"
+}
+
+# The default (preload: auto): torch preloaded for a target that imports it;
+# the first attempt forks only when the node has no CPU to spare per rank
+# (taskset sets what air-run may use), restarts always; --no-preload: never.
+test_auto_warm_start_forks_where_it_cannot_slow_the_launch() {
+  (($(nproc) >= 2)) || { echo "skip: needs 2 CPUs"; return 0; }
+  cat >train.py <<'PY'
+import os, sys
+warm = "torch" in sys.modules
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+dist.barrier()
+rank, attempt = dist.get_rank(), os.environ["TORCHELASTIC_RESTART_COUNT"]
+print("rank %d attempt %s warm %s" % (rank, attempt, warm), flush=True)
+if attempt == "0" and rank == dist.get_world_size() - 1:
+    raise SystemExit(7)
+PY
+  AIR_WRAP="taskset -c 0" run_air --cpu-ranks 2 --python "$TORCH_PYTHON" --max-restarts 1 --dry-run train.py
+  expect_contains "$out" "warm start (auto: train.py line 3: import torch, torch.distributed as dist): 2 rank(s) on \
+1 CPU(s): every attempt's ranks fork"
+  AIR_WRAP="taskset -c 0" run_air --cpu-ranks 2 --python "$TORCH_PYTHON" --max-restarts 1 train.py
+  expect_rc 0
+  expect_contains "$out" "rank 0 attempt 0 warm True"
+  expect_contains "$out" "rank 1 attempt 1 warm True"
+  # A CPU to spare per rank: the first attempt fresh, the restart forked.
+  AIR_WRAP="taskset -c 0,1" run_air --cpu-ranks 1 --python "$TORCH_PYTHON" --max-restarts 1 \
+    --summary summary.json train.py
+  expect_rc 0
+  expect_contains "$out" "rank 0 attempt 0 warm False"
+  expect_contains "$out" "rank 0 attempt 1 warm True"
+  expect_eq "$(json_get summary.json '[r["warm"] for r in d["ranks"]]')" "[True]"
+  # Off: fresh in every attempt, no interpreter.
+  AIR_WRAP="taskset -c 0" run_air --cpu-ranks 2 --python "$TORCH_PYTHON" --max-restarts 1 --no-preload train.py
+  expect_rc 0
+  expect_contains "$out" "rank 0 attempt 0 warm False"
+  expect_contains "$out" "rank 1 attempt 1 warm False"
+  run_air --no-preload --preload torch --dry-run train.py
+  expect_rc 2
+  expect_contains "$err" "--preload excludes --no-preload"
+  # A script that imports no torch: no warm start.
+  printf 'print("plain")\n' >plain.py
+  AIR_WRAP="taskset -c 0" run_air --cpu-ranks 2 --python "$TORCH_PYTHON" --max-restarts 1 --dry-run plain.py
+  expect_contains "$out" "warm start: off (auto: found no import of torch in plain.py)"
 }
 
 test_exits_and_tracebacks_are_a_fresh_interpreters() {

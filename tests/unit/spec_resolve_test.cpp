@@ -400,7 +400,7 @@ TEST_CASE("describe_spec prints key = value (origin) in table order", "[spec]") 
       "control_port = 0  (default)",
       "max_restarts = 0  (default)",
       "checkpoint_dir = \"\"  (default)",
-      "preload = []  (default)",
+      "preload = [auto]  (default)",
       "rdzv_backend = static  (default)",
       "rdzv_endpoint = \"\"  (default)",
       "rdzv_id = \"\"  (default)",
@@ -911,7 +911,15 @@ TEST_CASE("numa_binding and signals_to_handle are checked where they were given"
 }
 
 TEST_CASE("preload: module names from flags, variables and files, commas split, none clears", "[spec]") {
-  CHECK(resolve_ok("").spec.preload.value.empty());
+  // Unset: auto (core/run/warm_choice.hpp decides); given, as given; none: off.
+  CHECK(resolve_ok("").spec.preload.value == std::vector<std::string>{"auto"});
+  CHECK(resolve_ok("preload: []\n").spec.preload.value.empty());
+  CHECK(resolve_ok("", {{"AIR_RUN_PRELOAD", "none"}}).spec.preload.value.empty());
+  CHECK(resolve_ok("preload: [torch]\n", {}, {{"preload", "auto", "--preload"}}).spec.preload.value ==
+        std::vector<std::string>{"auto"});
+  CHECK(resolve_error("", {}, {{"preload", "auto,numpy", "--preload"}}) ==
+        "--preload: auto lets air-run choose the modules; name 'numpy' without it (like torch,numpy), or use "
+        "auto alone");
   CHECK(resolve_ok("preload: [torch, numpy]\n").spec.preload.value ==
         std::vector<std::string>{"torch", "numpy"});
   CHECK(resolve_ok("", {{"AIR_RUN_PRELOAD", "torch, torch.distributed"}}).spec.preload.value ==

@@ -1,0 +1,166 @@
+#include "core/run/warm_choice.hpp"
+
+#include "core/base/text.hpp"
+#include "core/run/plan.hpp"
+
+#include <fmt/format.h>
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <fstream>
+#include <sstream>
+
+namespace air {
+
+namespace {
+
+/// Top-level packages whose import imports torch: a script that imports one
+/// of them spends its start in `import torch` as much as one that names it.
+constexpr std::array<std::string_view, 16> k_torch_packages{
+    "torch",      "torchvision", "torchaudio", "torchtext", "transformers", "lightning", "pytorch_lightning",
+    "accelerate", "deepspeed",   "composer",   "timm",      "peft",         "trl",       "diffusers",
+    "torchtune",  "fairscale"};
+
+bool is_torch_package(std::string_view dotted) {
+  const std::string_view top = dotted.substr(0, dotted.find('.'));
+  return std::find(k_torch_packages.begin(), k_torch_packages.end(), top) != k_torch_packages.end();
+}
+
+/// Whether one statement (`import a, b as c` or `from a.b import c`) imports a torch package.
+bool imports_torch(std::string_view statement) {
+  if (statement.starts_with("from ") || statement.starts_with("from\t")) {
+    const std::string_view rest = trim(statement.substr(5));
+    return is_torch_package(rest.substr(0, rest.find_first_of(" \t(")));
+  }
+  if (!statement.starts_with("import ") && !statement.starts_with("import\t")) return false;
+  std::string_view names = statement.substr(7);
+  while (!names.empty()) {
+    const std::size_t comma = names.find(',');
+    const std::string_view name = trim(names.substr(0, comma));
+    if (is_torch_package(name.substr(0, name.find_first_of(" \t")))) return true;
+    if (comma == std::string_view::npos) break;
+    names.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+/// Reads at most the first MiB of `path` (a script's imports are at its top).
+std::optional<std::string> read_head(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::string text(1 << 20, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  return text;
+}
+
+/// `-m a.b`'s file: a/b.py or a/b/__main__.py under the working directory
+/// or an entry of PYTHONPATH, as Python finds it before site-packages.
+std::optional<std::string> module_file(const std::string& module, const Environment& env) {
+  std::string relative = module;
+  std::replace(relative.begin(), relative.end(), '.', '/');
+  std::vector<std::string> roots{"."};
+  if (const auto it = env.find("PYTHONPATH"); it != env.end()) {
+    std::stringstream entries(it->second);
+    for (std::string entry; std::getline(entries, entry, ':');)
+      if (!entry.empty()) roots.push_back(entry);
+  }
+  for (const auto& root : roots) {
+    for (const std::string& candidate :
+         {root + "/" + relative + ".py", root + "/" + relative + "/__main__.py"})
+      if (::access(candidate.c_str(), R_OK) == 0) return candidate;
+  }
+  return std::nullopt;
+}
+
+std::string modules_text(const std::vector<std::string>& modules) {
+  std::string text;
+  for (const auto& m : modules) text += (text.empty() ? "" : ", ") + m;
+  return text;
+}
+
+} // namespace
+
+std::optional<std::string> torch_import_in(std::string_view source) {
+  int number = 0;
+  while (!source.empty()) {
+    ++number;
+    const std::size_t end = source.find('\n');
+    std::string_view line = source.substr(0, end);
+    source = end == std::string_view::npos ? std::string_view{} : source.substr(end + 1);
+    // `import os; import torch`: each statement of the line on its own.
+    while (!line.empty()) {
+      const std::size_t semicolon = line.find(';');
+      const std::string_view statement = trim(line.substr(0, semicolon));
+      if (statement.starts_with("#")) break;
+      if (imports_torch(statement)) return fmt::format("line {}: {}", number, statement);
+      if (semicolon == std::string_view::npos) break;
+      line.remove_prefix(semicolon + 1);
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> find_torch_import(const LaunchSpec& spec, const Environment& env) {
+  const auto& command = spec.command.value;
+  if (command.empty() || spec.no_python.value) return std::nullopt;
+  const auto path = spec.module.value ? module_file(command.front(), env) : std::optional{command.front()};
+  if (!path) return std::nullopt;
+  const auto text = read_head(*path);
+  if (!text) return std::nullopt;
+  return torch_import_in(*text);
+}
+
+int usable_cpu_count() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) return 1;
+  return std::max(1, CPU_COUNT(&allowed));
+}
+
+WarmChoice choose_warm_start(const LaunchSpec& spec, int ranks_on_node, int cpus,
+                             const std::optional<std::string>& torch_import) {
+  WarmChoice choice;
+  const auto& setting = spec.preload.value;
+  const std::string origin = spec.preload.origin.describe();
+  if (setting.empty()) {
+    choice.why = "warm start: off (" + origin + ")";
+    return choice;
+  }
+  const bool automatic = setting == std::vector<std::string>{"auto"};
+  if (!runs_python_target(spec)) {
+    choice.why = "warm start: off: the ranks are not Python programs run by " + spec.python.value;
+    return choice;
+  }
+  if (!automatic) {
+    choice.modules = setting;
+    choice.first_attempt = true;
+    choice.why = fmt::format("warm start: every attempt's ranks fork from one {} that imported {} ({})",
+                             spec.python.value, modules_text(setting), origin);
+    return choice;
+  }
+  const std::string target = spec.command.value.front();
+  if (!torch_import) {
+    choice.why = fmt::format("warm start: off (auto: found no import of torch in {})", target);
+    return choice;
+  }
+  const std::string load = fmt::format("{} rank(s) on {} CPU(s)", ranks_on_node, cpus);
+  const bool first = ranks_on_node >= cpus;
+  if (!first && spec.max_restarts.value == 0) {
+    choice.why = fmt::format("warm start: off (auto: no restarts, and {} import torch side by side)", load);
+    return choice;
+  }
+  choice.modules = {"torch"};
+  choice.first_attempt = first;
+  choice.why =
+      fmt::format("warm start (auto: {} {}): {}", target, *torch_import,
+                  first ? load + ": every attempt's ranks fork from one interpreter that imported torch"
+                        : load + ": the first attempt starts fresh while one interpreter imports torch "
+                                 "beside it; restarts fork from it");
+  return choice;
+}
+
+} // namespace air

@@ -1,0 +1,62 @@
+#pragma once
+
+#include "core/base/environment.hpp"
+#include "core/spec/spec.hpp"
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// Whether a run's ranks fork from the warm interpreter (--preload,
+// core/run/warm_start.hpp), which modules it imports, and whether the first
+// attempt waits for it. The default, `auto`, turns the warm start on only
+// where it cannot make a launch slower:
+//
+// - the target is a Python program (`python [-u] script` or `-m module`
+//   under the run's interpreter) that imports torch, itself or through a
+//   library built on it; the interpreter imports torch and nothing else;
+// - restarts (which fork from it) are possible, or the first start gains
+//   from it too;
+// - the first attempt forks from it only when this node runs at least as many
+//   ranks as air-run has CPUs: then fresh interpreters would queue for the
+//   CPUs to import torch side by side, and one import plus forks is sooner.
+//   With CPUs to spare, the first attempt's ranks start fresh at once and the
+//   interpreter imports beside them, ready for the restarts.
+//
+// A list of modules (`--preload torch`) is the user's choice: every attempt
+// forks, the first one included. `none` (`--no-preload`) turns it off.
+
+namespace air {
+
+/// How the warm start applies to one run.
+struct WarmChoice {
+  std::vector<std::string> modules; ///< what the interpreter imports; empty: no warm start
+  bool first_attempt = false;       ///< the first attempt forks too (else only restarts)
+  std::string why;                  ///< one line for --dry-run and the notices
+};
+
+/// The first statement of `source` that imports torch or a library that
+/// imports it (transformers, lightning, accelerate, deepspeed, ...), as
+/// written (trimmed), with its line number: "line 3: import torch". nullopt
+/// when none. A plain scan of the lines, so an import inside a function, a
+/// `try:` or an `if` counts (the program would import it), one in a comment
+/// does not. Pure.
+std::optional<std::string> torch_import_in(std::string_view source);
+
+/// torch_import_in applied to the file the ranks run: the script, or for
+/// `-m module` the module's file under the working directory or a
+/// PYTHONPATH entry of `env` (an installed module is not looked for).
+/// nullopt when there is none or it cannot be read (no warm start then).
+std::optional<std::string> find_torch_import(const LaunchSpec& spec, const Environment& env);
+
+/// The CPUs air-run may run on (its affinity mask); 1 when unknown.
+int usable_cpu_count();
+
+/// Decides the warm start for a run of `ranks_on_node` ranks on a node where
+/// air-run has `cpus` CPUs, the target's torch import being `torch_import`
+/// (find_torch_import). Pure.
+WarmChoice choose_warm_start(const LaunchSpec& spec, int ranks_on_node, int cpus,
+                             const std::optional<std::string>& torch_import);
+
+} // namespace air

@@ -1,0 +1,65 @@
+#include "core/run/warm_choice.hpp"
+#include "tests/unit/catch.hpp"
+
+#include <string>
+#include <vector>
+
+namespace {
+
+/// A spec of `python -u train.py` with `preload` as settled (auto: {"auto"}).
+air::LaunchSpec python_spec(std::vector<std::string> preload, int max_restarts = 0) {
+  air::LaunchSpec spec;
+  spec.python.value = "/usr/bin/python3";
+  spec.command.value = {"train.py"};
+  spec.preload.value = std::move(preload);
+  spec.max_restarts.value = max_restarts;
+  return spec;
+}
+
+const std::optional<std::string> k_imports = "line 1: import torch";
+
+} // namespace
+
+TEST_CASE("torch_import_in finds torch and the libraries built on it, not comments", "[warm_start]") {
+  CHECK(air::torch_import_in("import os\nimport torch\n") == "line 2: import torch");
+  CHECK(air::torch_import_in("import os, torch.distributed as dist\n") ==
+        "line 1: import os, torch.distributed as dist");
+  CHECK(air::torch_import_in("from transformers import Trainer\n") ==
+        "line 1: from transformers import Trainer");
+  CHECK(air::torch_import_in("def main():\n    import lightning as L\n") == "line 2: import lightning as L");
+  CHECK(air::torch_import_in("import sys; import accelerate\n") == "line 1: import accelerate");
+  CHECK_FALSE(air::torch_import_in("# import torch\nimport torchy\nfrom torchfoo import x\n"));
+  CHECK_FALSE(air::torch_import_in("import os\nprint('import torch')\n"));
+  CHECK_FALSE(air::torch_import_in(""));
+}
+
+TEST_CASE("the warm start's choice: auto only where it cannot slow the launch", "[warm_start]") {
+  // More ranks than CPUs: every attempt forks (one import, not eight queued).
+  auto c = air::choose_warm_start(python_spec({"auto"}), 8, 2, k_imports);
+  CHECK(c.modules == std::vector<std::string>{"torch"});
+  CHECK(c.first_attempt);
+  // CPUs to spare and restarts possible: the first attempt starts fresh.
+  c = air::choose_warm_start(python_spec({"auto"}, 3), 8, 16, k_imports);
+  CHECK(c.modules == std::vector<std::string>{"torch"});
+  CHECK_FALSE(c.first_attempt);
+  CHECK(c.why.find("the first attempt starts fresh") != std::string::npos);
+  // CPUs to spare, no restarts: nothing would fork, so nothing starts.
+  c = air::choose_warm_start(python_spec({"auto"}), 8, 16, k_imports);
+  CHECK(c.modules.empty());
+  CHECK(c.why == "warm start: off (auto: no restarts, and 8 rank(s) on 16 CPU(s) import torch side by side)");
+  // No torch import found: off.
+  c = air::choose_warm_start(python_spec({"auto"}, 3), 8, 2, std::nullopt);
+  CHECK(c.modules.empty());
+  CHECK(c.why == "warm start: off (auto: found no import of torch in train.py)");
+  // A list is the user's choice: every attempt forks, whatever the CPUs.
+  c = air::choose_warm_start(python_spec({"torch", "numpy"}), 1, 64, std::nullopt);
+  CHECK(c.modules == std::vector<std::string>{"torch", "numpy"});
+  CHECK(c.first_attempt);
+  // Off, and a target that is no Python program.
+  CHECK(air::choose_warm_start(python_spec({}), 8, 2, k_imports).modules.empty());
+  auto shell = python_spec({"auto"}, 3);
+  shell.command.value = {"train.sh"};
+  c = air::choose_warm_start(shell, 8, 2, k_imports);
+  CHECK(c.modules.empty());
+  CHECK(c.why.find("not Python programs") != std::string::npos);
+}
