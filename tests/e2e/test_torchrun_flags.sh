@@ -99,7 +99,7 @@ test_dropped_dash_dash_and_prefixes() {
   expect_eq "$out" "a -- b"
   run_air --no 1 --no-python true
   expect_rc 2
-  expect_contains "$err" "ambiguous option: --no could match --no-index, --no-live, --no-prefix, --no-python, --node-rank"
+  expect_contains "$err" "ambiguous option: --no could match --no-index, --no-live, --no-prefix, --no-preload, --no-python, --node-rank"
 }
 
 test_nproc_per_node_words_on_cpu() {
