@@ -220,9 +220,8 @@ private:
       for (const auto& gpu : selection_.gpus) ctx_.gpu_numa_nodes.push_back(pci_numa_node(gpu.pci_bus_id));
     }
     // The warm start (--preload): reads the target's imports and air-run's CPUs.
-    const bool automatic = spec_.preload.value == std::vector<std::string>{"auto"};
     ctx_.warm = choose_warm_start(spec_, selection_.ranks, usable_cpu_count(),
-                                  automatic ? find_torch_import(spec_, env_) : std::nullopt);
+                                  preload_is_auto(spec_) ? find_torch_import(spec_, env_) : std::nullopt);
     paths_.apply(spec_, ctx_.run_id, ctx_.node_rank);
     facts_.run_id = ctx_.run_id;
     facts_.node_rank = ctx_.node_rank;

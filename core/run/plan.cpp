@@ -185,9 +185,7 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
     plan.preload_first_attempt = ctx.warm.first_attempt;
   }
   plan.preload_why = ctx.warm.why;
-  const bool preload_listed =
-      !spec.preload.value.empty() && spec.preload.value != std::vector<std::string>{"auto"};
-  if (!python_target && preload_listed)
+  if (!python_target && !spec.preload.value.empty() && !preload_is_auto(spec))
     plan.notices.push_back("preload is left unused: the ranks are not Python programs run by " +
                            spec.python.value);
   if (python_target && ctx.stack_signal > 0 && !plan.run_dir.empty()) {

@@ -76,12 +76,6 @@ std::optional<std::string> module_file(const std::string& module, const Environm
   return std::nullopt;
 }
 
-std::string modules_text(const std::vector<std::string>& modules) {
-  std::string text;
-  for (const auto& m : modules) text += (text.empty() ? "" : ", ") + m;
-  return text;
-}
-
 } // namespace
 
 std::optional<std::string> torch_import_in(std::string_view source) {
@@ -114,6 +108,10 @@ std::optional<std::string> find_torch_import(const LaunchSpec& spec, const Envir
   return torch_import_in(*text);
 }
 
+bool preload_is_auto(const LaunchSpec& spec) {
+  return spec.preload.value == std::vector<std::string>{"auto"};
+}
+
 int usable_cpu_count() {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
@@ -130,16 +128,15 @@ WarmChoice choose_warm_start(const LaunchSpec& spec, int ranks_on_node, int cpus
     choice.why = "warm start: off (" + origin + ")";
     return choice;
   }
-  const bool automatic = setting == std::vector<std::string>{"auto"};
   if (!runs_python_target(spec)) {
     choice.why = "warm start: off: the ranks are not Python programs run by " + spec.python.value;
     return choice;
   }
-  if (!automatic) {
+  if (!preload_is_auto(spec)) {
     choice.modules = setting;
     choice.first_attempt = true;
     choice.why = fmt::format("warm start: every attempt's ranks fork from one {} that imported {} ({})",
-                             spec.python.value, modules_text(setting), origin);
+                             spec.python.value, join(setting, ", "), origin);
     return choice;
   }
   const std::string target = spec.command.value.front();

@@ -36,6 +36,9 @@ struct WarmChoice {
   std::string why;                  ///< one line for --dry-run and the notices
 };
 
+/// Whether `preload` is `auto`, air-run's choice (as settled: the default). Pure.
+bool preload_is_auto(const LaunchSpec& spec);
+
 /// The first statement of `source` that imports torch or a library that
 /// imports it (transformers, lightning, accelerate, deepspeed, ...), as
 /// written (trimmed), with its line number: "line 3: import torch". nullopt
