@@ -34,10 +34,12 @@ bool Preemption::echo_of_job_preemption() {
 bool Preemption::begin(int sig, Clock::duration grace, PreemptionReport report) {
   const NodeSteps mine = count_polling_ranks();
   if (mine.polling == 0) return false;
-  // Every polling rank is at most at mine.steps and the request is in its
-  // page at once: the next step is one none has passed. A rank that never
+  // The count and the request are not one instant: on a loaded machine the
+  // agent can lose the CPU between them while a fast rank steps on and asks
+  // should_stop() before its request lands. So the same margin as the job's
+  // (the fastest rank's rate over the slack, lead 0). A rank that never
   // counted a step stops at its next question.
-  stop_polling_ranks(sig, mine.steps == 0 ? 0 : mine.steps + 1, grace, std::move(report));
+  stop_polling_ranks(sig, mine.steps == 0 ? 0 : pick_stop_step({mine}), grace, std::move(report));
   return true;
 }
 
