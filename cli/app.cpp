@@ -117,6 +117,11 @@ int run_main(int argc, char** argv) {
                stderr);
     return 2;
   }
+  if (auto conflict = options.conflict()) {
+    std::fputs(fmt::format("air-run: error: {}\nRun `air-run --help` for the options.\n", *conflict).c_str(),
+               stderr);
+    return 2;
+  }
   options.command = app.remaining();
   if (!options.command.empty() && options.command.front() == "--") {
     options.command.erase(options.command.begin());

@@ -71,17 +71,18 @@ void register_options(CLI::App& app, CliOptions& options) {
       ->group(launch);
   for (const auto& key : spec_keys()) {
     if (key.flag.empty()) continue;
-    auto* opt =
-        add_key_option(app, options, key, names_for(key), help_for(key))->group(std::string(key.group));
+    add_key_option(app, options, key, names_for(key), help_for(key))->group(std::string(key.group));
     if (key.key != "preload") continue;
     // --no-preload is `--preload none` as a switch (CLI11 negates flags only).
     auto& off = options.slots.emplace_back();
     off.key = &key;
     off.spelling = "--no-preload";
     off.text_when_set = "none";
+    // Not CLI11's excludes(): from CLI11 2.2 a counting flag holds a forced
+    // default ("0") that excludes() counts as given, so `--preload torch` alone
+    // would be refused there (CliOptions::conflict checks it instead).
     app.add_flag("--no-preload", off.count, "no warm start: every rank starts a fresh interpreter")
-        ->group(std::string(key.group))
-        ->excludes(opt);
+        ->group(std::string(key.group));
   }
   // air-run's own commands follow the keys of their heading.
   app.add_flag("--torch-distributor", options.torch_distributor,
@@ -171,6 +172,17 @@ std::vector<std::tuple<std::string, std::string, std::string>> CliOptions::flag_
     for (const auto& text : slot.texts) out.emplace_back(key, text, slot.spelling);
   }
   return out;
+}
+
+std::optional<std::string> CliOptions::conflict() const {
+  for (const auto& slot : slots) {
+    if (slot.text_when_set.empty() || slot.count <= 0) continue;
+    for (const auto& other : slots) {
+      if (other.key == slot.key && other.text_when_set.empty() && !other.texts.empty())
+        return other.spelling + " excludes " + slot.spelling;
+    }
+  }
+  return std::nullopt;
 }
 
 std::vector<KnownFlag> known_flags(const CLI::App& app) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,10 @@ struct CliOptions {
   std::deque<KeySlot> slots;        ///< deque: CLI11 keeps pointers into it
   std::vector<std::string> command; ///< TARGET ARGS...
   std::string program; ///< argv[0]: where air-run was started from (core/os/installed_python.hpp)
+
+  /// "--preload excludes --no-preload" when a switch (text_when_set) and its
+  /// key's own flag were both given; nullopt otherwise.
+  std::optional<std::string> conflict() const;
 
   /// The flag values in the shape resolve_spec takes.
   std::vector<std::tuple<std::string, std::string, std::string>> flag_values() const;

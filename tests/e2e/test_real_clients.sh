@@ -62,8 +62,9 @@ test_hf_trainer_resumes_after_a_restart() {
 
 test_hf_trainer_stuck_rank_is_named() {
   has transformers || { echo "skip: no transformers"; return 0; }
-  AIR_TEST_HANG_AT=6 launch --nproc-per-node 2 --hang-timeout 10s "$CLIENTS/hf_trainer.py" --output-dir out \
-    --max-steps 12
+  # --on-hang stop: the default (report) names the rank and lets the run go on.
+  AIR_TEST_HANG_AT=6 launch --nproc-per-node 2 --hang-timeout 10s --on-hang stop "$CLIENTS/hf_trainer.py" \
+    --output-dir out --max-steps 12
   expect_rc 124
   expect_contains "$err" "rank 1 is in at_step"
   echo "  $(grep -m1 'rank 1 is in' "$TESTDIR/stderr")"
