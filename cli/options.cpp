@@ -78,9 +78,9 @@ void register_options(CLI::App& app, CliOptions& options) {
     off.key = &key;
     off.spelling = "--no-preload";
     off.text_when_set = "none";
-    // Not CLI11's excludes(): from CLI11 2.2 a counting flag holds a forced
-    // default ("0") that excludes() counts as given, so `--preload torch` alone
-    // would be refused there (CliOptions::conflict checks it instead).
+    // Not CLI11's excludes(): a counting flag holds a forced default ("0"),
+    // which CLI11 2.4's excludes() counts as given, so `--preload torch` alone
+    // was refused there (CliOptions::conflict checks the pair instead).
     app.add_flag("--no-preload", off.count, "no warm start: every rank starts a fresh interpreter")
         ->group(std::string(key.group));
   }
