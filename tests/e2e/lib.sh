@@ -88,6 +88,7 @@ expect_two_nodes_of_two_ranks_env() {
 start_training() {
   local ranks=$1
   shift
+  rm -f stdout stderr # a previous run's lines are not this one's (the job truncates them late)
   env --default-signal=INT "$AIR_RUN" --python "$TORCH_PYTHON" --summary summary.json "$@" \
     "$AIR_SOURCE_DIR/configs/examples/simple_mlp_ddp.py" --epochs 1000000 >stdout 2>stderr &
   air=$!

@@ -188,6 +188,9 @@ time.sleep(0.3); print("still running", flush=True)'
 # --signals-to-handle SIGNALS, each waiting SECONDS for SIGUSR1; returns once
 # both are ready, with air-run's pid in $air.
 start_usr1_ranks() {
+  # The background shell truncates the files only when it gets to run: a
+  # previous run's "ready" lines must not be read as this run's.
+  rm -f stdout stderr
   "$AIR_RUN" --nproc-per-node 2 --signals-to-handle "$1" --no-python /usr/bin/python3 -c "$USR1_RANK" "$2" \
     >stdout 2>stderr &
   air=$!
@@ -252,6 +255,7 @@ test_a_listed_sigquit_stops_the_run_as_under_torchrun() {
   # torchrun's default list names SIGQUIT: forwarded, and the run stops (air-run's own
   # meaning, the Python stacks, is for an unlisted SIGQUIT: tests/e2e/test_console.sh).
   # A non-interactive shell starts background jobs with SIGQUIT ignored: restore it.
+  rm -f stdout stderr
   env --default-signal=QUIT "$AIR_RUN" --nproc-per-node 2 --signals-to-handle SIGTERM,SIGINT,SIGHUP,SIGQUIT \
     --no-python sh -c 'echo ready; exec sleep 30' >stdout 2>stderr &
   air=$!
