@@ -109,16 +109,12 @@ int run_main(int argc, char** argv) {
     // CLI11 takes a vector in reverse order.
     std::vector<std::string> reversed(normalized->args.rbegin(), normalized->args.rend());
     app.parse(reversed);
+    if (auto both = options.conflict()) throw CLI::ExcludesError(both->first, both->second);
   } catch (const CLI::CallForHelp&) {
     std::fputs(app.help().c_str(), stdout);
     return 0;
   } catch (const CLI::ParseError& e) {
     std::fputs(fmt::format("air-run: error: {}\nRun `air-run --help` for the options.\n", e.what()).c_str(),
-               stderr);
-    return 2;
-  }
-  if (auto conflict = options.conflict()) {
-    std::fputs(fmt::format("air-run: error: {}\nRun `air-run --help` for the options.\n", *conflict).c_str(),
                stderr);
     return 2;
   }

@@ -174,12 +174,12 @@ std::vector<std::tuple<std::string, std::string, std::string>> CliOptions::flag_
   return out;
 }
 
-std::optional<std::string> CliOptions::conflict() const {
+std::optional<std::pair<std::string, std::string>> CliOptions::conflict() const {
   for (const auto& slot : slots) {
     if (slot.text_when_set.empty() || slot.count <= 0) continue;
     for (const auto& other : slots) {
       if (other.key == slot.key && other.text_when_set.empty() && !other.texts.empty())
-        return other.spelling + " excludes " + slot.spelling;
+        return std::make_pair(other.spelling, slot.spelling);
     }
   }
   return std::nullopt;

@@ -9,6 +9,7 @@
 #include <deque>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace air::cli {
@@ -43,9 +44,9 @@ struct CliOptions {
   std::vector<std::string> command; ///< TARGET ARGS...
   std::string program; ///< argv[0]: where air-run was started from (core/os/installed_python.hpp)
 
-  /// "--preload excludes --no-preload" when a switch (text_when_set) and its
-  /// key's own flag were both given; nullopt otherwise.
-  std::optional<std::string> conflict() const;
+  /// The key's own flag and its switch (text_when_set), as ("--preload",
+  /// "--no-preload"), when both were given; nullopt otherwise.
+  std::optional<std::pair<std::string, std::string>> conflict() const;
 
   /// The flag values in the shape resolve_spec takes.
   std::vector<std::tuple<std::string, std::string, std::string>> flag_values() const;

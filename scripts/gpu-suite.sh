@@ -93,13 +93,14 @@ if want clients; then
   say "== a rank's exception on this torch, and the real clients (tests/e2e/test_rank_exceptions.sh, test_real_clients.sh)"
   # Side by side (16 cores; each test bounded): the step's device time is the longer one's.
   start=$SECONDS
-  for t in real_clients rank_exceptions; do
+  clients=(real_clients rank_exceptions)
+  for t in "${clients[@]}"; do
     AIR_RUN="$AIR" AIR_FIXTURE_DIR=$PWD/$BUILD/fixtures AIR_SOURCE_DIR=$PWD TORCH_PYTHON=$PY TMPDIR=$OUT_DIR/e2e-$t \
       timeout -k 5 "${GPU_SUITE_CLIENTS_LIMIT:-420}" bash -c 'mkdir -p "$TMPDIR" && bash "tests/e2e/test_$0.sh"; rc=$?; echo "$rc" >"$1"; exit "$rc"' \
       "$t" "$OUT_DIR/$t.rc" >"$OUT_DIR/$t.log" 2>&1 &
   done
   wait
-  for t in real_clients rank_exceptions; do
+  for t in "${clients[@]}"; do
     rc=$(cat "$OUT_DIR/$t.rc" 2>/dev/null || echo 124) # no file: the bound killed it
     tee -a "$LOG" <"$OUT_DIR/$t.log"
     check "$t" "exit $rc within $((SECONDS - start)) s" "$rc"
