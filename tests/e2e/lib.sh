@@ -133,15 +133,18 @@ run_tests() {
     [[ -z ${E2E_ONLY:-} || $fn == *"$E2E_ONLY"* ]] || continue
     current=$fn
     TESTDIR=$(mktemp -d "${TMPDIR:-/tmp}/air-e2e-$fn-XXXXXX")
-    local before=$failures
+    local before=$failures start=$EPOCHREALTIME
     (cd "$TESTDIR" && $fn) || true
+    # The seconds each test took, so that a slow one shows in CI's log.
+    local took
+    took=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f s", b - a }')
     # the subshell cannot update the counter: it records failures in a file
     if [[ -s "$TESTDIR/.failed" ]]; then failures=$((failures + 1)); fi
     if ((failures == before)); then
-      echo "ok   $fn"
+      echo "ok   $fn ($took)"
       rm -rf "$TESTDIR"
     else
-      echo "FAIL $fn (data in $TESTDIR)"
+      echo "FAIL $fn ($took, data in $TESTDIR)"
     fi
   done
   ((failures == 0)) || { echo "$failures test(s) failed" >&2; exit 1; }

@@ -237,7 +237,9 @@ test_ddp_hang_names_the_rank_that_never_reached_backward() {
 test_save_on_rank_0_only_is_named_as_mismatched_collectives() {
   # Distributed Checkpoint is imported before the collectives (air.data.save
   # would import it on first use): on a loaded machine that import alone can
-  # outlast the hang timeout, and rank 0 is then rightly named for it.
+  # outlast the hang timeout, and rank 0 is then rightly named for it. The
+  # ranks print nothing, so the start-up allowance applies: 15 s covers the
+  # imports without waiting out the default minute.
   cat >save_one.py <<'PY'
 import torch, torch.distributed as dist
 import air.data, air.data._dcp; air.data._dcp.import_dcp()
@@ -255,7 +257,7 @@ if dist.get_rank() == 0:
 dist.barrier()
 PY
   PYTHONPATH=$AIR_SOURCE_DIR/python run_air --cpu-ranks 3 --python "$TORCH_PYTHON" --hang-timeout 4s \
-    --on-hang stop --grace-period 5s --checkpoint-dir ckpt --summary summary.json save_one.py
+    --hang-startup 15s --on-hang stop --grace-period 5s --checkpoint-dir ckpt --summary summary.json save_one.py
   expect_rc 124
   expect_contains "$err" "ranks wait in different collectives: rank 0 in broadcast_object_list #2 at save_model at save_one.py:8"
   expect_contains "$err" "ranks 1 and 2 in barrier #2 at <module> at save_one.py:14"

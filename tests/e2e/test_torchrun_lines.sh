@@ -16,17 +16,29 @@ fi
 
 LINES_PY=$AIR_SOURCE_DIR/tests/e2e/torchrun_lines.py
 
-# expect_json FILE KEY: one value of the expectation.
-expect_json() { "$TORCH_PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
-
-run_line() { # run_line N KIND TARGET LINE
-  local n=$1 kind=$2 target=$3 line=$4 d=$TESTDIR/line$1 cwd port
+# prepare_line N TARGET LINE: the line's directory ($TESTDIR/lineN) with the
+# probe in place, its arguments in DIR/args (each ended by a NUL) and the
+# directory to run it from in DIR/cwd. The expectations of every line are then
+# computed in one interpreter (expect-each: torch imported once, not per line).
+prepare_line() {
+  local n=$1 target=$2 line=$3 d=$TESTDIR/line$1 port
   mkdir -p "$d/probe"
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   torchrun_line_vars "$port"
   torchrun_line_args "$line"
-  cwd=$(torchrun_line_workdir "$d" "$target")
-  "$TORCH_PYTHON" "$LINES_PY" expect "${LINE_ARGS[@]}" >"$d/expect.json" 2>/dev/null
+  printf '%s\0' "${LINE_ARGS[@]}" >"$d/args"
+  torchrun_line_workdir "$d" "$target" >"$d/cwd"
+}
+
+run_line() { # run_line N KIND
+  local n=$1 kind=$2 d=$TESTDIR/line$1 cwd
+  local e_refused e_reason e_nproc e_node_rank e_max_nodes e_tee e_local_ranks_filter e_numa_binding
+  source "$d/expect.sh" || {
+    fail "line $n: no expectation"
+    return
+  }
+  mapfile -d '' -t LINE_ARGS <"$d/args"
+  cwd=$(cat "$d/cwd")
   local dry=()
   [[ $kind == dry ]] && dry=(--dry-run)
   (cd "$cwd" && PROBE_OUT=$d/probe TMPDIR=$d CUDA_VISIBLE_DEVICES=0,1 \
@@ -34,9 +46,9 @@ run_line() { # run_line N KIND TARGET LINE
   local rc=$? out err
   out=$(cat "$d/stdout")
   err=$(cat "$d/stderr")
-  if [[ $(expect_json "$d/expect.json" refused) == True ]]; then
+  if [[ $e_refused == True ]]; then
     if [[ $rc != 2 ]]; then
-      fail "line $n: torchrun refuses it ($(expect_json "$d/expect.json" reason)), air-run exited $rc"
+      fail "line $n: torchrun refuses it ($e_reason), air-run exited $rc"
       return
     fi
     [[ $err == *"CUDA is not available"* || $err == *"unknown option"* ]] || fail "line $n: refusal says: $err"
@@ -47,10 +59,7 @@ run_line() { # run_line N KIND TARGET LINE
     fail "line $n: exit $rc: $(tail -3 "$d/stderr")"
     return
   }
-  local nproc node_rank nodes
-  nproc=$(expect_json "$d/expect.json" nproc)
-  node_rank=$(expect_json "$d/expect.json" node_rank)
-  nodes=$(expect_json "$d/expect.json" max_nodes)
+  local nproc=$e_nproc node_rank=$e_node_rank nodes=$e_max_nodes
   if [[ $kind == dry ]]; then
     expect_contains "$out" "$nproc rank(s) on node $node_rank/$nodes"
     expect_contains "$out" "world size $((nproc * nodes))"
@@ -63,8 +72,8 @@ run_line() { # run_line N KIND TARGET LINE
     fail "line $n: $problems"
   # -t/-r files in torchrun's layout, and --local-ranks-filter on the console.
   local tee filter dir r
-  tee=$(expect_json "$d/expect.json" tee)
-  filter=$(expect_json "$d/expect.json" local_ranks_filter)
+  tee=$e_tee
+  filter=$e_local_ranks_filter
   if [[ $tee != 0 ]]; then
     dir=$(sed -n 's/^air-run: rank output files (--redirects\/--tee) in //p' "$d/stderr")
     [[ $dir == "$d"/torchelastic_*/*_* ]] || fail "line $n: tee directory '$dir'"
@@ -74,8 +83,8 @@ run_line() { # run_line N KIND TARGET LINE
     done
   fi
   # --numa-binding: every rank bound, and OMP_NUM_THREADS said to follow the binding.
-  if [[ -n $(expect_json "$d/expect.json" numa_binding) ]]; then
-    expect_contains "$err" "the physical cores of its --numa-binding $(expect_json "$d/expect.json" numa_binding) share"
+  if [[ -n $e_numa_binding ]]; then
+    expect_contains "$err" "the physical cores of its --numa-binding $e_numa_binding share"
   fi
   if [[ -n $filter ]]; then
     for ((r = 0; r < nproc; r++)); do
@@ -91,6 +100,7 @@ run_line() { # run_line N KIND TARGET LINE
 
 test_real_torchrun_lines_launch_with_torchruns_environment() {
   local n=0 kind repo _path target line launched=0
+  local -a numbers=() kinds=() dirs=()
   while IFS=$'\t' read -r kind repo _path target line; do
     [[ -z $kind || $kind == \#* ]] && continue
     n=$((n + 1))
@@ -98,9 +108,15 @@ test_real_torchrun_lines_launch_with_torchruns_environment() {
       echo "line $n: c10d join without --node-rank ($repo): checked by scripts/torchrun-probe-compare.sh"
       continue
     fi
-    run_line "$n" "$kind" "$target" "$line"
-    launched=$((launched + 1))
+    prepare_line "$n" "$target" "$line"
+    numbers+=("$n") kinds+=("$kind") dirs+=("$TESTDIR/line$n")
   done <"$TORCHRUN_LINES_FILE"
+  "$TORCH_PYTHON" "$LINES_PY" expect-each "${dirs[@]}" || fail "torchrun's parser failed on the lines"
+  local i
+  for i in "${!numbers[@]}"; do
+    run_line "${numbers[$i]}" "${kinds[$i]}"
+    launched=$((launched + 1))
+  done
   ((n >= 30)) || fail "only $n lines in the corpus"
   ((launched >= 30)) || fail "only $launched lines checked"
 }

@@ -16,6 +16,7 @@ Run it with an interpreter that has torch (Debian's /usr/bin/python3 here).
 
 import json
 import os
+import shlex
 import socket
 import sys
 
@@ -97,6 +98,23 @@ def expect(args):
         "numa_binding": getattr(ns, "numa_binding", None) or "",
         "virtual_local_rank": bool(getattr(ns, "virtual_local_rank", False)),
     }
+
+
+def expect_each(dirs):
+    """expect() for many lines in one interpreter (torch is imported once):
+    reads DIR/args (the line's arguments, each ended by a NUL) and writes
+    DIR/expect.json and DIR/expect.sh (e_KEY=value lines for a shell)."""
+    for d in dirs:
+        with open(os.path.join(d, "args")) as f:
+            args = f.read().split("\0")[:-1]
+        e = expect(args)
+        with open(os.path.join(d, "expect.json"), "w") as f:
+            json.dump(e, f)
+        with open(os.path.join(d, "expect.sh"), "w") as f:
+            for key, value in e.items():
+                if key in ("refused", "reason", "nproc", "node_rank", "max_nodes", "tee",
+                           "local_ranks_filter", "numa_binding"):
+                    f.write(f"e_{key}={shlex.quote(str(value))}\n")
 
 
 def local_fqdn():
@@ -237,6 +255,8 @@ def compare(torchrun_dir, air_dir, port_may_differ=False, omp_may_differ=False):
 if __name__ == "__main__":
     if sys.argv[1] == "expect":
         print(json.dumps(expect(sys.argv[2:])))
+    elif sys.argv[1] == "expect-each":
+        expect_each(sys.argv[2:])
     elif sys.argv[1] == "check":
         sys.exit(check(sys.argv[2], sys.argv[3]))
     elif sys.argv[1] == "fqdn":
