@@ -6,9 +6,14 @@
 #
 #   scripts/debian-root.sh make SUITE DIR [PACKAGE...]
 #       A fresh root of SUITE (bullseye, bookworm, ...) with PACKAGE... in DIR
-#       (replaced). The first time it runs debootstrap --variant=minbase from
-#       the mirror and keeps a tarball of the result next to DIR
-#       (DIR/../<suite>-<hash>.tar); later calls unpack that (seconds, offline).
+#       (replaced). The first time for a suite it runs debootstrap
+#       --variant=minbase from the mirror and keeps the result as a tarball
+#       next to DIR (DIR/../<suite>-minbase.tar); PACKAGE... are installed into
+#       a copy with apt-get, and that root is kept as DIR/../<suite>-<hash>.tar.
+#       Later calls unpack the tarball (seconds, offline).
+#   scripts/debian-root.sh prefetch CACHE-DIR SUITE...
+#       Only the minbase tarballs, in CACHE-DIR: CI makes them while the
+#       compiler runs, for the roots that `make test-install` makes there.
 #   scripts/debian-root.sh run DIR COMMAND [ARG...]
 #       Runs COMMAND inside the root (as root, HOME=/root, a plain PATH).
 #
@@ -33,27 +38,53 @@ mirror() {
   echo "${uri:-http://deb.debian.org/debian}"
 }
 
+# minbase_tarball SUITE CACHE-DIR: prints the path of SUITE's bare minbase
+# root as a tarball in CACHE-DIR, running debootstrap the first time. Every
+# root of the suite starts from it. Two callers may race: each builds in a
+# directory of its own, and the tarball appears whole (a rename).
+minbase_tarball() {
+  local suite=$1 tarball="$2/$1-minbase.tar"
+  if [[ ! -f $tarball ]]; then
+    command -v debootstrap >/dev/null || die "debootstrap is not installed (apt-get install debootstrap)"
+    local tmp="$tarball.$$.root"
+    rm -rf "$tmp"
+    echo "debian-root: debootstrap $suite from $(mirror) (cached as $tarball)" >&2
+    debootstrap --variant=minbase "$suite" "$tmp" "$(mirror)" >"$tmp.log" 2>&1 ||
+      die "debootstrap failed; see $tmp.log"
+    rm -f "$tmp.log"
+    # Package lists and downloaded .debs are not needed to install local files.
+    rm -rf "$tmp"/var/cache/apt/archives/*.deb "$tmp"/var/lib/apt/lists/*_Packages
+    tar -C "$tmp" -cf "$tarball.$$" . && mv "$tarball.$$" "$tarball"
+    rm -rf "$tmp"
+  fi
+  echo "$tarball"
+}
+
 make_root() {
   local suite=$1 dir=$2
   shift 2
   local packages
   packages=$(printf '%s\n' "$@" | sort -u | paste -sd, -)
-  local key
-  key=$(printf '%s %s' "$suite" "$packages" | sha256sum | cut -c1-12)
-  local cache
-  cache="$(dirname "$dir")/$suite-$key.tar"
   mkdir -p "$(dirname "$dir")"
+  local cache_dir base cache
+  cache_dir=$(cd "$(dirname "$dir")" && pwd)
+  base=$(minbase_tarball "$suite" "$cache_dir")
+  cache=$base
+  [[ -z $packages ]] || cache="$cache_dir/$suite-$(printf '%s %s' "$suite" "$packages" | sha256sum | cut -c1-12).tar"
   rm -rf "$dir"
   if [[ ! -f $cache ]]; then
-    command -v debootstrap >/dev/null || die "debootstrap is not installed (apt-get install debootstrap)"
-    local tmp="$dir.debootstrap"
+    # The packages go into a copy of the minbase root with apt, as debootstrap's
+    # --include would put them (no recommends), and the result is cached too.
+    local tmp="$dir.building"
     rm -rf "$tmp"
-    echo "debian-root: debootstrap $suite${packages:+ with $packages} from $(mirror) (cached as $cache)" >&2
-    debootstrap --variant=minbase ${packages:+--include="$packages"} "$suite" "$tmp" "$(mirror)" >"$tmp.log" 2>&1 ||
-      die "debootstrap failed; see $tmp.log"
-    rm -f "$tmp.log"
-    # Package lists and downloaded .debs are not needed to install local files.
-    rm -rf "$tmp"/var/cache/apt/archives/*.deb "$tmp"/var/lib/apt/lists/*_Packages
+    mkdir -p "$tmp"
+    tar -C "$tmp" -xf "$base"
+    echo force-unsafe-io >"$tmp/etc/dpkg/dpkg.cfg.d/air-unsafe-io"
+    echo "debian-root: $suite with $packages (cached as $cache)" >&2
+    run_in_root "$tmp" sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+      apt-get install -y -qq --no-install-recommends "$@" && apt-get clean && rm -rf /var/lib/apt/lists/*' \
+      sh "$@" >"$tmp.log" 2>&1 || die "installing $packages failed; see $tmp.log"
+    rm -f "$tmp.log" "$tmp/etc/dpkg/dpkg.cfg.d/air-unsafe-io"
     tar -C "$tmp" -cf "$cache.part" . && mv "$cache.part" "$cache"
     mv "$tmp" "$dir"
   else
@@ -91,5 +122,11 @@ run_in_root() {
 case ${1:-} in
   make) shift; (($# >= 2)) || die "usage: debian-root.sh make SUITE DIR [PACKAGE...]"; make_root "$@" ;;
   run) shift; (($# >= 2)) || die "usage: debian-root.sh run DIR COMMAND [ARG...]"; run_in_root "$@" ;;
-  *) die "usage: debian-root.sh make SUITE DIR [PACKAGE...] | run DIR COMMAND [ARG...]" ;;
+  prefetch)
+    shift
+    (($# >= 2)) || die "usage: debian-root.sh prefetch CACHE-DIR SUITE..."
+    mkdir -p "$1"
+    for suite in "${@:2}"; do minbase_tarball "$suite" "$(cd "$1" && pwd)" >/dev/null; done
+    ;;
+  *) die "usage: debian-root.sh make SUITE DIR [PACKAGE...] | run DIR COMMAND [ARG...] | prefetch CACHE-DIR SUITE..." ;;
 esac
