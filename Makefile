@@ -23,7 +23,7 @@ RELEASE_FLAGS = -DCMAKE_BUILD_TYPE=Release -DAIR_PORTABLE=ON -DAIR_BUILD_TESTS=O
 PORTABLE_BUILD ?= build-portable
 
 .PHONY: all deps configure build demo test unit e2e pytest asan fuzz format format-check lint bench soak clean \
-	install release package wheel portable test-install test-distros
+	install release package wheel portable test-install test-install-packages test-install-fresh test-distros
 
 all: build
 
@@ -85,11 +85,18 @@ portable: wheel
 # root, and the README's first steps in a fresh Debian 12 root (needs root). The .deb is the
 # portable build's (the one a release ships, built with the wheel's binary): `make package`
 # runs the same CMake configuration on this machine, so it is not built a second time here.
-test-install: wheel
+# test-install-packages (the .deb and the wheel) and test-install-fresh (the
+# README's first steps) need nothing of each other: CI runs the second while it compiles.
+test-install: test-install-packages test-install-fresh
+
+test-install-packages: wheel
 	AIR_DEB=$$(ls $(PORTABLE_BUILD)/air-run_*.deb) AIR_RUN=$(CURDIR)/$(PORTABLE_BUILD)/air-run \
 	  AIR_SOURCE_DIR=$(CURDIR) bash tests/e2e/test_install_deb.sh
 	AIR_WHEEL=$$(ls $(PORTABLE_BUILD)/dist/air_run-*.whl) AIR_RUN=$(CURDIR)/$(PORTABLE_BUILD)/air-run \
 	  AIR_SOURCE_DIR=$(CURDIR) bash tests/e2e/test_install_wheel.sh
+
+test-install-fresh: DEPS = package
+test-install-fresh: deps
 	AIR_FRESH_ROOTS_DIR=$(PORTABLE_BUILD)/roots AIR_SOURCE_DIR=$(CURDIR) bash tests/e2e/test_install_deps.sh
 
 # The README's two commands (make demo, make test) in fresh minimal Debian 12

@@ -363,6 +363,7 @@ private:
       auto dir = make_private_run_dir(env_, ctx_.run_id);
       if (!dir) return dir.error();
       ctx_.run_dir = *dir;
+      ctx_.run_dir_is_temporary = true;
       run_dir_guard_.own(*dir);
     }
     auto torchrun_dir = make_torchrun_log_dir(spec_, env_, ctx_.run_id);

@@ -52,7 +52,8 @@ std::unique_ptr<Containment> Containment::start(const Options& options) {
     // tell the watchdog of every fork below air-run at once. Subscribed
     // before the watchdog and the ranks are forked, so none goes unseen.
     const UniqueFd events = c->cgroup_.active() ? UniqueFd() : open_proc_events();
-    c->watchdog_ = fork_watchdog(c->watch_fd_, c->cgroup_.dir(), options.grace, events.get());
+    c->watchdog_ =
+        fork_watchdog(c->watch_fd_, c->cgroup_.dir(), options.grace, events.get(), options.private_dir);
   }
   return c;
 }

@@ -56,6 +56,9 @@ public:
     /// and what they fork are left alone by the scans and the sweep. Ranks
     /// they fork are re-parented to air-run and contained as any rank.
     std::vector<pid_t> spared;
+    /// The run's private folder: the watchdog removes it if air-run dies
+    /// before it can (empty: none, e.g. a kept log directory).
+    std::string private_dir;
   };
 
   /// Becomes a subreaper, creates the cgroup if it can and forks the

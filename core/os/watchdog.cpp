@@ -1,5 +1,6 @@
 #include "core/os/watchdog.hpp"
 
+#include "core/os/host.hpp"
 #include "core/os/proc_events.hpp"
 #include "core/os/proc_table.hpp"
 #include "core/os/run_cgroup.hpp"
@@ -29,7 +30,8 @@ struct Watched {
   std::set<pid_t> sessions;
   std::set<std::pair<pid_t, std::uint64_t>> processes;
   std::string cgroup_dir;
-  pid_t own_session = -1; ///< air-run's session and group: never the run's to end
+  std::string private_dir; ///< removed once everything is gone (empty: none)
+  pid_t own_session = -1;  ///< air-run's session and group: never the run's to end
   pid_t own_group = -1;
   pid_t air_run = -1;
   int events_fd = -1; ///< the kernel's process events, or -1
@@ -145,6 +147,9 @@ void end_run(Watched& w, std::chrono::milliseconds grace) {
   if (!w.cgroup_dir.empty()) {
     for (int i = 0; i < 100 && ::rmdir(w.cgroup_dir.c_str()) != 0 && errno == EBUSY; ++i) pause_ms(20);
   }
+  // The ranks' result, error and progress files and the Python shim: no one
+  // reads them now, and a killed air-run would leave them in $TMPDIR.
+  if (!w.private_dir.empty()) remove_tree(w.private_dir);
 }
 
 /// Keeps the set of recorded processes bounded on long runs: forgets those
@@ -230,7 +235,7 @@ void close_fds_from(int first) {
 } // namespace
 
 pid_t fork_watchdog(int& write_fd, const std::string& cgroup_dir, std::chrono::milliseconds grace,
-                    int events_fd) {
+                    int events_fd, const std::string& private_dir) {
   write_fd = -1;
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return -1;
@@ -242,6 +247,7 @@ pid_t fork_watchdog(int& write_fd, const std::string& cgroup_dir, std::chrono::m
   }
   Watched watched;
   watched.cgroup_dir = cgroup_dir;
+  watched.private_dir = private_dir;
   watched.air_run = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {

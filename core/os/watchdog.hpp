@@ -39,7 +39,8 @@ inline constexpr std::int32_t k_watch_group_gone = 6;
 /// none) and every descendant of those, waits up to `grace` for them to end,
 /// then SIGKILLs what is left (cgroup.kill, and each group it found a member
 /// of, which a fork cannot escape) until nothing is left, removes the cgroup
-/// directory and exits. Sessions and groups of what it finds join the lists
+/// directory and `private_dir` (the run's private folder in $TMPDIR, which
+/// air-run would have removed; empty: none) and exits. Sessions and groups of what it finds join the lists
 /// as it goes, except air-run's own (its session is the user's terminal's). It never touches
 /// a GPU and holds no fd of air-run's, so it keeps nothing alive itself.
 ///
@@ -51,6 +52,6 @@ inline constexpr std::int32_t k_watch_group_gone = 6;
 /// rank's group and lost its parent just before air-run died is still known.
 /// It takes its own copy; the caller closes the one passed.
 pid_t fork_watchdog(int& write_fd, const std::string& cgroup_dir, std::chrono::milliseconds grace,
-                    int events_fd = -1);
+                    int events_fd = -1, const std::string& private_dir = {});
 
 } // namespace air

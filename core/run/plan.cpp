@@ -115,6 +115,7 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
   LaunchPlan plan;
   plan.run_id = ctx.run_id;
   plan.run_dir = ctx.run_dir;
+  plan.run_dir_is_temporary = ctx.run_dir_is_temporary;
   plan.node_rank = ctx.node_rank;
   plan.num_nodes = ctx.num_nodes;
   plan.node_name = ctx.node_name;

@@ -44,7 +44,8 @@ struct RankPlan {
 /// The whole run: ranks plus the policy the supervisor enforces.
 struct LaunchPlan {
   std::string run_id;
-  std::string run_dir; ///< private directory for result and error files
+  std::string run_dir;               ///< private directory for result and error files
+  bool run_dir_is_temporary = false; ///< air-run's own folder in $TMPDIR, not a kept log directory
   int node_rank = 0;
   int num_nodes = 1;
   std::string node_name; ///< this node (SLURMD_NODENAME or the host name), for per-node reports
@@ -95,6 +96,7 @@ struct LaunchPlan {
 struct PlanContext {
   std::string run_id;
   std::string run_dir;
+  bool run_dir_is_temporary = false;
   int master_port = 0; ///< a free port already chosen when the spec gave none
   int node_rank = 0;
   int num_nodes = 1;

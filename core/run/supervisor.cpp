@@ -195,6 +195,7 @@ void Supervisor::start() {
   Containment::Options containment;
   containment.grace = std::chrono::duration_cast<std::chrono::milliseconds>(plan_.grace_period);
   if (warm_ != nullptr && warm_->pid() > 0) containment.spared.push_back(warm_->pid());
+  if (plan_.run_dir_is_temporary) containment.private_dir = plan_.run_dir;
   containment_ = Containment::start(containment);
   spawn_.spawn_all(progress_, *containment_, stdin_,
                    [this](RankState& r, const Error& e) { spawn_failed(r, e); });

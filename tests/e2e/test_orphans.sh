@@ -67,22 +67,34 @@ start_wrapped() {
   fi
 }
 
+# expect_run_folder_removed: the run's private folder (in ./tmp, the run's
+# TMPDIR) was there during the run and the watchdog removed it after air-run died.
+expect_run_folder_removed() {
+  wait_for '! compgen -G "tmp/air-run-*" >/dev/null' 10 ||
+    fail "the run folder is left in \$TMPDIR after $1: $(ls tmp)"
+}
+
 test_kill_9_leaves_no_descendant() {
   new_mark
-  start_wrapped 2 || return
+  mkdir tmp
+  start_wrapped 2 TMPDIR="$PWD/tmp" || return
+  compgen -G "tmp/air-run-*" >/dev/null || fail "no run folder in TMPDIR during the run: '$(ls tmp)'"
   kill -9 "$air"
   finish_air 5
   expect_none_left 10 "after kill -9 of air-run"
+  expect_run_folder_removed "kill -9 of air-run"
 }
 
 test_crash_of_air_run_leaves_no_descendant() {
   # SIGABRT stands for a crash (abort, core dump). SIGQUIT is not one: air-run
   # takes it as a request for the ranks' stacks and carries on.
   new_mark
-  start_wrapped 2 || return
+  mkdir tmp
+  start_wrapped 2 TMPDIR="$PWD/tmp" || return
   kill -ABRT "$air"
   finish_air 5
   expect_none_left 10 "after air-run crashed (SIGABRT)"
+  expect_run_folder_removed "air-run crashed"
 }
 
 test_kill_9_of_air_runs_whole_group_leaves_no_descendant() {

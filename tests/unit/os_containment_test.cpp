@@ -18,6 +18,8 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -168,6 +170,30 @@ TEST_CASE("watchdog: keeps none of air-run's fds, fd 4 included, without an even
   ::close(read_end);
   int status = 0;
   CHECK(::waitpid(watchdog, &status, 0) == watchdog);
+}
+
+// A killed air-run left its private run folder (the Python shim, the ranks'
+// progress and result files) in $TMPDIR; a normal end leaves it to air-run.
+TEST_CASE("watchdog: removes the run's private folder when air-run dies, not when the run ends",
+          "[containment][watchdog]") {
+  for (const bool dies : {true, false}) {
+    std::string dir = (std::filesystem::temp_directory_path() / "air-watchdog-test-XXXXXX").string();
+    REQUIRE(::mkdtemp(dir.data()) != nullptr);
+    std::filesystem::create_directory(dir + "/pyshim");
+    std::ofstream(dir + "/pyshim/sitecustomize.py") << "# shim\n";
+    int write_fd = -1;
+    const pid_t watchdog = air::fork_watchdog(write_fd, "", std::chrono::milliseconds(100), -1, dir);
+    REQUIRE(watchdog > 0);
+    if (!dies) {
+      const air::WatchdogRecord end{air::k_watch_end, 0, 0};
+      CHECK(::write(write_fd, &end, sizeof(end)) == static_cast<ssize_t>(sizeof(end)));
+    }
+    ::close(write_fd); // without k_watch_end: what the watchdog sees when air-run dies
+    int status = 0;
+    CHECK(::waitpid(watchdog, &status, 0) == watchdog);
+    CHECK(std::filesystem::exists(dir) == !dies);
+    std::filesystem::remove_all(dir);
+  }
 }
 
 TEST_CASE("run_cgroup: own cgroup v2 directory from mountinfo and /proc/self/cgroup", "[containment]") {
