@@ -66,16 +66,19 @@ make_root() {
   local packages
   packages=$(printf '%s\n' "$@" | sort -u | paste -sd, -)
   mkdir -p "$(dirname "$dir")"
-  local cache_dir base cache
+  local cache_dir cache
   cache_dir=$(cd "$(dirname "$dir")" && pwd)
-  base=$(minbase_tarball "$suite" "$cache_dir")
-  cache=$base
-  [[ -z $packages ]] || cache="$cache_dir/$suite-$(printf '%s %s' "$suite" "$packages" | sha256sum | cut -c1-12).tar"
+  if [[ -z $packages ]]; then
+    cache=$(minbase_tarball "$suite" "$cache_dir")
+  else
+    cache="$cache_dir/$suite-$(printf '%s %s' "$suite" "$packages" | sha256sum | cut -c1-12).tar"
+  fi
   rm -rf "$dir"
   if [[ ! -f $cache ]]; then
     # The packages go into a copy of the minbase root with apt, as debootstrap's
     # --include would put them (no recommends), and the result is cached too.
-    local tmp="$dir.building"
+    local base tmp="$dir.building"
+    base=$(minbase_tarball "$suite" "$cache_dir")
     rm -rf "$tmp"
     mkdir -p "$tmp"
     tar -C "$tmp" -xf "$base"

@@ -40,9 +40,10 @@ inline constexpr std::int32_t k_watch_group_gone = 6;
 /// then SIGKILLs what is left (cgroup.kill, and each group it found a member
 /// of, which a fork cannot escape) until nothing is left, removes the cgroup
 /// directory and `private_dir` (the run's private folder in $TMPDIR, which
-/// air-run would have removed; empty: none) and exits. Sessions and groups of what it finds join the lists
-/// as it goes, except air-run's own (its session is the user's terminal's). It never touches
-/// a GPU and holds no fd of air-run's, so it keeps nothing alive itself.
+/// air-run would have removed; empty: none) and exits. Sessions and groups of
+/// what it finds join the lists as it goes, except air-run's own (its session
+/// is the user's terminal's). It never touches a GPU and holds no fd of
+/// air-run's, so it keeps nothing alive itself.
 ///
 /// The child allocates (glibc keeps malloc usable in a forked child) but takes
 /// no other lock that a thread of air-run could hold at fork time.
