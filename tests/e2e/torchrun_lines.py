@@ -111,10 +111,7 @@ def expect_each(dirs):
         with open(os.path.join(d, "expect.json"), "w") as f:
             json.dump(e, f)
         with open(os.path.join(d, "expect.sh"), "w") as f:
-            for key, value in e.items():
-                if key in ("refused", "reason", "nproc", "node_rank", "max_nodes", "tee",
-                           "local_ranks_filter", "numa_binding"):
-                    f.write(f"e_{key}={shlex.quote(str(value))}\n")
+            f.writelines(f"e_{key}={shlex.quote(str(value))}\n" for key, value in e.items())
 
 
 def local_fqdn():
