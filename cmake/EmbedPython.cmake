@@ -87,11 +87,11 @@ std::string_view ${stem}();
 
 namespace air::embedded_python {
 namespace {
-constexpr unsigned char k_bytes[${size}] = {
+constexpr unsigned char k_${stem}_bytes[${size}] = {
 ${bytes}};
 } // namespace
 
-std::string_view ${stem}() { return {reinterpret_cast<const char*>(k_bytes), sizeof k_bytes}; }
+std::string_view ${stem}() { return {reinterpret_cast<const char*>(k_${stem}_bytes), sizeof k_${stem}_bytes}; }
 
 } // namespace air::embedded_python
 ")

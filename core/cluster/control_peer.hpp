@@ -49,4 +49,11 @@ inline ControlMessage refuse_message(int exit_code, std::string text) {
   return m;
 }
 
+/// What a `refuse CODE TEXT` means to the agent that sends or receives it:
+/// code 2 is a usage error (the nodes disagree on the job), any other a
+/// system error; the text is the error's message.
+inline Error refusal_error(int exit_code, std::string text) {
+  return Error{exit_code == 2 ? ErrorKind::usage : ErrorKind::system, std::move(text)};
+}
+
 } // namespace air

@@ -19,10 +19,6 @@ using std::chrono::milliseconds;
 /// Pause between connection attempts while node 0's agent is not up yet.
 constexpr milliseconds k_retry_interval{200};
 
-Error join_error(int code, std::string message) {
-  return Error{code == 2 ? ErrorKind::usage : ErrorKind::system, std::move(message)};
-}
-
 } // namespace
 
 JoinClient::JoinClient(const ControlOptions& options)
@@ -149,7 +145,7 @@ Expected<bool> JoinClient::await_start(ControlPeer& peer, const std::string& cha
           continue;
         }
         auto m = parse_control_message(line);
-        if (m && m->kind == ControlMessage::Kind::refuse) return join_error(2, m->text);
+        if (m && m->kind == ControlMessage::Kind::refuse) return refusal_error(2, m->text);
         return Error{ErrorKind::usage,
                      fmt::format("the agent at {} could not prove it holds this job's join token "
                                  "(AIR_RUN_JOIN_TOKEN differs between the nodes, or it is not node 0)",
@@ -191,7 +187,7 @@ Expected<bool> JoinClient::await_start(ControlPeer& peer, const std::string& cha
       if (m->kind == ControlMessage::Kind::refuse) {
         // Another node's interrupt ends this one with the same 128+N.
         if (m->exit_code > 128 && m->exit_code < 128 + 65) interrupted_by_ = m->exit_code - 128;
-        return join_error(m->exit_code, m->text);
+        return refusal_error(m->exit_code, m->text);
       }
     }
     if (peer.link.closed()) {

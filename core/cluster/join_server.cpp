@@ -16,10 +16,6 @@ namespace air {
 
 namespace {
 
-Error join_error(int code, std::string message) {
-  return Error{code == 2 ? ErrorKind::usage : ErrorKind::system, std::move(message)};
-}
-
 int min_nodes_of(const ControlOptions& o) { return o.c10d && o.min_nodes > 0 ? o.min_nodes : o.num_nodes; }
 
 } // namespace
@@ -42,7 +38,7 @@ Error JoinServer::refuse_all(int code, const std::string& message, ControlPeer* 
   const ControlMessage m = refuse_message(code, message);
   for (auto& [rank, peer] : joined_) send_message(*peer, m);
   if (also) send_message(*also, m);
-  return join_error(code, message);
+  return refusal_error(code, message);
 }
 
 Error JoinServer::timed_out() {

@@ -18,12 +18,6 @@ std::string last_dl_error(const char* fallback) {
 
 Error nvml_error(std::string message) { return {ErrorKind::system, std::move(message)}; }
 
-/// A C string from a fixed buffer that NVML should have terminated; never
-/// reads past the buffer if it did not.
-std::string from_buffer(const char* buffer, std::size_t size) {
-  return std::string(buffer, strnlen(buffer, size));
-}
-
 /// Resolves `name` into `slot`. Casting dlsym's void* to a function pointer is
 /// what POSIX requires to work (dlsym would be useless otherwise).
 template <typename Fn> bool resolve(void* handle, const char* name, Fn& slot, std::string* error) {
@@ -44,6 +38,10 @@ std::string describe_return(const nvml::Api& api, nvml::Return code) {
 }
 
 } // namespace
+
+std::string nvml::text(const char* buffer, std::size_t size) {
+  return std::string(buffer, strnlen(buffer, size));
+}
 
 Expected<NvmlLibrary> NvmlLibrary::open(const char* path) {
   // RTLD_LOCAL: NVML's symbols stay out of the global namespace, so a rank's
@@ -139,17 +137,17 @@ Expected<GpuInfo> NvmlLibrary::device_info(unsigned int index) const {
   if (rc != nvml::kSuccess) {
     return nvml_error(fmt::format("NVML device {} skipped: no UUID: {}", index, error_string(rc)));
   }
-  gpu.uuid = from_buffer(uuid, sizeof uuid);
+  gpu.uuid = nvml::text(uuid, sizeof uuid);
 
   char name[nvml::kNameBufferSize] = {};
   rc = api_.device_get_name(device, name, sizeof name);
-  gpu.name = rc == nvml::kSuccess ? from_buffer(name, sizeof name) : std::string("unknown");
+  gpu.name = rc == nvml::kSuccess ? nvml::text(name, sizeof name) : std::string("unknown");
   gpu.model = model_family(gpu.name);
 
   nvml::PciInfo pci;
   std::memset(&pci, 0, sizeof pci);
   if (api_.device_get_pci_info(device, &pci) == nvml::kSuccess) {
-    gpu.pci_bus_id = from_buffer(pci.bus_id, sizeof pci.bus_id);
+    gpu.pci_bus_id = nvml::text(pci.bus_id, sizeof pci.bus_id);
   }
 
   nvml::Memory memory{};

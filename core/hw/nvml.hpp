@@ -117,6 +117,10 @@ struct Api {
   const char* (*error_string)(Return) = nullptr;               ///< nvmlErrorString
 };
 
+/// A C string from a fixed buffer that NVML should have terminated; never
+/// reads past the buffer if it did not.
+std::string text(const char* buffer, std::size_t size);
+
 } // namespace nvml
 
 /// NVML, loaded with dlopen, its symbols resolved and nvmlInit_v2 done; the

@@ -20,10 +20,6 @@ template <typename Fn> void lookup(const NvmlLibrary& library, const char* name,
   if (void* address = library.symbol(name)) slot = reinterpret_cast<Fn>(address);
 }
 
-std::string from_buffer(const char* buffer, std::size_t size) {
-  return std::string(buffer, strnlen(buffer, size));
-}
-
 /// Reads one query's return code into a probe's `why`, and a lost GPU into
 /// the reading. True on success.
 class Outcome {
@@ -201,7 +197,7 @@ Expected<GpuHealthReading> NvmlLibrary::read_health(const std::string& uuid) con
       char text[nvml::kUuidBufferSize] = {};
       if (api_.device_get_handle_by_index_v2(i, &device) != nvml::kSuccess) continue;
       found = api_.device_get_uuid(device, text, sizeof text) == nvml::kSuccess &&
-              from_buffer(text, sizeof text) == uuid;
+              nvml::text(text, sizeof text) == uuid;
     }
   }
   if (!found) return Error{ErrorKind::system, fmt::format("NVML has no GPU {}", uuid)};
@@ -210,7 +206,7 @@ Expected<GpuHealthReading> NvmlLibrary::read_health(const std::string& uuid) con
   reading.uuid = uuid;
   char name[nvml::kNameBufferSize] = {};
   reading.name = api_.device_get_name(device, name, sizeof name) == nvml::kSuccess
-                     ? from_buffer(name, sizeof name)
+                     ? nvml::text(name, sizeof name)
                      : std::string("unknown");
   Outcome outcome(*this, reading);
   read_ecc(api, device, outcome, reading);

@@ -27,34 +27,34 @@ air::NodeSteps steps(std::uint64_t at, double rate, int polling = 2) {
   return s;
 }
 
-const Clock::time_point t0{std::chrono::hours(1)};
+const Clock::time_point round_t0{std::chrono::hours(1)};
 
 } // namespace
 
 TEST_CASE("a hang round ends as soon as every awaited node sent all its places", "[rounds][hang]") {
   air::HangRound round;
   CHECK_FALSE(round.gathering());
-  CHECK_FALSE(round.complete({0}, 2, t0).has_value());
-  CHECK(round.start(t0, 10s) == 1);
-  CHECK(round.deadline() == t0 + 10s);
+  CHECK_FALSE(round.complete({0}, 2, round_t0).has_value());
+  CHECK(round.start(round_t0, 10s) == 1);
+  CHECK(round.deadline() == round_t0 + 10s);
   round.take_places(0, {place(0), place(1)});
   round.take_place(1, 1, 2, place(2));
-  CHECK_FALSE(round.complete({0, 1}, 2, t0 + 1s).has_value()); // node 1 announced two
+  CHECK_FALSE(round.complete({0, 1}, 2, round_t0 + 1s).has_value()); // node 1 announced two
   round.take_place(1, 1, 2, place(3));
-  const auto job = round.complete({0, 1}, 2, t0 + 2s);
+  const auto job = round.complete({0, 1}, 2, round_t0 + 2s);
   REQUIRE(job.has_value());
   CHECK(job->ranks.size() == 4);
   CHECK(job->missing_nodes.empty());
   CHECK_FALSE(round.gathering());
-  CHECK_FALSE(round.complete({0, 1}, 2, t0 + 3s).has_value()); // handed over once
+  CHECK_FALSE(round.complete({0, 1}, 2, round_t0 + 3s).has_value()); // handed over once
 }
 
 TEST_CASE("a hang round names the silent node at its deadline", "[rounds][hang]") {
   air::HangRound round;
-  round.start(t0, 10s);
+  round.start(round_t0, 10s);
   round.take_places(0, {place(0)});
-  CHECK_FALSE(round.complete({0, 1}, 2, t0 + 9s).has_value());
-  const auto job = round.complete({0, 1}, 2, t0 + 10s);
+  CHECK_FALSE(round.complete({0, 1}, 2, round_t0 + 9s).has_value());
+  const auto job = round.complete({0, 1}, 2, round_t0 + 10s);
   REQUIRE(job.has_value());
   CHECK(job->missing_nodes == std::vector<int>{1});
 }
@@ -63,14 +63,14 @@ TEST_CASE("a hang round takes only its own places, up to the count announced", "
   air::HangRound round;
   round.take_place(1, 1, 1, place(2)); // before any round: dropped
   round.take_places(0, {place(0)});    // likewise
-  CHECK(round.start(t0, 10s) == 1);
+  CHECK(round.start(round_t0, 10s) == 1);
   round.cancel(); // the attempt ended
-  CHECK(round.start(t0 + 20s, 10s) == 2);
+  CHECK(round.start(round_t0 + 20s, 10s) == 2);
   round.take_place(1, 1, 1, place(2)); // a late answer to round 1
   round.take_place(2, 1, 1, place(3));
   round.take_place(2, 1, 1, place(4)); // more than announced
   round.take_places(0, {place(0)});
-  const auto job = round.complete({0, 1}, 2, t0 + 21s);
+  const auto job = round.complete({0, 1}, 2, round_t0 + 21s);
   REQUIRE(job.has_value());
   REQUIRE(job->ranks.size() == 2);
   CHECK(job->ranks[1].rank == 3);
@@ -78,14 +78,14 @@ TEST_CASE("a hang round takes only its own places, up to the count announced", "
 
 TEST_CASE("a stop round decides once every node counted, with each count's age", "[rounds][preempt]") {
   air::StopRound round;
-  CHECK(round.start(15, 1, 30s, t0, 1s));
+  CHECK(round.start(15, 1, 30s, round_t0, 1s));
   CHECK(round.gathering());
-  CHECK(round.asked_at() == t0);
-  round.take(1, steps(200, 100), std::nullopt, t0); // came with `preempt`: its trip is unknown
-  round.take(0, steps(240, 10), Clock::duration::zero(), t0 + 10ms);
-  CHECK_FALSE(round.decide({0, 1, 2}, 3, t0 + 10ms).has_value());
-  round.take(2, steps(100, 10), std::chrono::milliseconds(50), t0 + 100ms);
-  const auto stop = round.decide({0, 1, 2}, 3, t0 + 100ms);
+  CHECK(round.asked_at() == round_t0);
+  round.take(1, steps(200, 100), std::nullopt, round_t0); // came with `preempt`: its trip is unknown
+  round.take(0, steps(240, 10), Clock::duration::zero(), round_t0 + 10ms);
+  CHECK_FALSE(round.decide({0, 1, 2}, 3, round_t0 + 10ms).has_value());
+  round.take(2, steps(100, 10), std::chrono::milliseconds(50), round_t0 + 100ms);
+  const auto stop = round.decide({0, 1, 2}, 3, round_t0 + 100ms);
   REQUIRE(stop.has_value());
   CHECK(stop->signal == 15);
   CHECK(stop->node == 1);
@@ -96,17 +96,17 @@ TEST_CASE("a stop round decides once every node counted, with each count's age",
   CHECK(stop->stop_step == 291);
   CHECK(round.decided());
   CHECK_FALSE(round.deadline().has_value());
-  CHECK_FALSE(round.decide({0, 1, 2}, 3, t0 + 200ms).has_value()); // decided once
-  CHECK_FALSE(round.start(2, 2, 30s, t0 + 300ms, 1s));
+  CHECK_FALSE(round.decide({0, 1, 2}, 3, round_t0 + 200ms).has_value()); // decided once
+  CHECK_FALSE(round.start(2, 2, 30s, round_t0 + 300ms, 1s));
 }
 
 TEST_CASE("a stop round decides without a silent node at its deadline and names it", "[rounds][preempt]") {
   air::StopRound round;
-  CHECK(round.start(15, 0, 10s, t0, 1s));
-  round.take(0, steps(10, 0), Clock::duration::zero(), t0);
-  CHECK(round.deadline() == t0 + 1s);
-  CHECK_FALSE(round.decide({0, 1}, 2, t0 + 999ms).has_value());
-  const auto stop = round.decide({0, 1}, 2, t0 + 1s);
+  CHECK(round.start(15, 0, 10s, round_t0, 1s));
+  round.take(0, steps(10, 0), Clock::duration::zero(), round_t0);
+  CHECK(round.deadline() == round_t0 + 1s);
+  CHECK_FALSE(round.decide({0, 1}, 2, round_t0 + 999ms).has_value());
+  const auto stop = round.decide({0, 1}, 2, round_t0 + 1s);
   REQUIRE(stop.has_value());
   CHECK(stop->missing_nodes == std::vector<int>{1});
   CHECK(stop->grace == 9s);
@@ -115,11 +115,11 @@ TEST_CASE("a stop round decides without a silent node at its deadline and names 
 
 TEST_CASE("a second signal keeps the first one's round and the earlier grace end", "[rounds][preempt]") {
   air::StopRound round;
-  CHECK(round.start(15, 1, 30s, t0, 1s));
-  CHECK_FALSE(round.start(10, 0, 5s, t0 + 100ms, 1s));
-  round.take(0, steps(0, 0, 0), Clock::duration::zero(), t0 + 100ms);
-  round.take(1, steps(0, 0, 0), std::nullopt, t0 + 100ms);
-  const auto stop = round.decide({0, 1}, 2, t0 + 200ms);
+  CHECK(round.start(15, 1, 30s, round_t0, 1s));
+  CHECK_FALSE(round.start(10, 0, 5s, round_t0 + 100ms, 1s));
+  round.take(0, steps(0, 0, 0), Clock::duration::zero(), round_t0 + 100ms);
+  round.take(1, steps(0, 0, 0), std::nullopt, round_t0 + 100ms);
+  const auto stop = round.decide({0, 1}, 2, round_t0 + 200ms);
   REQUIRE(stop.has_value());
   CHECK(stop->signal == 15);
   CHECK(stop->node == 1);
@@ -127,5 +127,5 @@ TEST_CASE("a second signal keeps the first one's round and the earlier grace end
   round.reset();
   CHECK_FALSE(round.gathering());
   CHECK_FALSE(round.has(0));
-  CHECK(round.start(15, 0, 1s, t0 + 1s, 1s));
+  CHECK(round.start(15, 0, 1s, round_t0 + 1s, 1s));
 }

@@ -7,6 +7,7 @@
 #include "core/os/watchdog.hpp"
 #include "core/run/supervisor.hpp"
 #include "tests/unit/catch.hpp"
+#include "tests/unit/temp_dir.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -25,11 +26,11 @@
 #include <string>
 #include <thread>
 
+using air::test::fixture;
+
 namespace {
 
 using Status = air::RunOutcome::Status;
-
-std::string fixture(const std::string& name) { return std::string(AIR_FIXTURE_DIR) + "/" + name; }
 
 air::LaunchPlan plan_of(std::vector<std::vector<std::string>> argvs) {
   air::LaunchPlan plan;

@@ -1,6 +1,7 @@
 #include "core/os/process.hpp"
 #include "core/os/shared_spawn.hpp"
 #include "tests/unit/catch.hpp"
+#include "tests/unit/temp_dir.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -21,22 +22,10 @@
 #include <string>
 #include <vector>
 
+using air::test::fixture;
+using air::test::TempDir;
+
 namespace {
-
-std::string fixture(const std::string& name) { return std::string(AIR_FIXTURE_DIR) + "/" + name; }
-
-/// A fresh directory under /tmp, removed at the end of the test.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char name[] = "/tmp/air-process-test-XXXXXX";
-    path = ::mkdtemp(name);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
 
 /// Reads both pipes to EOF and reaps the child; returns stdout, stderr, status.
 struct Finished {
@@ -87,11 +76,11 @@ TEST_CASE("resolve_executable searches the given PATH", "[process]") {
 
 TEST_CASE("resolve_executable reports a match without execute permission", "[process]") {
   TempDir dir;
-  const std::string file = dir.path + "/script";
+  const std::string file = dir.path() + "/script";
   std::ofstream(file) << "#!/bin/sh\n";
   ::chmod(file.c_str(), 0644);
   // Even root fails access(X_OK) when no execute bit is set at all.
-  auto r = air::resolve_executable("script", dir.path);
+  auto r = air::resolve_executable("script", dir.path());
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().kind == air::ErrorKind::not_executable);
   CHECK(r.error().message == "script: permission denied");
@@ -130,13 +119,13 @@ TEST_CASE("spawn_process: exec failures are errors, not exit codes", "[process]"
     CHECK(r.error().message == "air-no-such-program: command not found");
   }
   SECTION("a missing path, reported by exec in the child") {
-    auto r = air::spawn_process({dir.path + "/missing"}, {});
+    auto r = air::spawn_process({dir.path() + "/missing"}, {});
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().kind == air::ErrorKind::not_found);
-    CHECK(r.error().message == dir.path + "/missing: No such file or directory");
+    CHECK(r.error().message == dir.path() + "/missing: No such file or directory");
   }
   SECTION("a file that is not executable") {
-    const std::string file = dir.path + "/plain";
+    const std::string file = dir.path() + "/plain";
     std::ofstream(file) << "data\n";
     ::chmod(file.c_str(), 0644);
     auto r = air::spawn_process({file}, {});
@@ -145,7 +134,7 @@ TEST_CASE("spawn_process: exec failures are errors, not exit codes", "[process]"
     CHECK(r.error().message == file + ": permission denied");
   }
   SECTION("an executable file in no known format") {
-    const std::string file = dir.path + "/garbage";
+    const std::string file = dir.path() + "/garbage";
     std::ofstream(file) << "\x01\x02\x03\x04garbage";
     ::chmod(file.c_str(), 0755);
     auto r = air::spawn_process({file}, {});
@@ -256,9 +245,9 @@ TEST_CASE("spawn_method: the shared-memory spawn unless a sanitizer build or AIR
 TEST_CASE("start_process: exactly the given argv, environment and working directory", "[process]") {
   TempDir dir;
   char real[PATH_MAX];
-  REQUIRE(::realpath(dir.path.c_str(), real) != nullptr);
+  REQUIRE(::realpath(dir.path().c_str(), real) != nullptr);
   air::SpawnOptions options;
-  options.working_dir = dir.path;
+  options.working_dir = dir.path();
   auto started = air::start_process({"sh", "-c",
                                      "pwd -P; printf '[%s]' \"$0\" \"$@\"; printf '\\n%s|%s|%s\\n' \"$X\" "
                                      "\"${EMPTY-unset}\" \"${HOME-unset}\"",
@@ -277,14 +266,14 @@ TEST_CASE("start_process: exactly the given argv, environment and working direct
 TEST_CASE("start_process: a working directory that cannot be entered is the error", "[process]") {
   TempDir dir;
   air::SpawnOptions options;
-  options.working_dir = dir.path + "/nowhere";
+  options.working_dir = dir.path() + "/nowhere";
   auto started = air::start_process({"/bin/true"}, {}, {}, options);
   REQUIRE(started.ok());
   auto r = air::confirm_exec(std::move(*started));
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().kind == air::ErrorKind::not_found);
-  CHECK(r.error().message ==
-        "/bin/true: cannot enter the working directory " + dir.path + "/nowhere: No such file or directory");
+  CHECK(r.error().message == "/bin/true: cannot enter the working directory " + dir.path() +
+                                 "/nowhere: No such file or directory");
 }
 
 TEST_CASE("start_process: children started together each see only fds 0-2", "[process]") {

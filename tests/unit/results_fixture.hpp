@@ -1,8 +1,9 @@
 #pragma once
-// Shared by the results/summary/report/junit/annotations tests: a private
-// temp directory and a hand-built four-rank run that failed.
+// Shared by the results/summary/report/junit/annotations tests: a
+// hand-built four-rank run that failed (and TempDir, from temp_dir.hpp).
 
 #include "core/report/collect.hpp"
+#include "tests/unit/temp_dir.hpp"
 
 #include <sys/types.h>
 
@@ -14,33 +15,6 @@
 #include <string>
 
 namespace air::test {
-
-/// A fresh directory under $TMPDIR (or /tmp), removed with everything in it.
-class TempDir {
-public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/air-results-XXXXXX";
-    if (::mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-  std::string write(const std::string& name, const std::string& content) const {
-    const std::string p = file(name);
-    std::ofstream(p, std::ios::binary) << content;
-    return p;
-  }
-
-private:
-  std::string path_;
-};
 
 // stdio rather than istreambuf_iterator, which trips g++ 12's -Wnull-dereference at -O2.
 inline std::string read_all(const std::string& path) {

@@ -20,7 +20,7 @@ air::Expected<air::ResolvedSpec> resolve_flags(Flags flags, std::string yaml = "
   return air::resolve_spec(in);
 }
 
-air::LaunchSpec resolve_ok(Flags flags, std::string yaml = "") {
+air::LaunchSpec launch_spec_ok(Flags flags, std::string yaml = "") {
   auto r = resolve_flags(std::move(flags), std::move(yaml));
   INFO((r ? std::string() : r.error().message));
   REQUIRE(r.ok());
@@ -154,12 +154,12 @@ TEST_CASE("an attempt ended to admit a node is a membership change, not a failur
 }
 
 TEST_CASE("nnodes takes N or MIN:MAX", "[spec][rendezvous]") {
-  auto s = resolve_ok({{"nnodes", "1:4", "--nnodes"},
-                       {"rdzv_backend", "c10d", "--rdzv-backend"},
-                       {"rdzv_endpoint", "h:1", "--rdzv-endpoint"}});
+  auto s = launch_spec_ok({{"nnodes", "1:4", "--nnodes"},
+                           {"rdzv_backend", "c10d", "--rdzv-backend"},
+                           {"rdzv_endpoint", "h:1", "--rdzv-endpoint"}});
   CHECK(s.nnodes_min.value == 1);
   CHECK(s.nnodes.value == 4);
-  s = resolve_ok({}, "nnodes: 3\n");
+  s = launch_spec_ok({}, "nnodes: 3\n");
   CHECK(s.nnodes_min.value == 3);
   CHECK(s.nnodes.value == 3);
   CHECK(resolve_error({{"nnodes", "4:2", "--nnodes"}}) ==
@@ -177,31 +177,31 @@ TEST_CASE("rendezvous keys: backend, endpoint, id, conf, standalone", "[spec][re
       "--rdzv-backend: c10d on several nodes needs rdzv_endpoint HOST[:PORT], the agent that hosts the join");
 
   // static: the endpoint is the master
-  auto s = resolve_ok({{"rdzv_endpoint", "node7:29603", "--rdzv-endpoint"}});
+  auto s = launch_spec_ok({{"rdzv_endpoint", "node7:29603", "--rdzv-endpoint"}});
   CHECK(s.master_addr.value == "node7");
   CHECK(s.master_port.value == 29603);
   CHECK(s.master_port.origin.describe() == "flag --rdzv-endpoint");
 
   // c10d keeps master_addr for the join (placement decides)
-  s = resolve_ok({{"rdzv_backend", "c10d", "--rdzv-backend"},
-                  {"rdzv_endpoint", "[fe80::1]:29400", "--rdzv-endpoint"},
-                  {"nnodes", "2", "--nnodes"}});
+  s = launch_spec_ok({{"rdzv_backend", "c10d", "--rdzv-backend"},
+                      {"rdzv_endpoint", "[fe80::1]:29400", "--rdzv-endpoint"},
+                      {"nnodes", "2", "--nnodes"}});
   CHECK(s.master_addr.value == "127.0.0.1");
 
-  s = resolve_ok({{"rdzv_id", "job-42", "--rdzv-id"}});
+  s = launch_spec_ok({{"rdzv_id", "job-42", "--rdzv-id"}});
   CHECK(s.run_id.value == "job-42");
-  s = resolve_ok({{"rdzv_id", "job-42", "--rdzv-id"}, {"run_id", "mine", "--run-id"}});
+  s = launch_spec_ok({{"rdzv_id", "job-42", "--rdzv-id"}, {"run_id", "mine", "--run-id"}});
   CHECK(s.run_id.value == "mine");
   CHECK(resolve_error({{"rdzv_id", "a/b", "--rdzv-id"}}) ==
         "--rdzv-id: becomes the run id, which may contain only letters, digits, '.', '_' and '-', got 'a/b'");
 
-  s = resolve_ok(
+  s = launch_spec_ok(
       {{"rdzv_conf", "join_timeout=900,last_call_timeout=5,read_timeout=120,is_host=false", "--rdzv-conf"}});
   CHECK(s.join_timeout.value == air::Millis(900'000));
   CHECK(s.last_call_timeout.value == air::Millis(5'000));
   CHECK(s.read_timeout.value == std::optional<air::Millis>(air::Millis(120'000)));
   // an explicit --join-timeout wins over rdzv_conf's
-  s = resolve_ok(
+  s = launch_spec_ok(
       {{"rdzv_conf", "join_timeout=900", "--rdzv-conf"}, {"join_timeout", "1m", "--join-timeout"}});
   CHECK(s.join_timeout.value == air::Millis(60'000));
   CHECK(resolve_error({{"rdzv_conf", "join_timeout", "--rdzv-conf"}}) ==
@@ -209,7 +209,7 @@ TEST_CASE("rendezvous keys: backend, endpoint, id, conf, standalone", "[spec][re
   CHECK(resolve_error({{"rdzv_conf", "last_call_timeout=0", "--rdzv-conf"}}) ==
         "--rdzv-conf: last_call_timeout: must be greater than zero");
 
-  s = resolve_ok({{"standalone", "true", "--standalone"}});
+  s = launch_spec_ok({{"standalone", "true", "--standalone"}});
   CHECK(s.rdzv_backend.value == "c10d");
   CHECK(s.nnodes.value == 1);
   // One c10d node binds on the rendezvous host: localhost under --standalone,
@@ -217,21 +217,21 @@ TEST_CASE("rendezvous keys: backend, endpoint, id, conf, standalone", "[spec][re
   // host's name, cli/nodes.cpp); --master-addr still wins.
   CHECK(s.master_addr.value == "localhost");
   CHECK(s.master_addr.origin.describe() == "flag --standalone");
-  s = resolve_ok(
+  s = launch_spec_ok(
       {{"rdzv_backend", "c10d", "--rdzv-backend"}, {"rdzv_endpoint", "localhost:0", "--rdzv-endpoint"}});
   CHECK(s.master_addr.value == "localhost");
-  s = resolve_ok({{"rdzv_backend", "c10d", "--rdzv-backend"},
-                  {"rdzv_endpoint", "localhost:0", "--rdzv-endpoint"},
-                  {"master_addr", "10.0.0.5", "--master-addr"}});
+  s = launch_spec_ok({{"rdzv_backend", "c10d", "--rdzv-backend"},
+                      {"rdzv_endpoint", "localhost:0", "--rdzv-endpoint"},
+                      {"master_addr", "10.0.0.5", "--master-addr"}});
   CHECK(s.master_addr.value == "10.0.0.5");
-  s = resolve_ok({{"rdzv_backend", "c10d", "--rdzv-backend"},
-                  {"rdzv_endpoint", "node3:29400", "--rdzv-endpoint"},
-                  {"nnodes", "1:2", "--nnodes"}});
+  s = launch_spec_ok({{"rdzv_backend", "c10d", "--rdzv-backend"},
+                      {"rdzv_endpoint", "node3:29400", "--rdzv-endpoint"},
+                      {"nnodes", "1:2", "--nnodes"}});
   CHECK(s.master_addr.value == "127.0.0.1"); // may grow to two nodes: the join decides
   CHECK(resolve_error({{"standalone", "true", "--standalone"}, {"nnodes", "2", "--nnodes"}}) ==
         "--standalone: runs one node, but --nnodes asks for 2");
 
-  s = resolve_ok({{"max_restarts", "3", "--max-restarts"}});
+  s = launch_spec_ok({{"max_restarts", "3", "--max-restarts"}});
   CHECK(s.max_restarts.value == 3);
 }
 

@@ -10,42 +10,42 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-const Clock::time_point t0 = Clock::time_point() + 1000s;
+const Clock::time_point clock_t0 = Clock::time_point() + 1000s;
 
 } // namespace
 
 TEST_CASE("without --hang-timeout the hang clock never wakes the loop", "[hang_clock]") {
-  air::HangClock clock(std::nullopt, t0);
+  air::HangClock clock(std::nullopt, clock_t0);
   CHECK_FALSE(clock.next_deadline());
-  CHECK_FALSE(clock.due(t0 + 24h));
+  CHECK_FALSE(clock.due(clock_t0 + 24h));
 }
 
 TEST_CASE("before the first progress a short --hang-timeout waits the start-up allowance", "[hang_clock]") {
-  air::HangClock clock(5s, t0);
+  air::HangClock clock(5s, clock_t0);
   CHECK(clock.quiet_limit() == 60s);
   REQUIRE(clock.next_deadline());
-  CHECK(*clock.next_deadline() == t0 + 60s);
-  CHECK_FALSE(clock.due(t0 + 59s));
-  CHECK(clock.due(t0 + 60s));
+  CHECK(*clock.next_deadline() == clock_t0 + 60s);
+  CHECK_FALSE(clock.due(clock_t0 + 59s));
+  CHECK(clock.due(clock_t0 + 60s));
   // A timeout longer than the allowance is the limit from the start.
-  air::HangClock patient(90s, t0);
+  air::HangClock patient(90s, clock_t0);
   CHECK(patient.quiet_limit() == 90s);
-  CHECK_FALSE(patient.due(t0 + 89s));
+  CHECK_FALSE(patient.due(clock_t0 + 89s));
 }
 
 TEST_CASE("progress starts a new quiet spell, diagnosed once", "[hang_clock]") {
-  air::HangClock clock(5s, t0);
-  clock.progress(t0 + 10s);
+  air::HangClock clock(5s, clock_t0);
+  clock.progress(clock_t0 + 10s);
   CHECK(clock.quiet_limit() == 5s); // progress seen: no allowance any more
-  CHECK(*clock.next_deadline() == t0 + 15s);
-  CHECK_FALSE(clock.due(t0 + 14s));
-  REQUIRE(clock.due(t0 + 15s));
+  CHECK(*clock.next_deadline() == clock_t0 + 15s);
+  CHECK_FALSE(clock.due(clock_t0 + 14s));
+  REQUIRE(clock.due(clock_t0 + 15s));
   clock.diagnosing();
   CHECK(clock.diagnosed());
   CHECK_FALSE(clock.next_deadline()); // not again in this spell
-  CHECK_FALSE(clock.due(t0 + 1h));
-  CHECK(clock.quiet_s(t0 + 17s) == 7.0); // from the spell's last progress
-  clock.progress(t0 + 20s);
+  CHECK_FALSE(clock.due(clock_t0 + 1h));
+  CHECK(clock.quiet_s(clock_t0 + 17s) == 7.0); // from the spell's last progress
+  clock.progress(clock_t0 + 20s);
   CHECK_FALSE(clock.diagnosed());
-  CHECK(*clock.next_deadline() == t0 + 25s);
+  CHECK(*clock.next_deadline() == clock_t0 + 25s);
 }

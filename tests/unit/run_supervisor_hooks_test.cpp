@@ -2,6 +2,7 @@
 // fixture processes and a pipe standing in for the control connection.
 #include "core/run/supervisor.hpp"
 #include "tests/unit/catch.hpp"
+#include "tests/unit/temp_dir.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -13,12 +14,12 @@
 #include <utility>
 #include <vector>
 
+using air::test::fixture;
+
 namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-std::string fixture(const std::string& name) { return std::string(AIR_FIXTURE_DIR) + "/" + name; }
 
 air::LaunchPlan plan_of(const std::vector<std::vector<std::string>>& argvs) {
   air::LaunchPlan plan;

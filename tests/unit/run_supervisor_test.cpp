@@ -3,6 +3,7 @@
 #include "core/os/oom.hpp"
 #include "core/run/supervisor.hpp"
 #include "tests/unit/catch.hpp"
+#include "tests/unit/temp_dir.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -26,26 +27,13 @@
 #include <thread>
 #include <vector>
 
+using air::test::fixture;
+using air::test::TempDir;
+
 namespace {
 
 using namespace std::chrono_literals;
 using Lines = std::vector<std::string>;
-
-std::string fixture(const std::string& name) { return std::string(AIR_FIXTURE_DIR) + "/" + name; }
-
-/// A fresh directory under /tmp; kept (and named) when the test failed.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char name[] = "/tmp/air-supervisor-test-XXXXXX";
-    path = ::mkdtemp(name);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return path + "/" + name; }
-};
 
 air::LaunchPlan make_plan(const std::vector<std::vector<std::string>>& argvs) {
   air::LaunchPlan plan;

@@ -13,7 +13,7 @@
 
 namespace {
 
-air::LaunchSpec resolve_ok(air::SpecInputs in) {
+air::LaunchSpec first_hour_spec_ok(air::SpecInputs in) {
   auto resolved = air::resolve_spec(in);
   REQUIRE(resolved.ok());
   return resolved->spec;
@@ -25,7 +25,7 @@ air::LaunchSpec from_file(const std::string& yaml, const std::string& path,
   in.file_text = yaml;
   in.file_path = path;
   in.flags = std::move(flags);
-  return resolve_ok(in);
+  return first_hour_spec_ok(in);
 }
 
 } // namespace
