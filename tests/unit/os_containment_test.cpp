@@ -27,6 +27,7 @@
 #include <thread>
 
 using air::test::fixture;
+using air::test::TempDir;
 
 namespace {
 
@@ -178,8 +179,9 @@ TEST_CASE("watchdog: keeps none of air-run's fds, fd 4 included, without an even
 TEST_CASE("watchdog: removes the run's private folder when air-run dies, not when the run ends",
           "[containment][watchdog]") {
   for (const bool dies : {true, false}) {
-    std::string dir = (std::filesystem::temp_directory_path() / "air-watchdog-test-XXXXXX").string();
-    REQUIRE(::mkdtemp(dir.data()) != nullptr);
+    const TempDir temp;
+    const std::string& dir = temp.path();
+    REQUIRE(!dir.empty());
     std::filesystem::create_directory(dir + "/pyshim");
     std::ofstream(dir + "/pyshim/sitecustomize.py") << "# shim\n";
     int write_fd = -1;
@@ -193,7 +195,6 @@ TEST_CASE("watchdog: removes the run's private folder when air-run dies, not whe
     int status = 0;
     CHECK(::waitpid(watchdog, &status, 0) == watchdog);
     CHECK(std::filesystem::exists(dir) == !dies);
-    std::filesystem::remove_all(dir);
   }
 }
 
@@ -215,8 +216,8 @@ TEST_CASE("run_cgroup: own cgroup v2 directory from mountinfo and /proc/self/cgr
 }
 
 TEST_CASE("supervise: a successful rank's background jobs end with the run", "[containment][supervisor]") {
-  char dir_template[] = "/tmp/air-containment-test-XXXXXX";
-  const std::string dir = ::mkdtemp(dir_template);
+  const TempDir temp;
+  const std::string& dir = temp.path();
   // One child stays in the rank's group, one leaves it with setsid; both ignore SIGTERM.
   const std::string script = "trap '' TERM; '" + fixture("ignore_term") + "' >/dev/null 2>&1 & echo $! >" +
                              dir + "/a; setsid '" + fixture("ignore_term") + "' >/dev/null 2>&1 & echo $! >" +
@@ -234,9 +235,6 @@ TEST_CASE("supervise: a successful rank's background jobs end with the run", "[c
   REQUIRE(b > 0);
   CHECK_FALSE(alive(a));
   CHECK_FALSE(alive(b));
-  std::remove((dir + "/a").c_str());
-  std::remove((dir + "/b").c_str());
-  ::rmdir(dir.c_str());
 }
 
 TEST_CASE("supervise: a console nobody reads stops neither the timeout nor the run",
