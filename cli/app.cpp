@@ -5,6 +5,7 @@
 #include "cli/options.hpp"
 #include "core/base/environment.hpp"
 #include "core/base/error.hpp"
+#include "core/base/phase_clock.hpp"
 #include "core/base/suggest.hpp"
 #include "core/os/signals.hpp"
 #include "core/os/std_streams.hpp"
@@ -70,9 +71,8 @@ int unknown_option(const CLI::App& app, const std::string& given) {
   return 2;
 }
 
-} // namespace
-
-int run_main(int argc, char** argv) {
+/// The command line, once the phase clock runs (run_main).
+int run_command_line(int argc, char** argv) {
   // Before anything opens a file: a closed fd 0, 1 or 2 would otherwise be
   // reused for one of air-run's own files, and output meant for the terminal
   // would land in it (a pid on stderr moving a process into the run's cgroup).
@@ -127,6 +127,7 @@ int run_main(int argc, char** argv) {
     return unknown_option(app, options.command.front());
   }
 
+  phases::mark("options");
   Expected<int> code = 0;
   if (options.version) {
     std::fputs("air-run " AIR_VERSION "\n", stdout);
@@ -159,6 +160,15 @@ int run_main(int argc, char** argv) {
     return exit_code_for(code.error().kind);
   }
   return *code;
+}
+
+} // namespace
+
+int run_main(int argc, char** argv) {
+  phases::start_from_environment();
+  const int code = run_command_line(argc, argv);
+  if (phases::enabled()) std::fputs(phases::report().c_str(), stderr);
+  return code;
 }
 
 } // namespace air::cli

@@ -4,7 +4,7 @@
 
 namespace air::cli {
 
-/// The one table from error kinds to exit codes (DESIGN section 5).
+/// The one table from error kinds to exit codes (docs/supervision.md lists them).
 int exit_code_for(ErrorKind kind);
 
 /// The whole command line: parses flags and the spec, detects hardware, plans,

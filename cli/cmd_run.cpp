@@ -8,6 +8,7 @@
 #include "cli/output_paths.hpp"
 #include "cli/run_dir_guard.hpp"
 #include "cli/write_reports.hpp"
+#include "core/base/phase_clock.hpp"
 #include "core/hw/hardware.hpp"
 #include "core/mlflow/rank_wait.hpp"
 #include "core/mlflow/settings.hpp"
@@ -96,11 +97,23 @@ public:
 
   /// Every step in turn, then the run itself. Returns the run's exit code.
   Expected<int> run() {
-    for (const auto step : {&Launch::resolve, &Launch::create_tracker, &Launch::select_hardware,
-                            &Launch::prepare_python, &Launch::place_on_nodes, &Launch::dry_run,
-                            &Launch::begin_tracking, &Launch::join_nodes, &Launch::check_before_launch,
-                            &Launch::prepare_run_dirs, &Launch::make_the_plan, &Launch::ready_the_ranks}) {
+    using StepMethod = Step (Launch::*)();
+    static constexpr std::pair<const char*, StepMethod> k_steps[] = {
+        {"resolve", &Launch::resolve},
+        {"tracker", &Launch::create_tracker},
+        {"hardware", &Launch::select_hardware},
+        {"python", &Launch::prepare_python},
+        {"nodes", &Launch::place_on_nodes},
+        {"dry-run", &Launch::dry_run},
+        {"tracking", &Launch::begin_tracking},
+        {"join", &Launch::join_nodes},
+        {"checks", &Launch::check_before_launch},
+        {"run-dirs", &Launch::prepare_run_dirs},
+        {"plan", &Launch::make_the_plan},
+        {"ready", &Launch::ready_the_ranks}};
+    for (const auto& [name, step] : k_steps) {
       auto stop = (this->*step)();
+      phases::mark(name); // AIR_RUN_PHASES=1: each step's time
       // Once the nodes have joined, a failure is told to the others and to MLflow too.
       if (!stop) return joined_ ? setup_failed(stop.error()) : stop.error();
       if (*stop) return **stop;
@@ -445,8 +458,10 @@ private:
     });
     RunOutcome outcome = run_attempts(*plan_, console, channel_, attempt_hooks);
     if (channel_ != nullptr) channel_->finish(outcome); // every node agrees on the end (and its exit code)
-    return report_run(spec_, hardware_, selection_, *plan_, outcome, env_, tracker_.get(),
-                      python_env_.active ? &python_env_ : nullptr);
+    const int code = report_run(spec_, hardware_, selection_, *plan_, outcome, env_, tracker_.get(),
+                                python_env_.active ? &python_env_ : nullptr);
+    phases::mark("report");
+    return code;
   }
 
   /// Node 0's MLflow run ends as launch_failed, with the exit code `error` gives.
@@ -498,6 +513,7 @@ Expected<int> run_command(const CliOptions& options) {
   const Environment env = current_environment();
   LaunchFacts facts;
   auto code = launch_run(options, env, facts);
+  phases::mark("cleanup"); // the private run folder removed, the tracker ended
   // Every error reaching here was met before any rank started: the launch was refused.
   if (!code) report_refused_launch(facts, code.error(), exit_code_for(code.error().kind), env);
   return code;

@@ -18,6 +18,12 @@ started), and the launch with AIR_RUN_CGROUP=off (the run's cgroup left out:
 its creation and removal); what the full launch adds to the dry run is the
 ranks' spawn, supervision and the end of the run.
 
+--breakdown also runs the launch once more per round with AIR_RUN_PHASES=1,
+which makes air-run print how long each of its phases took (options, spec,
+plan, containment, spawn, the ranks' run, the report, the cleanup), and
+prints each phase's median per rank count: where the launch's own
+milliseconds go on a machine with no tracer.
+
 --fork also times the same binary with AIR_RUN_SPAWN=fork (the fork spawn,
 core/os/shared_spawn.hpp), --other another air-run binary (a build of an
 earlier commit). The runs are interleaved, one of each in turn, so that load
@@ -30,10 +36,31 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 
 from benchlib import own_peak_rss_kb, run_timed, teardown_time
+
+
+def phase_times(line):
+    """One launch with AIR_RUN_PHASES=1: {phase: ms} from air-run's phases line."""
+    proc = subprocess.run(line, env={**os.environ, "AIR_RUN_PHASES": "1"}, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
+    for text in proc.stderr.splitlines():
+        if text.startswith("air-run: phases (ms): "):
+            pairs = (item.strip().rsplit(" ", 1) for item in text.split(": ", 2)[2].split(","))
+            return {name: float(ms) for name, ms in pairs}
+    return {}
+
+
+def print_phases(n, runs):
+    """The median of each phase over `runs` (dicts of phase_times), in air-run's order."""
+    names = list(runs[0]) if runs else []
+    med = {name: statistics.median(r.get(name, 0.0) for r in runs) for name in names}
+    shown = ", ".join(f"{name} {ms:.2f}" for name, ms in med.items() if ms >= 0.05)
+    print(f"{n:>6} ranks, phases (median ms, those of 0.05 ms or more; total {sum(med.values()):.2f}): {shown}")
+    return med
 
 
 def main():
@@ -66,9 +93,14 @@ def main():
         variants.append(("--version", args.air_run, None))
 
     print(f"{'ranks':>6} {'baseline ms':>12}" + "".join(f"  {name[-24:]:>24} ms  ratio" for name, _, _ in variants))
+    phases = {}
     for n in counts:
         base_times, times, codes = [], {name: [] for name, _, _ in variants}, set()
+        phase_runs = []
         for _ in range(args.repeat):
+            if args.breakdown:
+                phase_runs.append(phase_times([args.air_run, *cpu, str(n), "--grace-period", "5s",
+                                               "--no-python", true]))
             base_times.append(run_timed([args.baseline, str(n), true])[0])
             for name, exe, env in variants:
                 line = [exe, *cpu, str(n), "--grace-period", "5s", "--no-python", true]
@@ -88,6 +120,10 @@ def main():
                      "air_run_exit_codes": sorted(codes)})
         print(f"{n:>6} {base * 1000:>12.1f}" + "".join(
             f"  {med[name] * 1000:>27.1f}  {med[name] / base:>5.2f}" for name, _, _ in variants))
+        if args.breakdown:
+            phases[n] = phase_runs
+    for n, runs in phases.items():
+        rows[counts.index(n)]["phases_ms"] = print_phases(n, runs)
 
     if args.launch_only:
         if args.json:

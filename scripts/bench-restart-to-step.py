@@ -18,9 +18,11 @@ exits 0. Two figures per run:
   failure.
 
 Launchers, alternating within each round so that load on a shared machine
-hits all alike: air-run as it starts ranks by default (a fresh interpreter
-each), air-run --preload torch (ranks forked from one interpreter that
-imported torch once), and torchrun when one is found that runs (Debian's
+hits all alike: air-run --no-preload (a fresh interpreter each: the
+baseline of every ratio), air-run as it starts ranks by default (preload:
+auto: restarts fork from one interpreter that imported torch once; the first
+attempt forks too only when the ranks are at least as many as the CPUs),
+air-run --preload torch (every attempt forked), and torchrun when one is found that runs (Debian's
 1.13 torchrun does not run on every Python; the GPU machine's 2.x does).
 --other adds another air-run binary (a build of an earlier commit), fresh
 and warm, to compare two builds in one run.
@@ -115,12 +117,13 @@ def main():
     flags = ["--quiet", "--python", args.python, "--accelerator-type", "CPU", "-n", str(args.ranks),
              "--max-restarts", "1", "--hang-timeout", "none"]
     launchers = {
-        "air-run": [air, *flags, script, workdir],
+        "air-run --no-preload": [air, *flags, "--no-preload", script, workdir],
+        "air-run (auto, default)": [air, *flags, script, workdir],
         "air-run --preload torch": [air, *flags, "--preload", "torch", script, workdir],
     }
     if args.other:
         other = os.path.abspath(args.other)
-        launchers["other"] = [other, *flags, script, workdir]
+        launchers["other"] = [other, *flags, "--no-preload", script, workdir]
         launchers["other --preload torch"] = [other, *flags, "--preload", "torch", script, workdir]
     torchrun = shutil.which(args.torchrun) if args.torchrun else None
     if torchrun_works(torchrun, env):
@@ -144,8 +147,8 @@ def main():
     def median(values):
         return statistics.median(values) if values else None
 
-    base_first = median(figures["air-run"]["first_start_s"])
-    base_restart = median(figures["air-run"]["restart_to_step_s"])
+    base_first = median(figures["air-run --no-preload"]["first_start_s"])
+    base_restart = median(figures["air-run --no-preload"]["restart_to_step_s"])
     print(f"{args.ranks} ranks, import torch + gloo init_process_group + one all_reduce; "
           f"medians of {args.rounds} rounds")
     print(f"{'launcher':26} {'first start':>12} {'ratio':>6} {'restart to step':>16} {'ratio':>6}   all")

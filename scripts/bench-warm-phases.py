@@ -149,7 +149,7 @@ def main():
     ranks = (["--num-accelerators", str(args.ranks)] if device == "cuda"
              else ["--accelerator-type", "CPU", "-n", str(args.ranks)])
     base = [air, "--quiet", "--python", args.python, *ranks, "--hang-timeout", "none"]
-    launches = {"fresh": base + ["--", script, workdir, device],
+    launches = {"fresh": base + ["--no-preload", "--", script, workdir, device],
                 "warm": base + ["--preload", args.preload, "--", script, workdir, device]}
     runs = {name: [] for name in launches}
     for round_no in range(args.rounds):

@@ -324,12 +324,12 @@ fi
 if want launch; then
   say "== launch cost: air-run against a bare fork/exec loop, and torchrun"
   timeout 200 "$PY" scripts/bench-launch.py --air-run "$AIR" --baseline $BUILD/fixtures/baseline_launcher \
-    --ranks 8,128,1024 --repeat 5 --launch-only --breakdown --json "$OUT_DIR/bench-launch.json" 2>&1 | tail -5 | tee -a "$LOG"
+    --ranks 8,128,1024 --repeat 7 --launch-only --breakdown --json "$OUT_DIR/bench-launch.json" 2>&1 | tail -8 | tee -a "$LOG"
   check bench-launch "exit ${PIPESTATUS[0]}" "${PIPESTATUS[0]}"
 fi
 
 if want restart; then
-  say "== restart to the first step, 8 ranks with import torch and gloo: fresh, --preload torch, torchrun"
+  say "== restart to the first step, 8 ranks with import torch and gloo: --no-preload, auto, --preload torch, torchrun"
   timeout 420 "$PY" scripts/bench-restart-to-step.py --air-run "$AIR" --python "$PY" --ranks 8 --rounds 3 \
     --json "$OUT_DIR/bench-restart-to-step.json" 2>&1 | tail -12 | tee -a "$LOG"
   check bench-restart "exit ${PIPESTATUS[0]}" "${PIPESTATUS[0]}"

@@ -4,6 +4,7 @@
 #include "core/run/supervisor.hpp"
 
 #include "core/base/duration.hpp"
+#include "core/base/phase_clock.hpp"
 #include "core/os/containment.hpp"
 #include "core/os/process.hpp"
 #include "core/os/signals.hpp"
@@ -169,22 +170,28 @@ RunOutcome Supervisor::run() {
   }
   signals_ = guard->get();
   exits_.read_oom_baseline();
+  phases::mark("signals");
   if (output_.open_logs()) {
+    phases::mark("logs");
     start();
     while (!finished()) iterate();
+    phases::mark("ranks");
     // Whatever the ranks left behind (background jobs, daemons that called
     // setsid) ends with the run, as the ranks' own groups did.
     const auto grace = teardown_.killed()
                            ? std::chrono::milliseconds(0)
                            : std::chrono::duration_cast<std::chrono::milliseconds>(plan_.grace_period);
     out_.leftover_processes = containment_->sweep(grace);
+    phases::mark("sweep");
     output_.close_all();
     containment_.reset(); // while SIGPIPE is still ignored: it writes to the watchdog
+    phases::mark("containment-end");
   }
   console_.stop_live(); // before any report: the terminal is left as it was found
   stdin_.stop();
   tell_hooks();
   finalize();
+  phases::mark("finalize");
   return std::move(out_);
 } // the guard restores the signal mask and SIGPIPE here
 
@@ -197,8 +204,10 @@ void Supervisor::start() {
   if (warm_ != nullptr && warm_->pid() > 0) containment.spared.push_back(warm_->pid());
   if (plan_.run_dir_is_temporary) containment.private_dir = plan_.run_dir;
   containment_ = Containment::start(containment);
+  phases::mark("containment");
   spawn_.spawn_all(progress_, *containment_, stdin_,
                    [this](RankState& r, const Error& e) { spawn_failed(r, e); });
+  phases::mark("spawn");
   console_.start_live(ranks_.any_reads_stdin());
   live_tick();
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The built binary supervising real fixture processes: every exit-code row of
-# DESIGN section 5, rank environment, console prefixes, signals, kill -9.
+# The built binary supervising real fixture processes: every exit code that
+# docs/supervision.md lists, the rank environment, console prefixes, signals, kill -9.
 source "$(dirname "$0")/lib.sh"
 
 test_all_ranks_succeed_exit_0() {
