@@ -98,14 +98,27 @@ std::optional<std::string> torch_import_in(std::string_view source) {
   return std::nullopt;
 }
 
+std::optional<std::string> torch_in_target_modules(const Environment& env) {
+  const auto it = env.find("AIR_RUN_TARGET_MODULES");
+  if (it == env.end()) return std::nullopt;
+  std::string_view names = it->second;
+  while (!names.empty()) {
+    const std::size_t comma = names.find(',');
+    const std::string_view name = trim(names.substr(0, comma));
+    if (!name.empty() && is_torch_package(name)) return fmt::format("uses {} (AIR_RUN_TARGET_MODULES)", name);
+    if (comma == std::string_view::npos) break;
+    names.remove_prefix(comma + 1);
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> find_torch_import(const LaunchSpec& spec, const Environment& env) {
   const auto& command = spec.command.value;
   if (command.empty() || spec.no_python.value) return std::nullopt;
   const auto path = spec.module.value ? module_file(command.front(), env) : std::optional{command.front()};
-  if (!path) return std::nullopt;
-  const auto text = read_head(*path);
-  if (!text) return std::nullopt;
-  return torch_import_in(*text);
+  const auto text = path ? read_head(*path) : std::nullopt;
+  if (auto in_file = text ? torch_import_in(*text) : std::nullopt) return in_file;
+  return torch_in_target_modules(env);
 }
 
 bool preload_is_auto(const LaunchSpec& spec) {

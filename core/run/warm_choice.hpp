@@ -47,10 +47,19 @@ bool preload_is_auto(const LaunchSpec& spec);
 /// does not. Pure.
 std::optional<std::string> torch_import_in(std::string_view source);
 
+/// The first torch package (k_torch_packages) that AIR_RUN_TARGET_MODULES in
+/// `env` lists: "uses torch (AIR_RUN_TARGET_MODULES)". The variable holds the
+/// top-level packages the target uses, comma-separated, as told by the
+/// program that starts air-run: the `air` package sets it for @distributed
+/// and TorchDistributor functions, whose ranks run its worker module, which
+/// imports no torch itself. nullopt when unset or none is a torch package. Pure.
+std::optional<std::string> torch_in_target_modules(const Environment& env);
+
 /// torch_import_in applied to the file the ranks run: the script, or for
 /// `-m module` the module's file under the working directory or a
-/// PYTHONPATH entry of `env` (an installed module is not looked for).
-/// nullopt when there is none or it cannot be read (no warm start then).
+/// PYTHONPATH entry of `env` (an installed module is not looked for); when
+/// that shows none, torch_in_target_modules(env). nullopt when neither
+/// shows torch or the file cannot be read (no warm start then).
 std::optional<std::string> find_torch_import(const LaunchSpec& spec, const Environment& env);
 
 /// The CPUs air-run may run on (its affinity mask); 1 when unknown.

@@ -450,7 +450,7 @@ def call_on_ranks(target, args, kwargs, *, what, num_ranks=None, accelerator_typ
     `summary_sink` receives air-run's JSON summary (a dict) before the outcome
     is turned into values or an exception; `run_name` names the MLflow run
     when tracking is configured (see mlflow_environment)."""
-    from air._payload import dump_call
+    from air._payload import dump_call, target_modules
 
     timeout_text = format_timeout(timeout)
     workdir = tempfile.mkdtemp(prefix="air-call-")
@@ -462,6 +462,9 @@ def call_on_ranks(target, args, kwargs, *, what, num_ranks=None, accelerator_typ
         dump_call(payload, target, args, kwargs, what)
         binary = _binary.resolve_binary()
         env = child_environment(dict(mlflow_environment(run_name), **(extra_env or {})))
+        # For air-run's warm start (preload: auto): the worker module imports
+        # no torch itself, the call may. The caller's own setting wins.
+        env.setdefault("AIR_RUN_TARGET_MODULES", ",".join(target_modules(target, args, kwargs)))
         if placement is None:
             placement = placement_flags(binary, env, num_ranks, accelerator_type)
         summary = os.path.join(workdir, "summary.json")

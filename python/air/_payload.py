@@ -7,6 +7,7 @@ kwargs) written with cloudpickle when it is importable, so functions defined in
 ``__main__`` or a notebook travel by value; otherwise with pickle, by reference.
 """
 
+import dis
 import os
 import pickle
 import sys
@@ -94,6 +95,63 @@ def _human(n):
         if n < 1024 or unit == "GiB":
             return ("%d %s" % (n, unit)) if unit == "bytes" else ("%.0f %s" % (n, unit))
         n /= 1024.0
+
+
+def _code_objects(code):
+    """`code` and every code object nested in it (inner functions, lambdas,
+    comprehensions)."""
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _code_objects(const)
+
+
+def _module_of(value):
+    """The top-level package a value comes from ('torch' for torch.nn, for
+    nn.Linear and for a tensor), or None for builtins and plain data."""
+    try:
+        if isinstance(value, types.ModuleType):
+            name = value.__name__
+        else:
+            name = getattr(value, "__module__", None) or getattr(type(value), "__module__", None)
+    except Exception:  # a proxy whose attributes raise: it names no package
+        return None
+    if not isinstance(name, str) or name in ("builtins", "__main__"):
+        return None
+    return name.split(".")[0]
+
+
+def target_modules(target, args=(), kwargs=None):
+    """The top-level packages a call uses, as far as its code shows: the
+    modules, classes and functions its globals and closure name (in nested
+    functions too) and the types of its arguments. Sorted. air-run's warm
+    start reads them (AIR_RUN_TARGET_MODULES): a call that uses torch gets
+    ranks forked from an interpreter that imported it, as a script that
+    imports torch does. A best effort that never fails the call: a module
+    imported inside the function counts too (`import torch` in its body), one
+    reached only through another module's code does not."""
+    fn = getattr(target, "_fn", target)  # a @distributed wrapper: its function
+    fn = getattr(fn, "__func__", fn)  # a bound method: its function
+    found = set()
+    code = getattr(fn, "__code__", None)
+    if code is not None:
+        scope = getattr(fn, "__globals__", {})
+        for each in _code_objects(code):
+            for name in each.co_names:
+                if name in scope:
+                    found.add(_module_of(scope[name]))
+            for instruction in dis.get_instructions(each):
+                if instruction.opname == "IMPORT_NAME":  # `import torch` inside the function
+                    found.add(str(instruction.argval).split(".")[0] or None)
+        for cell in getattr(fn, "__closure__", None) or ():
+            try:
+                found.add(_module_of(cell.cell_contents))
+            except ValueError:  # an empty cell
+                pass
+    for value in list(args) + list((kwargs or {}).values()):
+        found.add(_module_of(value))
+    found.discard(None)
+    return sorted(found)
 
 
 def dump_call(path, target, args, kwargs, what):

@@ -40,6 +40,25 @@ def test_gloo_all_reduce_returns_every_rank(air_run, torch):
     assert [r["result"]["value"] for r in summary["ranks"]] == results
 
 
+def test_a_call_that_uses_torch_gets_the_warm_start(air_run, torch):
+    # preload: auto reads the target's imports; the ranks run air's worker
+    # module, which imports no torch, so the air package tells air-run what
+    # the call uses (AIR_RUN_TARGET_MODULES). With fewer CPUs than ranks (one,
+    # here) the first attempt forks from one interpreter that imported torch.
+    cpus = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(cpus)})
+    try:
+        results = all_reduce_ranks.distributed(1)
+        uses_torch = all_reduce_ranks.last_summary
+        assert talks.distributed() == [{0, 1}, {1}]
+        plain = talks.last_summary
+    finally:
+        os.sched_setaffinity(0, cpus)
+    assert [r["sum"] for r in results] == [3.0, 3.0]
+    assert [r["warm"] for r in uses_torch["ranks"]] == [True, True]
+    assert [r["warm"] for r in plain["ranks"]] == [False, False]
+
+
 @air.distributed(num_accelerators=2, timeout=60)
 def talks():
     rank = int(os.environ["RANK"])

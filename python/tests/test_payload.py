@@ -1,12 +1,15 @@
 """Serialisation limits and errors: clear messages before anything runs."""
 
+import collections as coll
+import json as js
 import os
 import threading
+from decimal import Decimal
 
 import pytest
 
 import air
-from air._payload import dump_call, payload_limit, DEFAULT_PAYLOAD_LIMIT
+from air._payload import dump_call, payload_limit, target_modules, DEFAULT_PAYLOAD_LIMIT
 
 
 def test_default_limit_is_512_mib(monkeypatch):
@@ -84,3 +87,26 @@ def test_without_cloudpickle_main_functions_are_refused(tmp_path, monkeypatch):
     header, target, args, kwargs = _payload.load_call(str(tmp_path / "ok.pkl"))
     assert header["serializer"] == "pickle"
     assert (target, args, kwargs) == (top_level, (1,), {})
+
+
+def test_target_modules_names_what_a_call_uses():
+    # For the warm start (AIR_RUN_TARGET_MODULES): modules, classes and
+    # functions named by the code, nested code, the closure and the arguments.
+    def globals_by_alias():
+        return js.dumps(coll.OrderedDict())
+
+    def nested_and_inside():
+        import email.message
+        return [Decimal(x) for x in "12"], email.message
+
+    seen = threading.Lock()
+
+    def closure():
+        return seen
+
+    assert target_modules(globals_by_alias) == ["collections", "json"]
+    assert target_modules(nested_and_inside) == ["decimal", "email"]
+    assert target_modules(closure) == ["_thread"]
+    assert target_modules(lambda x: x + 1, (1, "a"), {"b": 2.0}) == []  # builtins name no package
+    assert target_modules(lambda x: x, (Decimal(1),)) == ["decimal"]
+    assert target_modules(air.distributed(globals_by_alias)) == ["collections", "json"]  # the wrapper's function

@@ -1,5 +1,6 @@
 #include "core/run/warm_choice.hpp"
 #include "tests/unit/catch.hpp"
+#include "tests/unit/temp_dir.hpp"
 
 #include <string>
 #include <vector>
@@ -62,4 +63,29 @@ TEST_CASE("the warm start's choice: auto only where it cannot slow the launch", 
   c = air::choose_warm_start(shell, 8, 2, k_imports);
   CHECK(c.modules.empty());
   CHECK(c.why.find("not Python programs") != std::string::npos);
+}
+
+TEST_CASE("AIR_RUN_TARGET_MODULES tells auto what a worker module's call uses", "[warm_start]") {
+  air::Environment env;
+  CHECK_FALSE(air::torch_in_target_modules(env));
+  env["AIR_RUN_TARGET_MODULES"] = "";
+  CHECK_FALSE(air::torch_in_target_modules(env));
+  env["AIR_RUN_TARGET_MODULES"] = "numpy,os,torchy";
+  CHECK_FALSE(air::torch_in_target_modules(env));
+  env["AIR_RUN_TARGET_MODULES"] = "numpy, transformers ,torch";
+  CHECK(air::torch_in_target_modules(env) == "uses transformers (AIR_RUN_TARGET_MODULES)");
+
+  // `-m air._worker` whose file imports no torch: the variable decides.
+  const air::test::TempDir dir;
+  dir.write("worker.py", "import pickle, sys\n");
+  air::LaunchSpec spec = python_spec({"auto"}, 1);
+  spec.module.value = true;
+  spec.command.value = {"worker"};
+  air::Environment worker_env{{"PYTHONPATH", dir.path()}};
+  CHECK_FALSE(air::find_torch_import(spec, worker_env));
+  worker_env["AIR_RUN_TARGET_MODULES"] = "torch";
+  CHECK(air::find_torch_import(spec, worker_env) == "uses torch (AIR_RUN_TARGET_MODULES)");
+  // The file's own import comes first, when it has one.
+  dir.write("worker.py", "import torch\n");
+  CHECK(air::find_torch_import(spec, worker_env) == "line 1: import torch");
 }
