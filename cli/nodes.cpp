@@ -10,6 +10,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -179,7 +180,12 @@ Expected<std::unique_ptr<ControlChannel>> join_cluster(const ClusterContext& c, 
   options.may_host = c.may_host;
   options.min_nodes = c.min_nodes;
   options.last_call_timeout = c.last_call_timeout;
-  if (c.read_timeout) options.heartbeat_timeout = *c.read_timeout;
+  if (c.read_timeout) {
+    options.heartbeat_timeout = *c.read_timeout;
+    // Several heartbeats per tolerated silence, however short it is set:
+    // one a second against a read_timeout of 1 s would lose the peer to any delay.
+    options.heartbeat_interval = std::min(options.heartbeat_interval, options.heartbeat_timeout / 4);
+  }
   options.master_port = c.master_port;
   options.interrupt_fd = interrupt_fd;
   options.notice = [](const std::string& line) { std::fputs(("air-run: " + line + "\n").c_str(), stderr); };

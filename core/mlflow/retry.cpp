@@ -31,14 +31,24 @@ std::chrono::milliseconds backoff_delay(int attempt) {
 }
 
 int wait_for_interrupt(std::chrono::milliseconds delay) {
-  const sigset_t set = interrupt_signals();
+  // Only the interrupt signals this thread blocks can be waited for: air-run
+  // leaves one it inherited as ignored unblocked (SIGHUP under nohup), and
+  // the others must still end the wait then.
   sigset_t blocked;
   sigprocmask(SIG_BLOCK, nullptr, &blocked);
-  const bool all_blocked =
-      sigismember(&blocked, SIGINT) && sigismember(&blocked, SIGTERM) && sigismember(&blocked, SIGHUP);
+  const sigset_t interrupts = interrupt_signals();
+  sigset_t set;
+  sigemptyset(&set);
+  bool any_blocked = false;
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    if (sigismember(&interrupts, sig) == 1 && sigismember(&blocked, sig) == 1) {
+      sigaddset(&set, sig);
+      any_blocked = true;
+    }
+  }
   timespec ts{static_cast<std::time_t>(delay.count() / 1000),
               static_cast<long>(delay.count() % 1000) * 1'000'000L};
-  if (!all_blocked) { // not air-run's usual mask (a test): a plain sleep
+  if (!any_blocked) { // not air-run's usual mask (a test): a plain sleep
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
     return 0;

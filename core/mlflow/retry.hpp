@@ -20,8 +20,10 @@ Verdict judge_attempt(long status);
 std::chrono::milliseconds backoff_delay(int attempt);
 
 /// Waits up to `delay` for SIGINT, SIGTERM or SIGHUP, which air-run keeps
-/// blocked outside the supervisor; returns the signal taken, or 0 when the
-/// delay passed. Lets a Ctrl-C end a wait for a dead server at once.
+/// blocked outside the supervisor (those of them it inherited as ignored,
+/// SIGHUP under nohup, stay unblocked and are not waited for); returns the
+/// signal taken, or 0 when the delay passed. Lets a Ctrl-C end a wait for a
+/// dead server at once.
 int wait_for_interrupt(std::chrono::milliseconds delay);
 
 /// A SIGINT, SIGTERM or SIGHUP is pending (blocked and not yet taken).

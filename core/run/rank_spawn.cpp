@@ -107,7 +107,7 @@ RankSpawn::WarmResults RankSpawn::start_warm_ranks(Containment& containment) {
   // Bounded by the run's --timeout and its stop signals: past either, the
   // ranks start fresh and the supervisor's first pass ends the run (124,
   // 128+N) before they get far.
-  warm_->ready(deadline_);
+  warm_->ready(deadline_, meanwhile_);
   std::vector<WarmStart::Rank> batch;
   std::vector<RankState*> whose;
   for (auto& r : ranks_) {

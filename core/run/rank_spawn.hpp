@@ -43,6 +43,10 @@ public:
   /// rank's progress page is made before it starts; the --stdin rank's pipe
   /// goes to `stdin`.
   void spawn_all(ProgressWatch& progress, Containment& containment, StdinRelay& stdin, const Failed& failed);
+  /// What runs while spawn_all waits for the warm interpreter's imports
+  /// (seconds): the other nodes' heartbeats, so that they do not take this
+  /// agent for dead (WarmStart::ready).
+  void while_waiting(std::function<void()> meanwhile) { meanwhile_ = std::move(meanwhile); }
   /// Gives the ranks' terminals air-run's new size (less the prefix), so a
   /// library that asks again draws to the new width.
   void resize_terminals();
@@ -60,6 +64,7 @@ private:
   WarmStart* warm_ = nullptr;
   std::optional<std::chrono::steady_clock::time_point> deadline_; ///< the attempt's --timeout
   bool warm_notice_ = false;                                      ///< the warm start's failure has been said
+  std::function<void()> meanwhile_;                               ///< see while_waiting
 };
 
 } // namespace air

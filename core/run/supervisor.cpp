@@ -205,6 +205,13 @@ void Supervisor::start() {
   if (plan_.run_dir_is_temporary) containment.private_dir = plan_.run_dir;
   containment_ = Containment::start(containment);
   phases::mark("containment");
+  if (hooks_) {
+    // The other nodes' heartbeats go on while the warm interpreter imports;
+    // what the job says meanwhile waits for the first pass.
+    spawn_.while_waiting([this] {
+      for (auto& event : hooks_->check(Clock::now())) job_events_.push_back(std::move(event));
+    });
+  }
   spawn_.spawn_all(progress_, *containment_, stdin_,
                    [this](RankState& r, const Error& e) { spawn_failed(r, e); });
   phases::mark("spawn");

@@ -15,6 +15,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <optional>
@@ -237,8 +238,14 @@ void WarmStart::abandon(std::string why) {
   pid_ = -1;
 }
 
-WarmStart::Wait WarmStart::read_line(std::string& line, Clock::time_point until, int stop_fd) {
+WarmStart::Wait WarmStart::read_line(std::string& line, Clock::time_point until, int stop_fd,
+                                     const std::function<void()>& meanwhile) {
+  auto next_meanwhile = Clock::now() + k_meanwhile_period;
   for (;;) {
+    if (meanwhile && Clock::now() >= next_meanwhile) {
+      meanwhile();
+      next_meanwhile = Clock::now() + k_meanwhile_period;
+    }
     const auto nl = buffer_.find('\n');
     if (nl != std::string::npos) {
       line = buffer_.substr(0, nl);
@@ -246,15 +253,19 @@ WarmStart::Wait WarmStart::read_line(std::string& line, Clock::time_point until,
       return Wait::line;
     }
     if (!socket_) return Wait::gone;
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now()).count();
+    const auto now = Clock::now();
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - now).count();
     if (left <= 0) return Wait::timed_out;
+    const long long wait_ms =
+        meanwhile ? std::min<long long>(left, std::chrono::ceil<std::chrono::milliseconds>(next_meanwhile - now).count())
+                  : left;
     // Its stdout and stderr are pipes until it is ready: read at every turn,
     // so that an import that prints much does not block on a full pipe.
     pollfd fds[4] = {{socket_.get(), POLLIN, 0},
                      {stderr_ ? stderr_.get() : -1, POLLIN, 0},
                      {stdout_ ? stdout_.get() : -1, POLLIN, 0},
                      {stop_fd, POLLIN, 0}};
-    const int n = ::poll(fds, 4, static_cast<int>(std::min<long long>(left, INT_MAX)));
+    const int n = ::poll(fds, 4, static_cast<int>(std::clamp<long long>(wait_ms, 0, INT_MAX)));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Wait::gone;
     if (stop_fd >= 0 && (fds[3].revents & POLLIN) != 0) return Wait::stopped;
@@ -271,14 +282,14 @@ WarmStart::Wait WarmStart::read_line(std::string& line, Clock::time_point until,
   }
 }
 
-bool WarmStart::ready(std::optional<Clock::time_point> deadline) {
+bool WarmStart::ready(std::optional<Clock::time_point> deadline, const std::function<void()>& meanwhile) {
   if (ready_) return true;
   if (!socket_) return false;
   const auto limit = started_ + k_import_limit;
   const auto until = deadline ? std::min(*deadline, limit) : limit;
   const UniqueFd stop = pending_stop_fd();
   std::string line;
-  switch (read_line(line, until, stop.get())) {
+  switch (read_line(line, until, stop.get(), meanwhile)) {
   case Wait::line:
     break;
   case Wait::stopped:

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -99,8 +100,13 @@ public:
   /// --timeout), by a SIGINT, SIGTERM or SIGHUP pending for air-run (left
   /// pending: the supervisor reads it next and ends the run), and by
   /// k_import_limit after start(). Past any of them the interpreter is
-  /// abandoned: killed with its process group and reaped.
-  bool ready(std::optional<Clock::time_point> deadline = std::nullopt);
+  /// abandoned: killed with its process group and reaped. `meanwhile`, when
+  /// given, runs at least every k_meanwhile_period while the imports go on
+  /// (the control connection's heartbeats: an agent that waits seconds for
+  /// `import torch` must not look dead to the other nodes).
+  bool ready(std::optional<Clock::time_point> deadline = std::nullopt,
+             const std::function<void()>& meanwhile = nullptr);
+  static constexpr std::chrono::milliseconds k_meanwhile_period{200};
   const std::string& failure() const { return failure_; }
   pid_t pid() const { return pid_; }
   const std::string& python() const { return python_; }
@@ -133,7 +139,8 @@ private:
   WarmStart() = default;
   /// How read_line's wait ended.
   enum class Wait { line, gone, timed_out, stopped };
-  Wait read_line(std::string& line, Clock::time_point until, int stop_fd = -1);
+  Wait read_line(std::string& line, Clock::time_point until, int stop_fd = -1,
+                 const std::function<void()>& meanwhile = nullptr);
   void broken(std::string why);
   void abandon(std::string why);
 

@@ -75,6 +75,27 @@ test_two_by_two_gloo_ddp_trains() {
   expect_not_contains "$all" "weights in sync: False"
 }
 
+test_slow_warm_imports_keep_the_agents_talking() {
+  # The warm interpreter's `import torch` (a stand-in that takes 3 s) lasts
+  # longer than the control connection tolerates silence (read_timeout=1):
+  # each agent keeps up its heartbeats while it waits, so no node takes the
+  # other for dead (it did: "no word from its agent for 1s").
+  setup
+  mkdir -p slowlib/torch
+  printf 'import time\ntime.sleep(3)\n' >slowlib/torch/__init__.py
+  printf 'import torch\nprint("rank imported torch")\n' >train.py
+  local n
+  for n in 0 1; do
+    PYTHONPATH=$PWD/slowlib start_node "$n" --cpu-ranks 1 --python "$TORCH_PYTHON" --preload torch \
+      --rdzv-conf read_timeout=1 --timeout 2m train.py
+  done
+  wait
+  expect_eq "$(node_rc 0)" 0
+  expect_eq "$(node_rc 1)" 0
+  expect_contains "$(cat node0.out node1.out)" "[rank1]: rank imported torch"
+  expect_not_contains "$(cat node0.err node1.err)" "no word from"
+}
+
 test_failure_on_node_1_ends_node_0_quickly() {
   setup
   cat >rank.sh <<'SH'
