@@ -98,19 +98,18 @@ public:
   /// Every step in turn, then the run itself. Returns the run's exit code.
   Expected<int> run() {
     using StepMethod = Step (Launch::*)();
-    static constexpr std::pair<const char*, StepMethod> k_steps[] = {
-        {"resolve", &Launch::resolve},
-        {"tracker", &Launch::create_tracker},
-        {"hardware", &Launch::select_hardware},
-        {"python", &Launch::prepare_python},
-        {"nodes", &Launch::place_on_nodes},
-        {"dry-run", &Launch::dry_run},
-        {"tracking", &Launch::begin_tracking},
-        {"join", &Launch::join_nodes},
-        {"checks", &Launch::check_before_launch},
-        {"run-dirs", &Launch::prepare_run_dirs},
-        {"plan", &Launch::make_the_plan},
-        {"ready", &Launch::ready_the_ranks}};
+    static constexpr std::pair<const char*, StepMethod> k_steps[] = {{"resolve", &Launch::resolve},
+                                                                     {"tracker", &Launch::create_tracker},
+                                                                     {"hardware", &Launch::select_hardware},
+                                                                     {"python", &Launch::prepare_python},
+                                                                     {"nodes", &Launch::place_on_nodes},
+                                                                     {"dry-run", &Launch::dry_run},
+                                                                     {"tracking", &Launch::begin_tracking},
+                                                                     {"join", &Launch::join_nodes},
+                                                                     {"checks", &Launch::check_before_launch},
+                                                                     {"run-dirs", &Launch::prepare_run_dirs},
+                                                                     {"plan", &Launch::make_the_plan},
+                                                                     {"ready", &Launch::ready_the_ranks}};
     for (const auto& [name, step] : k_steps) {
       auto stop = (this->*step)();
       phases::mark(name); // AIR_RUN_PHASES=1: each step's time

@@ -13,9 +13,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <optional>
@@ -257,7 +257,8 @@ WarmStart::Wait WarmStart::read_line(std::string& line, Clock::time_point until,
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - now).count();
     if (left <= 0) return Wait::timed_out;
     const long long wait_ms =
-        meanwhile ? std::min<long long>(left, std::chrono::ceil<std::chrono::milliseconds>(next_meanwhile - now).count())
+        meanwhile ? std::min<long long>(
+                        left, std::chrono::ceil<std::chrono::milliseconds>(next_meanwhile - now).count())
                   : left;
     // Its stdout and stderr are pipes until it is ready: read at every turn,
     // so that an import that prints much does not block on a full pipe.
