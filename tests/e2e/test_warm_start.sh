@@ -333,6 +333,43 @@ started"
   [[ -z $left ]] || kill -KILL $left
 }
 
+test_a_thread_pool_started_at_import_is_capped_and_given_back() {
+  # A stand-in for torch 2.x, which starts OpenMP's pool at import, one thread
+  # per CPU, where OMP_NUM_THREADS is unset (one rank per node): a process
+  # with threads cannot be forked. The warm interpreter imports it with one
+  # OpenMP thread, a fresh interpreter beside it says the thread count torch
+  # picks without the cap, and each forked rank gets that count back.
+  mkdir -p pool/torch
+  cat >pool/torch/__init__.py <<'PY'
+import os, threading, time
+_threads = int(os.environ.get("OMP_NUM_THREADS") or 7)
+if _threads > 1:  # the pool: idle threads, as OpenMP's after its first parallel region
+    for _ in range(_threads - 1):
+        threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()
+def get_num_threads():
+    return _threads
+def set_num_threads(n):
+    global _threads
+    _threads = n
+PY
+  printf 'import os, torch\nprint("threads", torch.get_num_threads(), "omp", os.environ.get("OMP_NUM_THREADS"))\n' >count.py
+  local mode
+  for mode in --no-preload "--preload torch"; do
+    # shellcheck disable=SC2086 # two words for the warm launch
+    AIR_BOUND=60 PYTHONPATH=$TESTDIR/pool run_air --accelerator-type CPU -n 1 --python "$TORCH_PYTHON" $mode \
+      --summary summary.json count.py
+    expect_rc 0
+    expect_eq "$out" "threads 7 omp None" # as fresh: the pool's size, no OMP_NUM_THREADS
+    expect_not_contains "$err" "started"
+  done
+  expect_eq "$(json_get summary.json '[r["warm"] for r in d["ranks"]]')" "[True]"
+  # The rank's own OMP_NUM_THREADS is what it gets, as torch reads it.
+  AIR_BOUND=60 PYTHONPATH=$TESTDIR/pool OMP_NUM_THREADS=3 run_air --accelerator-type CPU -n 1 \
+    --python "$TORCH_PYTHON" --preload torch count.py
+  expect_rc 0
+  expect_eq "$out" "threads 3 omp 3"
+}
+
 test_an_interpreter_that_dies_mid_fork_fails_the_rank_once() {
   printf 'import os, time\nopen("pids.%%s" %% os.environ["RANK"], "a").write("%%d\\n" %% os.getpid())\ntime.sleep(60)\n' \
     >pidrank.py

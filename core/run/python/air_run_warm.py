@@ -103,6 +103,57 @@ def _fail_setup(ready_fd, code):
         os._exit(127)
 
 
+# torch's thread count in a fresh interpreter of the ranks, when main()
+# capped OpenMP for the imports (_cap_threads); None when it did not.
+_FRESH_TORCH_THREADS = None
+
+
+def _cap_threads(modules):
+    """Before importing torch: torch 2.x starts OpenMP's pool at import,
+    sized to the CPUs where OMP_NUM_THREADS is unset (15 threads on a 16-CPU
+    GPU host, so one rank per node), and a process with a pool cannot be
+    forked (_refusal). Then the imports run with one OpenMP thread, and a
+    fresh interpreter started beside them says what torch's thread count is
+    without the cap: each rank sets it back (_uncap_threads). Returns that
+    interpreter, or None when nothing is capped."""
+    if "torch" not in modules or "OMP_NUM_THREADS" in os.environ:
+        return None
+    import subprocess
+
+    probe = subprocess.Popen([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    os.environ["OMP_NUM_THREADS"] = "1"
+    return probe
+
+
+def _fresh_threads(probe):
+    """The probe's answer (a thread count), or None when it gave none."""
+    try:
+        out, _ = probe.communicate(timeout=300)
+        count = int(out.decode().strip().splitlines()[-1])
+        return count if count > 0 else None
+    except Exception:
+        probe.kill()
+        probe.wait()
+        return None
+
+
+def _uncap_threads():
+    """In a rank, once its environment is set: torch's thread count as a
+    fresh interpreter of the rank sets it, the rank's MKL_NUM_THREADS or
+    OMP_NUM_THREADS (first number) when it has one, as torch reads them,
+    else what the probe said."""
+    count = _FRESH_TORCH_THREADS
+    for name in ("MKL_NUM_THREADS", "OMP_NUM_THREADS"):
+        text = os.environ.get(name, "").split(",")[0].strip()
+        if text.isdigit() and int(text) > 0:
+            count = int(text)
+            break
+    torch = sys.modules.get("torch")
+    if torch is not None and count and torch.get_num_threads() != count:
+        torch.set_num_threads(count)
+
+
 def _become_rank(request, fds, middle, gate, sock):
     """In the rank, before any of its code runs. `gate`: a pipe's read end
     whose writer is the middle process, so EOF says it is leaving."""
@@ -156,6 +207,8 @@ def _become_rank(request, fds, middle, gate, sock):
                 pass
     os.environ.clear()
     os.environ.update(request["env"])
+    if _FRESH_TORCH_THREADS is not None:
+        _uncap_threads()
     _reopen_std_streams(request.get("unbuffered", False))
     if "numpy.random" in sys.modules:  # seeded from entropy at import: one per rank, as when fresh
         try:
@@ -462,15 +515,26 @@ def main(modules):
         sock = socket.socket(fileno=3)
     import importlib
 
+    global _FRESH_TORCH_THREADS
+    probe = _cap_threads(modules)  # started before the subreaper: what it leaves is not the imports'
     _set_subreaper(True)
     try:
         for name in modules:
             importlib.import_module(name)
     except BaseException as e:
+        if probe is not None:
+            probe.kill()
+            probe.wait()
         _end_import_children()
         sock.sendall(("error importing %s: %s: %s\n" % (name, type(e).__name__, str(e).splitlines()[0] if str(e)
                                                          else "")).encode())
         os._exit(1)
+    if probe is not None:
+        _FRESH_TORCH_THREADS = _fresh_threads(probe)
+        if _FRESH_TORCH_THREADS is None:
+            _end_import_children()
+            sock.sendall(b"error a fresh interpreter did not say torch's thread count without OMP_NUM_THREADS\n")
+            os._exit(1)
     started = _end_import_children()
     _set_subreaper(False)
     if started:
