@@ -120,8 +120,11 @@ def _cap_threads(modules):
         return None
     import subprocess
 
+    # At the lowest priority: where CPUs are few it must not slow the first
+    # attempt's fresh ranks, which import torch at the same time.
     probe = subprocess.Popen([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             preexec_fn=lambda: os.nice(19))
     os.environ["OMP_NUM_THREADS"] = "1"
     return probe
 
