@@ -4,19 +4,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <ctime>
+#include <iterator>
 
 namespace air::mlflow {
 
 namespace {
 
-sigset_t interrupt_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGHUP);
-  return set;
-}
+/// The signals that end a wait for the store: air-run's interrupts.
+constexpr int k_interrupt_signals[] = {SIGINT, SIGTERM, SIGHUP};
 
 } // namespace
 
@@ -36,12 +31,11 @@ int wait_for_interrupt(std::chrono::milliseconds delay) {
   // the others must still end the wait then.
   sigset_t blocked;
   sigprocmask(SIG_BLOCK, nullptr, &blocked);
-  const sigset_t interrupts = interrupt_signals();
   sigset_t set;
   sigemptyset(&set);
   bool any_blocked = false;
-  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
-    if (sigismember(&interrupts, sig) == 1 && sigismember(&blocked, sig) == 1) {
+  for (const int sig : k_interrupt_signals) {
+    if (sigismember(&blocked, sig) == 1) {
       sigaddset(&set, sig);
       any_blocked = true;
     }
@@ -63,8 +57,8 @@ int wait_for_interrupt(std::chrono::milliseconds delay) {
 bool interrupt_pending() {
   sigset_t pending;
   if (sigpending(&pending) != 0) return false;
-  return sigismember(&pending, SIGINT) == 1 || sigismember(&pending, SIGTERM) == 1 ||
-         sigismember(&pending, SIGHUP) == 1;
+  return std::any_of(std::begin(k_interrupt_signals), std::end(k_interrupt_signals),
+                     [&pending](int sig) { return sigismember(&pending, sig) == 1; });
 }
 
 } // namespace air::mlflow

@@ -29,6 +29,20 @@ bool is_torch_package(std::string_view dotted) {
   return std::find(k_torch_packages.begin(), k_torch_packages.end(), top) != k_torch_packages.end();
 }
 
+/// The first torch package of a comma-separated list of names, each maybe
+/// followed by more words (`os, torch.distributed as dist`): "torch.distributed".
+std::optional<std::string_view> first_torch_package(std::string_view names) {
+  while (!names.empty()) {
+    const std::size_t comma = names.find(',');
+    const std::string_view item = trim(names.substr(0, comma));
+    const std::string_view name = item.substr(0, item.find_first_of(" \t"));
+    if (!name.empty() && is_torch_package(name)) return name;
+    if (comma == std::string_view::npos) break;
+    names.remove_prefix(comma + 1);
+  }
+  return std::nullopt;
+}
+
 /// Whether one statement (`import a, b as c` or `from a.b import c`) imports a torch package.
 bool imports_torch(std::string_view statement) {
   if (statement.starts_with("from ") || statement.starts_with("from\t")) {
@@ -36,15 +50,7 @@ bool imports_torch(std::string_view statement) {
     return is_torch_package(rest.substr(0, rest.find_first_of(" \t(")));
   }
   if (!statement.starts_with("import ") && !statement.starts_with("import\t")) return false;
-  std::string_view names = statement.substr(7);
-  while (!names.empty()) {
-    const std::size_t comma = names.find(',');
-    const std::string_view name = trim(names.substr(0, comma));
-    if (is_torch_package(name.substr(0, name.find_first_of(" \t")))) return true;
-    if (comma == std::string_view::npos) break;
-    names.remove_prefix(comma + 1);
-  }
-  return false;
+  return first_torch_package(statement.substr(7)).has_value();
 }
 
 /// Reads at most the first MiB of `path` (a script's imports are at its top).
@@ -101,15 +107,9 @@ std::optional<std::string> torch_import_in(std::string_view source) {
 std::optional<std::string> torch_in_target_modules(const Environment& env) {
   const auto it = env.find("AIR_RUN_TARGET_MODULES");
   if (it == env.end()) return std::nullopt;
-  std::string_view names = it->second;
-  while (!names.empty()) {
-    const std::size_t comma = names.find(',');
-    const std::string_view name = trim(names.substr(0, comma));
-    if (!name.empty() && is_torch_package(name)) return fmt::format("uses {} (AIR_RUN_TARGET_MODULES)", name);
-    if (comma == std::string_view::npos) break;
-    names.remove_prefix(comma + 1);
-  }
-  return std::nullopt;
+  const auto name = first_torch_package(it->second);
+  if (!name) return std::nullopt;
+  return fmt::format("uses {} (AIR_RUN_TARGET_MODULES)", *name);
 }
 
 std::optional<std::string> find_torch_import(const LaunchSpec& spec, const Environment& env) {
