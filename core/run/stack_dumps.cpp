@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 
@@ -23,6 +24,13 @@ constexpr auto k_stack_check_interval = std::chrono::milliseconds(50);
 /// For a hang's diagnosis, also the ranks' Flight Recorder dumps: a thread
 /// of the rank answers within half a second, then torch serialises the trace.
 constexpr auto k_hang_dump_wait = std::chrono::seconds(5);
+/// How long a dump that does not end with the main thread's outermost frame
+/// must stay the same size to be taken as whole: faulthandler writes a dump in
+/// many small writes, and on a loaded machine the rank can be off the CPU
+/// between two of them for longer than one check.
+constexpr auto k_stack_settle = std::chrono::milliseconds(300);
+/// How many of a dump's last bytes tell whether it is whole.
+constexpr long long k_stack_tail = 1024;
 /// At most this much of one rank's stack dump is kept.
 constexpr std::size_t k_stack_max = 256 * 1024;
 
@@ -33,14 +41,14 @@ long long file_size(const std::string& path) {
   return static_cast<long long>(st.st_size);
 }
 
-/// The bytes of `path` from `offset` on (at most k_stack_max).
-std::string read_from(const std::string& path, long long offset) {
+/// The bytes of `path` from `offset` on (at most `limit`).
+std::string read_from(const std::string& path, long long offset, std::size_t limit = k_stack_max) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (!fd || offset < 0 || ::lseek(fd.get(), offset, SEEK_SET) < 0) return {};
   std::string out;
   char buf[8192];
-  while (out.size() < k_stack_max) {
-    const ssize_t n = ::read(fd.get(), buf, sizeof(buf));
+  while (out.size() < limit) {
+    const ssize_t n = ::read(fd.get(), buf, std::min(sizeof(buf), limit - out.size()));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     out.append(buf, static_cast<std::size_t>(n));
@@ -64,6 +72,15 @@ void add_stack_lines(ConsoleBatch& batch, int rank, std::string stack) {
 
 } // namespace
 
+bool stack_dump_ends_main_thread(std::string_view tail) {
+  if (!tail.ends_with('\n')) return false;
+  tail.remove_suffix(1);
+  const std::size_t start = tail.rfind('\n') + 1; // npos + 1 == 0: the tail is one line
+  const std::string_view line = tail.substr(start);
+  return line.starts_with("  File \"") &&
+         (line.ends_with(" in <module>") || line.ends_with(" in _run_module_as_main"));
+}
+
 bool StackDumps::request(StackPurpose purpose, Clock::time_point now) {
   if (signal_ <= 0) return false;
   bool asked = false;
@@ -76,6 +93,7 @@ bool StackDumps::request(StackPurpose purpose, Clock::time_point now) {
     if (::kill(r.pid, signal_) != 0) continue;
     ask.offset = size;
     ask.seen = size;
+    ask.seen_since = now;
     asked = true;
   }
   if (!asked) return false;
@@ -92,19 +110,30 @@ std::optional<StackDumps::Clock::time_point> StackDumps::next_deadline(Clock::ti
 bool StackDumps::due(Clock::time_point now, bool flight_recorder_answered) {
   if (!deadline_) return false;
   if (now >= *deadline_) return true;
-  return arrived() && (purpose_ != StackPurpose::hang || flight_recorder_answered);
+  return arrived(now) && (purpose_ != StackPurpose::hang || flight_recorder_answered);
 }
 
-/// Whether every asked rank's dump has arrived: its file grew, and did not
-/// grow since the previous check (faulthandler writes a dump in many writes).
-bool StackDumps::arrived() {
+/// Whether every asked rank's dump has arrived: its file grew, and it ends
+/// with the main thread's outermost frame, or it ends a line and has not grown
+/// for k_stack_settle.
+bool StackDumps::arrived(Clock::time_point now) {
   bool ready = true;
   for (auto& r : ranks_) {
     Ask& ask = asks_[r.index];
     if (ask.offset < 0 || r.reaped) continue;
     const long long size = file_size(r.plan->stack_file);
-    if (size <= ask.offset || size != ask.seen) ready = false;
-    ask.seen = size;
+    if (size != ask.seen) {
+      ask.seen = size;
+      ask.seen_since = now;
+    }
+    if (size <= ask.offset) {
+      ready = false;
+      continue;
+    }
+    const long long from = std::max(ask.offset, size - k_stack_tail);
+    const std::string tail = read_from(r.plan->stack_file, from, static_cast<std::size_t>(size - from));
+    const bool settled = now - ask.seen_since >= k_stack_settle && !tail.empty() && tail.back() == '\n';
+    if (!stack_dump_ends_main_thread(tail) && !settled) ready = false;
   }
   return ready;
 }

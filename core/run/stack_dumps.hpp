@@ -5,9 +5,18 @@
 
 #include <chrono>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 namespace air {
+
+/// Whether a faulthandler dump that ends in `tail` (its last bytes) is whole
+/// by its look: its last line is the main thread's outermost frame, a script's
+/// `<module>` or runpy's `_run_module_as_main` for `python -m`. faulthandler
+/// lists the main thread last, so nothing follows that line. A dump that ends
+/// elsewhere (a main thread in interpreter shutdown, a stack cut at 100 frames)
+/// is taken once it ends a line and stops growing for a while (StackDumps).
+bool stack_dump_ends_main_thread(std::string_view tail);
 
 /// Why stacks are being taken: shown on demand (Ctrl-\), before a timeout's
 /// teardown, or for a hang's diagnosis.
@@ -42,12 +51,13 @@ public:
 
 private:
   /// One rank's dump: the size of its stack file when the signal went out
-  /// (-1: not asked), and at the previous check.
+  /// (-1: not asked), at the previous check, and since when it has had that size.
   struct Ask {
     long long offset = -1;
     long long seen = -1;
+    Clock::time_point seen_since{};
   };
-  bool arrived();
+  bool arrived(Clock::time_point now);
 
   RankTable& ranks_;
   int signal_;
