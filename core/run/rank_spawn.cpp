@@ -3,6 +3,7 @@
 
 #include "core/os/containment.hpp"
 #include "core/os/shared_spawn.hpp"
+#include "core/os/spawn_pool.hpp"
 #include "core/run/terminal_line.hpp"
 #include "core/run/warm_start.hpp"
 
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 
 namespace air {
 
@@ -49,49 +51,94 @@ void RankSpawn::spawn_all(ProgressWatch& progress, Containment& containment, Std
 
 /// Starts every rank the warm start did not (`warm`, by rank index), in one
 /// SpawnWave: the ranks started, in order, their execs yet to be confirmed.
+/// The fresh ones are born on this thread and the spawn pool's spares
+/// (core/os/spawn_pool.hpp); what air-run records of each (the rank table,
+/// the watchdog's groups, the --stdin pipe) is done here, in rank order.
 RankSpawn::Started RankSpawn::start_ranks(WarmResults& warm, Containment& containment, StdinRelay& stdin,
                                           const Failed& failed) {
-  Started started;
-  started.reserve(ranks_.size());
   // One /dev/null for the stdin of every rank of this wave, not an open and
   // a close per rank: each child gets its own copy of the fd (close-on-exec,
   // so only its dup onto fd 0 outlives exec), and ours closes with the wave.
   UniqueFd null_stdin;
   const SpawnWave wave; // every signal blocked once for all the births, not around each
-  bool any_failed = false;
+  struct Birth {
+    RankState* rank;
+    SpawnOptions options;
+    std::optional<Expected<StartedProcess>> process; ///< nullopt: not started
+  };
+  std::vector<Birth> births;
+  births.reserve(ranks_.size());
+  Started started;
+  started.reserve(ranks_.size());
+  // Said after every started rank is recorded: a failure may begin the
+  // teardown, which signals the ranks recorded by then and no later one.
+  std::vector<std::pair<RankState*, Error>> failures;
+  const auto record = [&](RankState& r, StartedProcess s, bool reads_stdin) {
+    r.reads_stdin = reads_stdin;
+    if (r.reads_stdin) stdin.attach(std::move(s.child.stdin_fd));
+    ranks_.started(r, s.child.pid);
+    containment.rank_started(r.pid);
+    out_.ranks[r.index].pid = r.pid;
+    started.emplace_back(&r, std::move(s));
+  };
   for (auto& r : ranks_) {
     r.started = std::chrono::steady_clock::now();
     const bool forked = warm[r.index] && *warm[r.index];
+    if (forked) {
+      record(r, std::move(*warm[r.index]).value(), false);
+      continue;
+    }
     // After a failure, later ranks are not started (pid stays -1, status
     // not_exited), but those already forked warm are running: kept, so the
     // teardown stops them like any rank.
-    if (any_failed && !forked) continue;
-    if (warm[r.index] && !forked) {
+    if (warm[r.index]) {
       // Its fork request went out unanswered: a copy may run. One rank is one
       // process: it fails, and a restart, if any, starts it fresh.
-      failed(r, warm[r.index]->error());
-      any_failed = true;
-      continue;
+      failures.emplace_back(&r, warm[r.index]->error());
+      for (auto& later : ranks_)
+        if (later.index > r.index && warm[later.index] && *warm[later.index])
+          record(later, std::move(*warm[later.index]).value(), false);
+      break;
     }
     SpawnOptions options = spawn_options(r);
-    if (!forked && !options.stdin_pipe && options.stdin_from < 0) {
+    if (!options.stdin_pipe && options.stdin_from < 0) {
       if (!null_stdin) null_stdin.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
       options.stdin_from = null_stdin.get(); // -1 if that failed: start_process opens its own
     }
-    auto s = forked ? std::move(*warm[r.index])
-                    : start_process(r.plan->argv, r.plan->env, containment.cgroup_target(), options);
-    if (!s) {
-      failed(r, s.error());
-      any_failed = true;
-      continue;
-    }
-    r.reads_stdin = options.stdin_pipe;
-    if (r.reads_stdin) stdin.attach(std::move(s->child.stdin_fd));
-    ranks_.started(r, s->child.pid);
-    containment.rank_started(r.pid);
-    out_.ranks[r.index].pid = r.pid;
-    started.emplace_back(&r, std::move(*s));
+    births.push_back({&r, options, std::nullopt});
   }
+  // The first birth alone, then the rest side by side: what fails for every
+  // rank alike (a command not found) then starts none of the others. After a
+  // failure, ranks not yet begun are not started; the few the spares had
+  // begun by then run, and the teardown stops them like any rank.
+  std::atomic<std::size_t> first_failed{births.size()};
+  const CgroupTarget cgroup = containment.cgroup_target();
+  const auto birth = [&](std::size_t i) {
+    if (i > first_failed.load(std::memory_order_relaxed)) return;
+    Birth& b = births[i];
+    b.process = start_process(b.rank->plan->argv, b.rank->plan->env, cgroup, b.options);
+    if (*b.process) return;
+    std::size_t known = first_failed.load(std::memory_order_relaxed);
+    while (i < known && !first_failed.compare_exchange_weak(known, i, std::memory_order_relaxed)) {
+    }
+  };
+  if (!births.empty()) birth(0);
+  if (births.size() > 1 && *births[0].process)
+    SpawnPool::get().run(births.size() - 1, spawn_spares(births.size()),
+                         [&](std::size_t i) { birth(i + 1); });
+  for (Birth& b : births) {
+    if (!b.process) continue;
+    if (*b.process)
+      record(*b.rank, std::move(*b.process).value(), b.options.stdin_pipe);
+    else
+      failures.emplace_back(b.rank, b.process->error());
+  }
+  // The first failure is said; a later rank that failed too is one of those
+  // not started after it.
+  const auto first = std::min_element(failures.begin(), failures.end(), [](const auto& a, const auto& b) {
+    return a.first->index < b.first->index;
+  });
+  if (first != failures.end()) failed(*first->first, first->second);
   return started;
 }
 
