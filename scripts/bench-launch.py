@@ -4,7 +4,6 @@
   scripts/bench-launch.py [--air-run build/cli/air-run] [--baseline build/fixtures/baseline_launcher]
                           [--ranks 8,128,1024] [--repeat 5] [--json out.json]
                           [--fork] [--other OTHER_AIR_RUN ...] [--launch-only] [--breakdown]
-                          [--spawn-threads 0,3,...]
 
 Measures, for each rank count, the wall time of `air-run --no-python /bin/true`
 against a plain fork/exec-and-wait of the same ranks; the time from one rank's
@@ -27,10 +26,7 @@ milliseconds go on a machine with no tracer.
 
 --fork also times the same binary with AIR_RUN_SPAWN=fork (the fork spawn,
 core/os/shared_spawn.hpp), --other another air-run binary (a build of an
-earlier commit), --spawn-threads the same binary with each
-AIR_RUN_SPAWN_THREADS given (0: every rank born on the main thread, as
-before the spawn pool; the default picks a count from the ranks and CPUs,
-core/os/spawn_pool.hpp). The runs are interleaved, one of each in turn, so that load
+earlier commit). The runs are interleaved, one of each in turn, so that load
 which comes and goes on a shared machine falls on every variant alike; each
 figure is the median of --repeat runs.
 """
@@ -77,8 +73,6 @@ def main():
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--json", default=None)
     ap.add_argument("--fork", action="store_true", help="also time AIR_RUN_SPAWN=fork")
-    ap.add_argument("--spawn-threads", default="",
-                    help="comma list of AIR_RUN_SPAWN_THREADS values to time alongside (0: one thread)")
     ap.add_argument("--other", action="append", default=[], help="another air-run binary to time alongside")
     ap.add_argument("--launch-only", action="store_true", help="skip the teardown and memory figures")
     ap.add_argument("--breakdown", action="store_true",
@@ -91,8 +85,6 @@ def main():
     variants = [("air-run", args.air_run, None)]
     if args.fork:
         variants.append(("air-run fork", args.air_run, {**os.environ, "AIR_RUN_SPAWN": "fork"}))
-    for threads in filter(None, args.spawn_threads.split(",")):
-        variants.append((f"spawn threads {threads}", args.air_run, {**os.environ, "AIR_RUN_SPAWN_THREADS": threads}))
     for other in args.other:
         variants.append((other, other, None))
     if args.breakdown:

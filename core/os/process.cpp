@@ -17,7 +17,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdint>
@@ -110,14 +109,10 @@ void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, O_NONBLOCK); }
 /// air-run's pid, asked of the kernel once, not once per rank; a child
 /// forked from air-run asks again (the atfork handler forgets it).
 pid_t own_pid() {
-  static std::atomic<pid_t> pid{0}; // the spawn pool's threads ask too
+  static pid_t pid = 0;
   [[maybe_unused]] static const int hooked = ::pthread_atfork(nullptr, nullptr, [] { pid = 0; });
-  pid_t known = pid.load(std::memory_order_relaxed);
-  if (known == 0) {
-    known = ::getpid();
-    pid.store(known, std::memory_order_relaxed);
-  }
-  return known;
+  if (pid == 0) pid = ::getpid();
+  return pid;
 }
 
 } // namespace

@@ -7,7 +7,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdint>
@@ -96,11 +95,10 @@ constexpr std::uint64_t k_clone_into_cgroup = 0x200000000ULL;
 
 /// Cleared once the kernel refuses clone3 with CLONE_INTO_CGROUP for good
 /// (old kernel, seccomp); the child then moves itself in through cgroup.procs.
-/// Atomic: the spawn pool's threads (core/os/spawn_pool.hpp) start children too.
-std::atomic<bool> g_clone_into_cgroup{true};
+bool g_clone_into_cgroup = true;
 /// Cleared once clone3 itself is refused (Linux before 5.3, or a seccomp
 /// profile that answers ENOSYS to make libc fall back): libc's clone() then.
-std::atomic<bool> g_clone3{true};
+bool g_clone3 = true;
 
 constexpr std::size_t k_stack_size = 32 * 1024; // the child needs a few hundred bytes
 constexpr std::size_t k_guard_size = 4096;

@@ -3,7 +3,6 @@
 
 #include "core/os/containment.hpp"
 #include "core/os/shared_spawn.hpp"
-#include "core/os/spawn_pool.hpp"
 #include "core/run/terminal_line.hpp"
 #include "core/run/warm_start.hpp"
 
@@ -12,7 +11,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 
 namespace air {
 
@@ -51,9 +49,8 @@ void RankSpawn::spawn_all(ProgressWatch& progress, Containment& containment, Std
 
 /// Starts every rank the warm start did not (`warm`, by rank index), in one
 /// SpawnWave: the ranks started, in order, their execs yet to be confirmed.
-/// The fresh ones are born on this thread and the spawn pool's spares
-/// (core/os/spawn_pool.hpp); what air-run records of each (the rank table,
-/// the watchdog's groups, the --stdin pipe) is done here, in rank order.
+/// The ranks forked warm are recorded first, then the fresh ones are born
+/// in rank order; a failure is said once every started rank is recorded.
 RankSpawn::Started RankSpawn::start_ranks(WarmResults& warm, Containment& containment, StdinRelay& stdin,
                                           const Failed& failed) {
   // One /dev/null for the stdin of every rank of this wave, not an open and
@@ -64,7 +61,6 @@ RankSpawn::Started RankSpawn::start_ranks(WarmResults& warm, Containment& contai
   struct Birth {
     RankState* rank;
     SpawnOptions options;
-    std::optional<Expected<StartedProcess>> process; ///< nullopt: not started
   };
   std::vector<Birth> births;
   births.reserve(ranks_.size());
@@ -105,36 +101,19 @@ RankSpawn::Started RankSpawn::start_ranks(WarmResults& warm, Containment& contai
       if (!null_stdin) null_stdin.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
       options.stdin_from = null_stdin.get(); // -1 if that failed: start_process opens its own
     }
-    births.push_back({&r, options, std::nullopt});
+    births.push_back({&r, options});
   }
-  // The first birth alone, then the rest side by side: what fails for every
-  // rank alike (a command not found) then starts none of the others. After a
-  // failure, ranks not yet begun are not started; the few the spares had
-  // begun by then run, and the teardown stops them like any rank.
-  std::atomic<std::size_t> first_failed{births.size()};
   const CgroupTarget cgroup = containment.cgroup_target();
-  const auto birth = [&](std::size_t i) {
-    if (i > first_failed.load(std::memory_order_relaxed)) return;
-    Birth& b = births[i];
-    b.process = start_process(b.rank->plan->argv, b.rank->plan->env, cgroup, b.options);
-    if (*b.process) return;
-    std::size_t known = first_failed.load(std::memory_order_relaxed);
-    while (i < known && !first_failed.compare_exchange_weak(known, i, std::memory_order_relaxed)) {
-    }
-  };
-  if (!births.empty()) birth(0);
-  if (births.size() > 1 && *births[0].process)
-    SpawnPool::get().run(births.size() - 1, spawn_spares(births.size()),
-                         [&](std::size_t i) { birth(i + 1); });
   for (Birth& b : births) {
-    if (!b.process) continue;
-    if (*b.process)
-      record(*b.rank, std::move(*b.process).value(), b.options.stdin_pipe);
-    else
-      failures.emplace_back(b.rank, b.process->error());
+    b.rank->started = std::chrono::steady_clock::now();
+    auto s = start_process(b.rank->plan->argv, b.rank->plan->env, cgroup, b.options);
+    if (!s) {
+      failures.emplace_back(b.rank, s.error());
+      break; // the ranks after it are not started
+    }
+    record(*b.rank, std::move(*s), b.options.stdin_pipe);
   }
-  // The first failure is said; a later rank that failed too is one of those
-  // not started after it.
+  // The first failure is said (a fresh rank's, or the warm start's in doubt).
   const auto first = std::min_element(failures.begin(), failures.end(), [](const auto& a, const auto& b) {
     return a.first->index < b.first->index;
   });

@@ -17,7 +17,6 @@ constexpr std::string_view k_other_variables[] = {
     "AIR_RUN_FAKE_GPUS",
     "AIR_RUN_CGROUP",
     "AIR_RUN_SPAWN",
-    "AIR_RUN_SPAWN_THREADS",
     "AIR_RUN_JOIN_TOKEN",
     "AIR_RUN_JOIN_TOKEN_FILE",
     "AIR_RUN_MLFLOW_RUN_FILE",

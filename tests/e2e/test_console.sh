@@ -59,7 +59,7 @@ PY
 test_timeout_shows_each_python_ranks_stack() {
   [[ -x $TORCH_PYTHON ]] || { echo "skip: no $TORCH_PYTHON"; return 0; }
   write_stuck_rank
-  run_air --cpu-ranks 2 --timeout 3s --grace-period 2s --python "$TORCH_PYTHON" --summary s.json stuck.py
+  run_air --accelerator-type CPU --cpu-ranks 2 --timeout 3s --grace-period 2s --python "$TORCH_PYTHON" --summary s.json stuck.py
   expect_rc 124
   expect_contains "$err" "  stacks when the run timed out:"
   expect_contains "$err" "    rank 1, last output "
