@@ -96,8 +96,9 @@ constexpr std::array k_spec_keys{
         G::launch, "DIR"},
     SpecKey{"preload", "preload", "", "AIR_RUN_PRELOAD", VT::string_list, "auto",
             "Python modules imported once in a warm interpreter that forks the ranks (fast restarts; flag "
-            "repeatable or comma-separated); auto: torch when the target imports it, where it cannot slow "
-            "the launch; none (--no-preload): off",
+            "repeatable or comma-separated); auto: torch when the target imports it (a script's imports, or "
+            "the modules an @distributed function uses: AIR_RUN_TARGET_MODULES), where it cannot slow the "
+            "launch; none (--no-preload): off",
             G::launch, "MODULE,..."},
     SpecKey{"rdzv_backend", "rdzv-backend", "", "AIR_RUN_RDZV_BACKEND", VT::string, "static",
             "how nodes meet: static (node ranks given) or c10d (node ranks in order of arrival)", G::torchrun,
