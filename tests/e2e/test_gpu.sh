@@ -34,7 +34,13 @@ run_air() {
 smi_uuids() { nvidia-smi --query-gpu=uuid --format=csv,noheader | sort | tr '\n' ' '; }
 
 # model: the GPU model as accelerator types name it, the last word of nvidia-smi's name ("H200").
-model() { nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | awk '{print $NF}'; }
+# model: the family nvidia-smi's name gives, read here without air-run's
+# rules: the first word after the vendor's, up to a dash ("NVIDIA H100 80GB
+# HBM3" -> H100, "NVIDIA A100-SXM4-80GB" -> A100, "NVIDIA H200" -> H200).
+model() {
+  nvidia-smi --query-gpu=name --format=csv,noheader | head -1 |
+    awk '{for (i = 1; i <= NF; i++) if ($i != "NVIDIA" && $i != "Tesla") {split($i, w, "-"); print toupper(w[1]); exit}}'
+}
 
 # gpu_processes: compute processes nvidia-smi sees on any GPU (pid, memory).
 gpu_processes() { nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader; }
