@@ -81,7 +81,7 @@ RankSpawn::Started RankSpawn::start_ranks(WarmResults& warm, Containment& contai
     r.started = std::chrono::steady_clock::now();
     const bool forked = warm[r.index] && *warm[r.index];
     if (forked) {
-      record(r, std::move(*warm[r.index]).value(), false);
+      record(r, std::move(*warm[r.index]).value(), spawn_options(r).stdin_pipe);
       continue;
     }
     // After a failure, later ranks are not started (pid stays -1, status
@@ -93,7 +93,7 @@ RankSpawn::Started RankSpawn::start_ranks(WarmResults& warm, Containment& contai
       failures.emplace_back(&r, warm[r.index]->error());
       for (auto& later : ranks_)
         if (later.index > r.index && warm[later.index] && *warm[later.index])
-          record(later, std::move(*warm[later.index]).value(), false);
+          record(later, std::move(*warm[later.index]).value(), spawn_options(later).stdin_pipe);
       break;
     }
     SpawnOptions options = spawn_options(r);

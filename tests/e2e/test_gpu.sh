@@ -33,7 +33,6 @@ run_air() {
 # smi_uuids: the GPUs' UUIDs as nvidia-smi lists them, sorted, one line.
 smi_uuids() { nvidia-smi --query-gpu=uuid --format=csv,noheader | sort | tr '\n' ' '; }
 
-# model: the GPU model as accelerator types name it, the last word of nvidia-smi's name ("H200").
 # model: the family nvidia-smi's name gives, read here without air-run's
 # rules: the first word after the vendor's, up to a dash ("NVIDIA H100 80GB
 # HBM3" -> H100, "NVIDIA A100-SXM4-80GB" -> A100, "NVIDIA H200" -> H200).

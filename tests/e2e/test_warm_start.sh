@@ -199,6 +199,18 @@ test_exits_and_tracebacks_are_a_fresh_interpreters() {
   expect_eq "$out" "True ['x', '--flag']"
 }
 
+# The --stdin rank forked warm reads air-run's stdin as a fresh one does; the
+# others read /dev/null.
+test_the_stdin_rank_forked_warm_reads_air_runs_stdin() {
+  printf 'import os, sys\nif os.environ["RANK"] == "1":\n    print("hello", input())\nelse:\n    print("rank 0 read", repr(sys.stdin.read()))\n' >ask.py
+  echo piped >in.txt
+  run_air --cpu-ranks 2 --python "$TORCH_PYTHON" --preload torch --stdin 1 --summary summary.json ask.py <in.txt
+  expect_rc 0
+  expect_eq "$(json_get summary.json '[r["warm"] for r in d["ranks"]]')" "[True, True]"
+  expect_contains "$out" "hello piped"
+  expect_contains "$out" "rank 0 read ''"
+}
+
 test_a_module_that_does_not_import_leaves_ranks_fresh() {
   printf 'import sys\nprint("torch" in sys.modules)\n' >plain.py
   run_air --cpu-ranks 2 --python "$TORCH_PYTHON" --preload no_such_module_here --summary summary.json plain.py
