@@ -214,6 +214,11 @@ def test_torch_distributor_script_failure(air_run, tmp_path):
 def rank_and_args(a, b=None):
     import torch.distributed as dist
     dist.init_process_group("gloo")
+    # Rank 0 hosts the store, and torch 1.13's init_process_group ends with a
+    # barrier on it that each rank polls: without a collective here, rank 0
+    # could return and exit while rank 1 still polls ("Connection reset by
+    # peer", seen once in CI). Training code syncs on its first collective.
+    dist.barrier()
     return ("rank", dist.get_rank(), a, b)
 
 
