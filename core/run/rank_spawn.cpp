@@ -66,9 +66,9 @@ RankSpawn::Started RankSpawn::start_ranks(WarmResults& warm, Containment& contai
   births.reserve(ranks_.size());
   Started started;
   started.reserve(ranks_.size());
-  // Said after every started rank is recorded: a failure may begin the
-  // teardown, which signals the ranks recorded by then and no later one.
-  std::vector<std::pair<RankState*, Error>> failures;
+  // The first failure, said after every started rank is recorded: it may
+  // begin the teardown, which signals the ranks recorded by then and no later one.
+  std::optional<std::pair<RankState*, Error>> failure;
   const auto record = [&](RankState& r, StartedProcess s, bool reads_stdin) {
     r.reads_stdin = reads_stdin;
     if (r.reads_stdin) stdin.attach(std::move(s.child.stdin_fd));
@@ -90,7 +90,7 @@ RankSpawn::Started RankSpawn::start_ranks(WarmResults& warm, Containment& contai
     if (warm[r.index]) {
       // Its fork request went out unanswered: a copy may run. One rank is one
       // process: it fails, and a restart, if any, starts it fresh.
-      failures.emplace_back(&r, warm[r.index]->error());
+      failure.emplace(&r, warm[r.index]->error());
       for (auto& later : ranks_)
         if (later.index > r.index && warm[later.index] && *warm[later.index])
           record(later, std::move(*warm[later.index]).value(), spawn_options(later).stdin_pipe);
@@ -108,16 +108,12 @@ RankSpawn::Started RankSpawn::start_ranks(WarmResults& warm, Containment& contai
     b.rank->started = std::chrono::steady_clock::now();
     auto s = start_process(b.rank->plan->argv, b.rank->plan->env, cgroup, b.options);
     if (!s) {
-      failures.emplace_back(b.rank, s.error());
-      break; // the ranks after it are not started
+      failure.emplace(b.rank, s.error()); // the births all come before a warm one in doubt
+      break;                              // the ranks after it are not started
     }
     record(*b.rank, std::move(*s), b.options.stdin_pipe);
   }
-  // The first failure is said (a fresh rank's, or the warm start's in doubt).
-  const auto first = std::min_element(failures.begin(), failures.end(), [](const auto& a, const auto& b) {
-    return a.first->index < b.first->index;
-  });
-  if (first != failures.end()) failed(*first->first, first->second);
+  if (failure) failed(*failure->first, failure->second);
   return started;
 }
 

@@ -3,6 +3,7 @@
 // that ignores SIGTERM stands in for a rank that does not stop.
 #include "core/run/teardown.hpp"
 #include "tests/unit/catch.hpp"
+#include "tests/unit/child_fixture.hpp"
 #include "tests/unit/plan_fixture.hpp"
 
 #include <sys/wait.h>
@@ -17,24 +18,7 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 /// A child leading its own process group that ignores SIGTERM, ready once this returns.
-pid_t stubborn_child() {
-  int ready[2];
-  REQUIRE(::pipe(ready) == 0);
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    std::signal(SIGTERM, SIG_IGN);
-    ::setpgid(0, 0);
-    [[maybe_unused]] const auto n = ::write(ready[1], "r", 1);
-    for (;;) ::pause();
-  }
-  ::setpgid(pid, pid);
-  char byte;
-  REQUIRE(::read(ready[0], &byte, 1) == 1);
-  ::close(ready[0]);
-  ::close(ready[1]);
-  return pid;
-}
+pid_t stubborn_child() { return air::test::child_ignoring(SIGTERM, true); }
 
 } // namespace
 
