@@ -2,6 +2,7 @@
 """Launch benchmark for air-run, as ratios against baselines measured in the same run.
 
   scripts/bench-launch.py [--air-run build/cli/air-run] [--baseline build/fixtures/baseline_launcher]
+                          [--floor build/fixtures/floor_launcher]
                           [--ranks 8,128,1024] [--repeat 5] [--json out.json]
                           [--fork] [--other OTHER_AIR_RUN ...] [--launch-only] [--breakdown]
 
@@ -10,6 +11,14 @@ against a plain fork/exec-and-wait of the same ranks; the time from one rank's
 failure to the launcher's exit while the others sleep; and the launcher's own
 peak RSS. Nothing here asserts: it prints a table. The comparison with torchrun
 is scripts/bench-vs-torchrun.py.
+
+The floor (tests/fixtures/floor_launcher.cpp) is timed beside them: the
+bare loop plus only the steps air-run's containment needs (a subreaper, a
+watchdog process, a cgroup the ranks are born in, a process group, a
+parent-death signal and two drained pipes per rank), written as tightly as
+they can be. floor/bare is what those guarantees cost at the least;
+air-run/floor is what air-run's own work (spec, plan, supervision, report)
+adds on top. Each ratio's two sides come from the same rounds.
 
 --breakdown also times, beside each launch, what the fixed part of it is
 made of: `air-run --version` (the process's own start: loading, options),
@@ -69,6 +78,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--air-run", default=os.path.join(root, "build/cli/air-run"))
     ap.add_argument("--baseline", default=os.path.join(root, "build/fixtures/baseline_launcher"))
+    ap.add_argument("--floor", default=os.path.join(root, "build/fixtures/floor_launcher"),
+                    help="the containment floor (tests/fixtures/floor_launcher.cpp); '' to leave it out")
     ap.add_argument("--ranks", default="8,128,1024")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--json", default=None)
@@ -83,6 +94,8 @@ def main():
     cpu = ["--accelerator-type", "CPU", "-n"]  # N CPU ranks even on a GPU machine, no GPU probe
     rows = []
     variants = [("air-run", args.air_run, None)]
+    if args.floor:
+        variants.append(("floor", args.floor, None))
     if args.fork:
         variants.append(("air-run fork", args.air_run, {**os.environ, "AIR_RUN_SPAWN": "fork"}))
     for other in args.other:
@@ -92,7 +105,8 @@ def main():
         variants.append(("--dry-run", args.air_run, None))
         variants.append(("--version", args.air_run, None))
 
-    print(f"{'ranks':>6} {'baseline ms':>12}" + "".join(f"  {name[-24:]:>24} ms  ratio" for name, _, _ in variants))
+    print(f"{'ranks':>6} {'baseline ms':>12}" + "".join(f"  {name[-24:]:>24} ms  ratio" for name, _, _ in variants) +
+          (f"  {'air-run/floor':>14}" if args.floor else ""))
     phases = {}
     for n in counts:
         base_times, times, codes = [], {name: [] for name, _, _ in variants}, set()
@@ -108,9 +122,11 @@ def main():
                     line.insert(1, "--dry-run")
                 elif name == "--version":
                     line = [exe, "--version"]
+                elif name == "floor":
+                    line = [exe, str(n), true]
                 t, code = run_timed(line, env)
                 times[name].append(t)
-                if name not in ("--dry-run", "--version"):
+                if name not in ("--dry-run", "--version", "floor"):
                     codes.add(code)
         base = statistics.median(base_times)
         med = {name: statistics.median(ts) for name, ts in times.items()}
@@ -118,8 +134,11 @@ def main():
         rows.append({"ranks": n, "baseline_s": base, "air_run_s": air, "ratio": air / base,
                      "variants": {name: {"s": t, "ratio": t / base} for name, t in med.items()},
                      "air_run_exit_codes": sorted(codes)})
+        if "floor" in med:
+            rows[-1]["air_run_over_floor"] = air / med["floor"]
         print(f"{n:>6} {base * 1000:>12.1f}" + "".join(
-            f"  {med[name] * 1000:>27.1f}  {med[name] / base:>5.2f}" for name, _, _ in variants))
+            f"  {med[name] * 1000:>27.1f}  {med[name] / base:>5.2f}" for name, _, _ in variants) +
+            (f"  {air / med['floor']:>14.2f}" if "floor" in med else ""))
         if args.breakdown:
             phases[n] = phase_runs
     for n, runs in phases.items():
