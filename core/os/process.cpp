@@ -193,6 +193,28 @@ std::uint64_t own_signals() {
 
 } // namespace
 
+std::uint64_t handled_signals() {
+  std::uint64_t mask = 0;
+  for (int sig = 1; sig <= 64; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+#if defined(__x86_64__)
+    // The kernel's table, glibc's own signals (32 and 33, which sigaction()
+    // refuses to show) included. Its struct sigaction: the handler first.
+    struct {
+      unsigned long handler, flags, restorer, mask;
+    } current{};
+    if (::syscall(SYS_rt_sigaction, sig, nullptr, &current, sizeof(current.mask)) != 0) continue;
+    const bool handler = current.handler != 0 && current.handler != 1; // SIG_DFL, SIG_IGN
+#else
+    struct sigaction current {};
+    if (::sigaction(sig, nullptr, &current) != 0) continue;
+    const bool handler = current.sa_handler != SIG_DFL && current.sa_handler != SIG_IGN;
+#endif
+    if (handler) mask |= std::uint64_t{1} << (sig - 1);
+  }
+  return mask;
+}
+
 PendingExec::PendingExec() = default;
 PendingExec::PendingExec(pid_t pid, UniqueFd status, std::unique_ptr<SpawnMemory> memory)
     : pid_(pid), status_(std::move(status)), memory_(std::move(memory)) {}
@@ -306,7 +328,7 @@ Expected<StartedProcess> start_process(const std::vector<std::string>& argv, con
     std::memcpy(request.mem_nodemask, options.memory_nodes, sizeof(request.mem_nodemask));
     request.mem_maxnode = sizeof(request.mem_nodemask) * 8 + 1;
   }
-  request.reset_signals = own_signals();
+  request.reset_signals = own_signals() | options.handled_signals.value_or(handled_signals());
   const long pid = start_child(request, spawn_method(), cgroup, memory->stack);
   if (pid < 0) return sys_error("clone", static_cast<int>(-pid));
 

@@ -7,7 +7,9 @@
 #include <sched.h>
 #include <sys/types.h>
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,7 +62,16 @@ struct SpawnOptions {
   /// An fd of the caller's to become the child's stdin (a socket, say);
   /// -1: /dev/null, or the pipe of `stdin_pipe`. The caller keeps its fd.
   int stdin_from = -1;
+  /// handled_signals() as the caller found it just before starting a batch
+  /// of children, so that the table is read once, not once a child; unset:
+  /// start_process reads it itself.
+  std::optional<std::uint64_t> handled_signals;
 };
+
+/// The signals that have a handler in this process now (bit N-1: signal N),
+/// 64 sigaction queries. A child that shares air-run's memory sets each back
+/// to its default before it unblocks signals: a handler must never run in it.
+std::uint64_t handled_signals();
 
 /// The three streams of a child not yet born: the ends it gets as fds 0, 1
 /// and 2 (close-on-exec, so only a dup2 hands them on), and air-run's ends in

@@ -31,9 +31,8 @@ namespace {
 }
 
 /// Sets `sig` back to SIG_DFL in this process only (the child's signal
-/// table is its own copy even when its memory is not) when `always`, or when
-/// it has a handler. Ignored stays ignored otherwise.
-void default_action(int sig, bool always) {
+/// table is its own copy even when its memory is not).
+void default_action(int sig) {
 #if defined(__x86_64__)
   // The kernel's struct sigaction; all zero is SIG_DFL, no flags, empty mask.
   struct KernelSigaction {
@@ -42,21 +41,10 @@ void default_action(int sig, bool always) {
     unsigned long restorer;
     unsigned long mask;
   };
-  KernelSigaction current{};
-  if (!always) {
-    if (raw_syscall(SYS_rt_sigaction, sig, 0, reinterpret_cast<long>(&current), sizeof(current.mask)) != 0)
-      return;
-    if (current.handler == 0 || current.handler == 1) return; // SIG_DFL, SIG_IGN
-  }
   const KernelSigaction dfl{};
   raw_syscall(SYS_rt_sigaction, sig, reinterpret_cast<long>(&dfl), 0, sizeof(dfl.mask));
 #else
   // Only the forked child runs here (k_raw_syscall_keeps_errno is false).
-  struct sigaction current {};
-  if (!always) {
-    if (::sigaction(sig, nullptr, &current) != 0) return;
-    if (current.sa_handler == SIG_DFL || current.sa_handler == SIG_IGN) return;
-  }
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   ::sigaction(sig, &dfl, nullptr);
@@ -132,8 +120,7 @@ void exec_prepared(const SpawnRequest& s) {
   // that. The parent blocked every signal before the child was born, so no
   // handler of air-run's can run here before its reset.
   for (int sig = 1; sig <= 64; ++sig) {
-    if (sig == SIGKILL || sig == SIGSTOP) continue;
-    default_action(sig, ((s.reset_signals >> (sig - 1)) & 1U) != 0);
+    if (sig != SIGKILL && sig != SIGSTOP && ((s.reset_signals >> (sig - 1)) & 1U) != 0) default_action(sig);
   }
   const unsigned long empty = 0;
   raw_syscall(SYS_rt_sigprocmask, SIG_SETMASK, reinterpret_cast<long>(&empty), 0, sizeof(empty));

@@ -27,10 +27,12 @@ struct SpawnRequest {
   pid_t parent = -1;        ///< for the PR_SET_PDEATHSIG race check
   bool restore_open_files = false; ///< give the rank back `open_files` (raise_open_file_limit)
   rlimit open_files{};
-  /// Signals set back to SIG_DFL even when ignored (bit N-1: signal N):
-  /// air-run's own. Every signal with a handler is set back too, found by the
-  /// child in its own copy of the table: a handler must never run in a child
-  /// on air-run's memory. Other ignored signals stay ignored (`nohup`).
+  /// Signals set back to SIG_DFL, ignored or not (bit N-1: signal N):
+  /// air-run's own, and every signal with a handler when the parent looked
+  /// (handled_signals(), core/os/process.hpp): a handler must never run in a
+  /// child on air-run's memory. The child asks the kernel nothing (it used
+  /// to query all 62, 62 system calls a rank while air-run waits). Other
+  /// ignored signals stay ignored (`nohup`).
   std::uint64_t reset_signals = 0;
 
   // --- Placement, applied before exec when set (empty: no call) -----------

@@ -104,7 +104,9 @@ RankSpawn::Started RankSpawn::start_ranks(WarmResults& warm, Containment& contai
     births.push_back({&r, options});
   }
   const CgroupTarget cgroup = containment.cgroup_target();
+  const std::uint64_t handlers = handled_signals(); // once, not once a rank
   for (Birth& b : births) {
+    b.options.handled_signals = handlers;
     b.rank->started = std::chrono::steady_clock::now();
     auto s = start_process(b.rank->plan->argv, b.rank->plan->env, cgroup, b.options);
     if (!s) {

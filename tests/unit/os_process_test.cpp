@@ -209,6 +209,39 @@ TEST_CASE("spawn_process: the rank starts with default signal actions and nothin
   CHECK(launcher_kept_its_handler);
 }
 
+TEST_CASE("handled_signals: the signals with a handler, not the ignored or default ones", "[process]") {
+  // What a batch of ranks is started with (core/run/rank_spawn.cpp): each
+  // child sets these back before it unblocks signals, and asks nothing itself.
+  struct sigaction handler {};
+  handler.sa_handler = count_signal;
+  sigemptyset(&handler.sa_mask);
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  struct sigaction info {};
+  info.sa_flags = SA_SIGINFO;
+  info.sa_sigaction = [](int, siginfo_t*, void*) {};
+  sigemptyset(&info.sa_mask);
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  struct sigaction old_winch {
+  }, old_urg{}, old_xfsz{}, old_ttin{};
+  ::sigaction(SIGWINCH, &handler, &old_winch);
+  ::sigaction(SIGURG, &info, &old_urg);
+  ::sigaction(SIGXFSZ, &ignore, &old_xfsz);
+  ::sigaction(SIGTTIN, &dfl, &old_ttin);
+  const std::uint64_t found = air::handled_signals();
+  ::sigaction(SIGWINCH, &old_winch, nullptr);
+  ::sigaction(SIGURG, &old_urg, nullptr);
+  ::sigaction(SIGXFSZ, &old_xfsz, nullptr);
+  ::sigaction(SIGTTIN, &old_ttin, nullptr);
+  CHECK((found & bit(SIGWINCH)) != 0);
+  CHECK((found & bit(SIGURG)) != 0);
+  CHECK((found & bit(SIGXFSZ)) == 0);
+  CHECK((found & bit(SIGTTIN)) == 0);
+  CHECK((found & (bit(SIGKILL) | bit(SIGSTOP))) == 0);
+}
+
 TEST_CASE("start_process: a pseudo-terminal for stdout, bytes unchanged, sized, close-on-exec", "[process]") {
   air::SpawnOptions options;
   options.stdout_tty = true;

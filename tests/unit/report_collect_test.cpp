@@ -90,3 +90,23 @@ TEST_CASE("time formatting", "[results]") {
         "2026-04-07T10:13:24.123Z");
   CHECK(air::format_utc(system_clock::time_point(milliseconds(0))) == "1970-01-01T00:00:00.000Z");
 }
+
+TEST_CASE("find_rank_plan finds a node's rank by its global number, in any order", "[results]") {
+  air::LaunchPlan plan;
+  for (int rank : {8, 9, 10, 11}) {
+    air::RankPlan r;
+    r.rank = rank;
+    r.result_file = "r" + std::to_string(rank);
+    plan.ranks.push_back(r);
+  }
+  REQUIRE(air::find_rank_plan(plan, 10) != nullptr);
+  CHECK(air::find_rank_plan(plan, 10)->result_file == "r10");
+  CHECK(air::find_rank_plan(plan, 8)->result_file == "r8");
+  CHECK(air::find_rank_plan(plan, 3) == nullptr);
+  CHECK(air::find_rank_plan(plan, 12) == nullptr);
+  // Out of order (a plan built by hand): found all the same.
+  std::swap(plan.ranks[0], plan.ranks[3]);
+  CHECK(air::find_rank_plan(plan, 11)->result_file == "r11");
+  CHECK(air::find_rank_plan(plan, 8)->result_file == "r8");
+  CHECK(air::find_rank_plan(air::LaunchPlan{}, 0) == nullptr);
+}
