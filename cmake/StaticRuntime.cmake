@@ -7,8 +7,9 @@
 # Why: air-run is started once per launch, and a launch is milliseconds. The
 # loader's work for libstdc++, fmt and yaml-cpp (finding them, relocating,
 # running libstdc++'s start-up) was a large part of it: `air-run --version`
-# took 6.7 to 8.1 ms dynamic and 4.6 to 5.9 ms static on the 2-core VM, a
-# 2-rank launch 19.4 to 20.4 against 16.9 to 17.4 ms (docs/benchmarks.md).
+# took 6.7 to 8.1 ms dynamic and 4.6 to 5.9 ms static on the 2-core VM; on an
+# H100 host an 8-rank launch took 5.8 ms against 7.4 ms (docs/benchmarks.md,
+# "The containment floor").
 #
 # AIR_PORTABLE (cmake/Portable.cmake) needs every archive and stops without
 # one. AIR_STATIC_RUNTIME (the default for builds without sanitizers) takes
@@ -18,10 +19,10 @@
 # static copy beside it would split the runtime in two. Sanitizer builds stay
 # dynamic: ASan's operator new must not be shadowed by a static libstdc++'s.
 #
-# Sets AIR_STATIC_RUNTIME_ACTIVE and AIR_STATIC_LINK_OPTIONS, and when active defines the targets the
-# rest of the build links under their usual names: fmt::fmt, the yaml-cpp
-# target named by AIR_YAML_TARGET and (when static) the libyaml one named by
-# AIR_LIBYAML_TARGET. AIR_STATIC_RUNTIME_REQUIRED (AIR_PORTABLE) makes a
+# Sets AIR_STATIC_RUNTIME_ACTIVE and AIR_STATIC_LINK_OPTIONS, and when active
+# defines the targets the rest of the build links under their usual names:
+# fmt::fmt, the yaml-cpp target named by AIR_YAML_TARGET and (when static) the
+# libyaml one named by AIR_LIBYAML_TARGET. AIR_STATIC_RUNTIME_REQUIRED (AIR_PORTABLE) makes a
 # missing piece an error.
 
 set(AIR_STATIC_RUNTIME_ACTIVE OFF)
