@@ -49,7 +49,9 @@ void RankEnvironment::erase(const std::string& name) {
 
 Environment RankEnvironment::flat() const {
   Environment out;
-  for_each([&out](const std::string& name, const std::string& value) { out.emplace_hint(out.end(), name, value); });
+  for_each([&out](const std::string& name, const std::string& value) {
+    out.emplace_hint(out.end(), name, value);
+  });
   return out;
 }
 

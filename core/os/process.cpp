@@ -152,12 +152,28 @@ struct SpawnMemory {
 
 namespace {
 
+/// Calls f(name, value) for every variable of `env`, in name order.
+template <class F> void for_each_variable(const Environment& env, F&& f) {
+  for (const auto& [name, value] : env) f(name, value);
+}
+template <class F> void for_each_variable(const RankEnvironment& env, F&& f) { env.for_each(f); }
+
+const std::string* path_variable(const Environment& env) {
+  const auto it = env.find("PATH");
+  return it != env.end() ? &it->second : nullptr;
+}
+const std::string* path_variable(const RankEnvironment& env) { return env.get("PATH"); }
+
 /// argv and envp as execve takes them, in one buffer of strings (one
 /// allocation, not one per variable) and two pointer arrays.
-void lay_out(SpawnMemory& m, const std::vector<std::string>& argv, const Environment& env) {
+template <class Env> void lay_out(SpawnMemory& m, const std::vector<std::string>& argv, const Env& env) {
   std::size_t bytes = 0;
+  std::size_t variables = 0;
   for (const auto& a : argv) bytes += a.size() + 1;
-  for (const auto& [name, value] : env) bytes += name.size() + value.size() + 2;
+  for_each_variable(env, [&](const std::string& name, const std::string& value) {
+    bytes += name.size() + value.size() + 2;
+    ++variables;
+  });
   m.strings.resize(bytes);
   char* at = m.strings.data();
   auto put = [&at](std::string_view text) {
@@ -171,14 +187,14 @@ void lay_out(SpawnMemory& m, const std::vector<std::string>& argv, const Environ
     *at++ = '\0';
   }
   m.argv.push_back(nullptr);
-  m.envp.reserve(env.size() + 1);
-  for (const auto& [name, value] : env) {
+  m.envp.reserve(variables + 1);
+  for_each_variable(env, [&](const std::string& name, const std::string& value) {
     m.envp.push_back(at);
     put(name);
     *at++ = '=';
     put(value);
     *at++ = '\0';
-  }
+  });
   m.envp.push_back(nullptr);
 }
 
@@ -279,12 +295,16 @@ Expected<ChildStreams> open_child_streams(const SpawnOptions& options) {
   return s;
 }
 
-Expected<StartedProcess> start_process(const std::vector<std::string>& argv, const Environment& env,
-                                       CgroupTarget cgroup, const SpawnOptions& options) {
+namespace {
+
+/// start_process and start_rank_process: the same steps for either kind of environment.
+template <class Env>
+Expected<StartedProcess> start_with(const std::vector<std::string>& argv, const Env& env, CgroupTarget cgroup,
+                                    const SpawnOptions& options) {
   if (argv.empty() || argv[0].empty()) return usage_error("empty command");
   const bool searched = argv[0].find('/') == std::string::npos;
-  const auto path_it = env.find("PATH");
-  auto resolved = resolve_executable(argv[0], path_it != env.end() ? path_it->second : k_default_path);
+  const std::string* path = path_variable(env);
+  auto resolved = resolve_executable(argv[0], path != nullptr ? *path : std::string(k_default_path));
   if (!resolved) return resolved.error();
 
   // Everything the child reads, built here because the child must not allocate.
@@ -349,6 +369,18 @@ Expected<StartedProcess> start_process(const std::vector<std::string>& argv, con
   started.searched = searched;
   started.working_dir = options.working_dir;
   return started;
+}
+
+} // namespace
+
+Expected<StartedProcess> start_process(const std::vector<std::string>& argv, const Environment& env,
+                                       CgroupTarget cgroup, const SpawnOptions& options) {
+  return start_with(argv, env, cgroup, options);
+}
+
+Expected<StartedProcess> start_rank_process(const std::vector<std::string>& argv, const RankEnvironment& env,
+                                            CgroupTarget cgroup, const SpawnOptions& options) {
+  return start_with(argv, env, cgroup, options);
 }
 
 Expected<ChildProcess> confirm_exec(StartedProcess started) {

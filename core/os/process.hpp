@@ -2,6 +2,7 @@
 
 #include "core/base/environment.hpp"
 #include "core/base/error.hpp"
+#include "core/base/rank_environment.hpp"
 #include "core/base/unique_fd.hpp"
 
 #include <sched.h>
@@ -175,6 +176,11 @@ struct StartedProcess {
 /// kernel's cgroup lock, some milliseconds each).
 Expected<StartedProcess> start_process(const std::vector<std::string>& argv, const Environment& env,
                                        CgroupTarget cgroup = {}, const SpawnOptions& options = {});
+
+/// start_process for a rank: its environment's shared part and its own are
+/// laid out for execve as they are, with no merged copy made first.
+Expected<StartedProcess> start_rank_process(const std::vector<std::string>& argv, const RankEnvironment& env,
+                                            CgroupTarget cgroup, const SpawnOptions& options);
 
 /// spawn_process's second half: waits until the child has exec'd (or failed
 /// to, when it is reaped and its exec error returned).

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 
 namespace air {
 
@@ -216,12 +217,14 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
   if (!redirects) return redirects.error();
   auto tee = parse_std_streams(spec.tee.value, "tee");
   if (!tee) return tee.error();
+  // One copy of the variables every rank shares; each rank adds its own.
+  const auto shared = std::make_shared<const Environment>(std::move(common));
   for (int local = 0; local < selection.ranks; ++local) {
     RankPlan rank;
     rank.local_rank = local;
     rank.rank = plan.node_rank * plan.ranks_per_node + local;
     rank.argv = argv;
-    rank.env = common;
+    rank.env = RankEnvironment(shared);
     rank.result_file = fmt::format("{}/rank{}.result.json", plan.run_dir, rank.rank);
     rank.error_file = fmt::format("{}/rank{}.error.json", plan.run_dir, rank.rank);
     if (!log_dir.empty()) // `--log-dir logs/{rank}`: a folder per rank
@@ -266,7 +269,7 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
     if (spec.virtual_local_rank.value) {
       // torchrun's: LOCAL_RANK 0 and one device, whatever the hardware;
       // LOCAL_WORLD_SIZE stays the node's.
-      auto device = virtual_device(common, local);
+      auto device = virtual_device(*shared, local);
       if (!device) return device.error();
       env["CUDA_VISIBLE_DEVICES"] = *device;
       env["LOCAL_RANK"] = "0";
@@ -343,8 +346,8 @@ std::vector<std::string> describe_plan(const LaunchPlan& plan) {
     lines.push_back(fmt::format("rank {} (local {}): {}", rank.rank, rank.local_rank, argv));
     std::string vars;
     for (auto name : k_shown) {
-      const auto it = rank.env.find(std::string(name));
-      if (it != rank.env.end()) vars += fmt::format(" {}={}", name, it->second);
+      if (const std::string* value = rank.env.get(std::string(name)))
+        vars += fmt::format(" {}={}", name, *value);
     }
     lines.push_back("  " + vars.substr(vars.empty() ? 0 : 1));
     if (!rank.gpu_uuid.empty()) lines.push_back("  gpu: " + rank.gpu_uuid);

@@ -2,6 +2,7 @@
 
 #include "core/base/environment.hpp"
 #include "core/base/error.hpp"
+#include "core/base/rank_environment.hpp"
 #include "core/hw/cpu_topology.hpp"
 #include "core/hw/hardware.hpp"
 #include "core/run/warm_choice.hpp"
@@ -20,7 +21,7 @@ struct RankPlan {
   int rank = 0;                  ///< global rank
   int local_rank = 0;            ///< rank on this node
   std::vector<std::string> argv; ///< argv[0] is resolved through PATH at spawn time
-  Environment env;               ///< the rank's complete environment
+  RankEnvironment env;           ///< the rank's complete environment (the node's shared part and its own)
   std::string result_file;       ///< AIR_RESULT_FILE
   std::string error_file;        ///< TORCHELASTIC_ERROR_FILE
   std::string log_file;          ///< per-rank log ("" without --log-dir)

@@ -108,7 +108,7 @@ RankSpawn::Started RankSpawn::start_ranks(WarmResults& warm, Containment& contai
   for (Birth& b : births) {
     b.options.handled_signals = handlers;
     b.rank->started = std::chrono::steady_clock::now();
-    auto s = start_process(b.rank->plan->argv, b.rank->plan->env, cgroup, b.options);
+    auto s = start_rank_process(b.rank->plan->argv, b.rank->plan->env, cgroup, b.options);
     if (!s) {
       failure.emplace(b.rank, s.error()); // the births all come before a warm one in doubt
       break;                              // the ranks after it are not started

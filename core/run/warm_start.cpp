@@ -375,7 +375,7 @@ std::vector<WarmStart::Forked> WarmStart::start_ranks(const std::vector<Rank>& r
     }
     const std::string payload =
         warm_start_request(::getpid(), options.working_dir.empty() ? own_cwd : options.working_dir,
-                           target->unbuffered, memory_node, cpus, argv, *ranks[i].env);
+                           target->unbuffered, memory_node, cpus, argv, ranks[i].env->flat());
     const auto size = static_cast<std::uint32_t>(payload.size());
     const unsigned char header[4] = {static_cast<unsigned char>(size), static_cast<unsigned char>(size >> 8),
                                      static_cast<unsigned char>(size >> 16),

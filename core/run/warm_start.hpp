@@ -2,6 +2,7 @@
 
 #include "core/base/environment.hpp"
 #include "core/base/error.hpp"
+#include "core/base/rank_environment.hpp"
 #include "core/base/unique_fd.hpp"
 #include "core/os/process.hpp"
 
@@ -114,7 +115,7 @@ public:
   /// One rank to fork: its command, environment and spawn options.
   struct Rank {
     const std::vector<std::string>* argv = nullptr;
-    const Environment* env = nullptr;
+    const RankEnvironment* env = nullptr;
     SpawnOptions options;
   };
 

@@ -11,7 +11,8 @@ namespace {
 /// The variables in the order for_each gives them, as NAME=value.
 std::vector<std::string> variables_in_order(const air::RankEnvironment& env) {
   std::vector<std::string> out;
-  env.for_each([&out](const std::string& name, const std::string& value) { out.push_back(name + "=" + value); });
+  env.for_each(
+      [&out](const std::string& name, const std::string& value) { out.push_back(name + "=" + value); });
   return out;
 }
 
@@ -27,7 +28,8 @@ TEST_CASE("RankEnvironment: each rank's own variables over one shared map", "[en
   r1["PATH"] = "/opt/bin"; // overrides the shared value for rank 1 only
   r1.erase("HOME");        // hides a shared variable for rank 1 only
 
-  CHECK(variables_in_order(r0) == std::vector<std::string>{"HOME=/root", "PATH=/bin", "RANK=0", "WORLD_SIZE=2"});
+  CHECK(variables_in_order(r0) ==
+        std::vector<std::string>{"HOME=/root", "PATH=/bin", "RANK=0", "WORLD_SIZE=2"});
   CHECK(variables_in_order(r1) == std::vector<std::string>{"PATH=/opt/bin", "RANK=1", "WORLD_SIZE=2"});
   CHECK(shared->at("PATH") == "/bin"); // the shared map is never written
   CHECK(shared->count("RANK") == 0);
