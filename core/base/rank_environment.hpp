@@ -15,14 +15,16 @@ namespace air {
 /// copied) and the rank's own on top (RANK, LOCAL_RANK, its files: a
 /// handful). Reads see the two merged, the rank's own first; writes change
 /// this rank only. A plan of 128 ranks so holds one copy of the parent's
-/// environment, not 128: copying every rank's whole map was most of the plan's
-/// and the cleanup's time (21 us a rank on a 16-CPU host).
+/// environment, not 128: copying, laying out and freeing every rank's whole
+/// map was most of the plan's and the cleanup's time (on a 16-CPU host, 128
+/// ranks: 2.71 and 1.69 ms before, 0.38 and 0.48 ms after).
 class RankEnvironment {
 public:
   RankEnvironment() = default;
   /// `shared` as this rank's variables, shared with every copy made from it.
   explicit RankEnvironment(std::shared_ptr<const Environment> shared) : shared_(std::move(shared)) {}
-  /// A private copy of `env` (a caller with one rank, the tests).
+  /// A private copy of `env` (a caller with one rank, the tests); implicit,
+  /// so that a plain map can be given where a rank's environment is wanted.
   RankEnvironment(const Environment& env) : shared_(std::make_shared<const Environment>(env)) {}
 
   /// The value of `name`, or nullptr when this rank does not have it.
