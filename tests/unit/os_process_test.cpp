@@ -161,6 +161,32 @@ std::uint64_t status_mask(const std::string& status, const std::string& field) {
 }
 
 constexpr std::uint64_t bit(int sig) { return 1ULL << (sig - 1); }
+
+/// Sets `sig`'s action to `handler` (a function, SIG_IGN or SIG_DFL) for
+/// the life of the object; the one before comes back at its end.
+class ScopedAction {
+public:
+  ScopedAction(int sig, void (*handler)(int)) : sig_(sig) {
+    struct sigaction act {};
+    act.sa_handler = handler;
+    sigemptyset(&act.sa_mask);
+    ::sigaction(sig, &act, &old_);
+  }
+  ScopedAction(int sig, void (*info)(int, siginfo_t*, void*)) : sig_(sig) {
+    struct sigaction act {};
+    act.sa_flags = SA_SIGINFO;
+    act.sa_sigaction = info;
+    sigemptyset(&act.sa_mask);
+    ::sigaction(sig, &act, &old_);
+  }
+  ~ScopedAction() { ::sigaction(sig_, &old_, nullptr); }
+  ScopedAction(const ScopedAction&) = delete;
+  ScopedAction& operator=(const ScopedAction&) = delete;
+
+private:
+  int sig_;
+  struct sigaction old_ {};
+};
 } // namespace
 
 TEST_CASE("spawn_process: the rank starts with default signal actions and nothing blocked", "[process]") {
@@ -168,32 +194,22 @@ TEST_CASE("spawn_process: the rank starts with default signal actions and nothin
   // and SIGXFSZ, and blocks everything while it spawns: of that, only an
   // ignored signal that is not air-run's own (SIGXFSZ) reaches the rank. A handler left in place would also
   // run in the child while it still shares the launcher's memory.
-  struct sigaction handler {};
-  handler.sa_handler = count_signal;
-  sigemptyset(&handler.sa_mask);
-  struct sigaction ignore {};
-  ignore.sa_handler = SIG_IGN;
-  sigemptyset(&ignore.sa_mask);
-  struct sigaction old_winch {
-  }, old_usr1{}, old_pipe{}, old_xfsz{};
-  ::sigaction(SIGWINCH, &handler, &old_winch);
-  ::sigaction(SIGUSR1, &handler, &old_usr1);
-  ::sigaction(SIGPIPE, &ignore, &old_pipe);
-  ::sigaction(SIGXFSZ, &ignore, &old_xfsz);
-  sigset_t all, old_mask;
-  sigfillset(&all);
-  ::sigprocmask(SIG_SETMASK, &all, &old_mask);
-
-  auto child = air::spawn_process({"/bin/cat", "/proc/self/status"}, {});
-
-  ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-  struct sigaction current {};
-  ::sigaction(SIGWINCH, nullptr, &current);
-  const bool launcher_kept_its_handler = current.sa_handler == count_signal;
-  ::sigaction(SIGWINCH, &old_winch, nullptr);
-  ::sigaction(SIGUSR1, &old_usr1, nullptr);
-  ::sigaction(SIGPIPE, &old_pipe, nullptr);
-  ::sigaction(SIGXFSZ, &old_xfsz, nullptr);
+  bool launcher_kept_its_handler = false;
+  auto child = [&] {
+    const ScopedAction winch(SIGWINCH, count_signal);
+    const ScopedAction usr1(SIGUSR1, count_signal);
+    const ScopedAction broken_pipe(SIGPIPE, SIG_IGN);
+    const ScopedAction xfsz(SIGXFSZ, SIG_IGN);
+    sigset_t all, old_mask;
+    sigfillset(&all);
+    ::sigprocmask(SIG_SETMASK, &all, &old_mask);
+    auto started = air::spawn_process({"/bin/cat", "/proc/self/status"}, {});
+    ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+    struct sigaction current {};
+    ::sigaction(SIGWINCH, nullptr, &current);
+    launcher_kept_its_handler = current.sa_handler == count_signal;
+    return started;
+  }();
 
   REQUIRE(child.ok());
   const Finished f = finish(*child);
@@ -212,29 +228,14 @@ TEST_CASE("spawn_process: the rank starts with default signal actions and nothin
 TEST_CASE("handled_signals: the signals with a handler, not the ignored or default ones", "[process]") {
   // What a batch of ranks is started with (core/run/rank_spawn.cpp): each
   // child sets these back before it unblocks signals, and asks nothing itself.
-  struct sigaction handler {};
-  handler.sa_handler = count_signal;
-  sigemptyset(&handler.sa_mask);
-  struct sigaction ignore {};
-  ignore.sa_handler = SIG_IGN;
-  sigemptyset(&ignore.sa_mask);
-  struct sigaction info {};
-  info.sa_flags = SA_SIGINFO;
-  info.sa_sigaction = [](int, siginfo_t*, void*) {};
-  sigemptyset(&info.sa_mask);
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  struct sigaction old_winch {
-  }, old_urg{}, old_xfsz{}, old_ttin{};
-  ::sigaction(SIGWINCH, &handler, &old_winch);
-  ::sigaction(SIGURG, &info, &old_urg);
-  ::sigaction(SIGXFSZ, &ignore, &old_xfsz);
-  ::sigaction(SIGTTIN, &dfl, &old_ttin);
-  const std::uint64_t found = air::handled_signals();
-  ::sigaction(SIGWINCH, &old_winch, nullptr);
-  ::sigaction(SIGURG, &old_urg, nullptr);
-  ::sigaction(SIGXFSZ, &old_xfsz, nullptr);
-  ::sigaction(SIGTTIN, &old_ttin, nullptr);
+  std::uint64_t found = 0;
+  {
+    const ScopedAction winch(SIGWINCH, count_signal);
+    const ScopedAction urg(SIGURG, [](int, siginfo_t*, void*) {});
+    const ScopedAction xfsz(SIGXFSZ, SIG_IGN);
+    const ScopedAction ttin(SIGTTIN, SIG_DFL);
+    found = air::handled_signals();
+  }
   CHECK((found & bit(SIGWINCH)) != 0);
   CHECK((found & bit(SIGURG)) != 0);
   CHECK((found & bit(SIGXFSZ)) == 0);
