@@ -1,5 +1,7 @@
 #include "core/base/log_chunker.hpp"
 
+#include "core/base/count_newlines.hpp"
+
 #include <algorithm>
 
 namespace air {
@@ -11,7 +13,7 @@ void LogChunker::feed(std::string_view data, const ChunkFn& on_chunk) {
   const auto last_newline = data.rfind('\n');
   if (last_newline != std::string_view::npos) {
     const std::string_view lines = data.substr(0, last_newline + 1);
-    const auto count = static_cast<std::size_t>(std::count(lines.begin(), lines.end(), '\n'));
+    const auto count = count_newlines(lines);
     if (held_.empty()) {
       on_chunk(lines, count); // common case: no copy
     } else {

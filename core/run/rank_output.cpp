@@ -1,6 +1,7 @@
 // Rank output: the ranks' pipes fanned out to logs, tail and console.
 #include "core/run/rank_output.hpp"
 
+#include "core/base/count_newlines.hpp"
 #include "core/base/text.hpp"
 #include "core/run/console_style.hpp"
 #include "core/run/python_traceback.hpp"
@@ -10,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 namespace air {
@@ -188,8 +190,17 @@ std::size_t RankOutput::take_lines(RankState& r, RankStream& s, std::string_view
   std::optional<LineSink>& filtered = filtered_[stream];
   filtered_batch_.clear();
   std::size_t filtered_lines = 0;
+  // Only the last `tail_max` lines of a read can stay in the tail: the ones
+  // before are skipped rather than copied in and dropped again. A line that
+  // lies in `data` before its last `tail_max` whole lines has at least that
+  // many lines after it (a piece of an over-long line too); a line held over
+  // from an earlier read (not in `data`) is always taken.
+  const auto data_begin = reinterpret_cast<std::uintptr_t>(data.data());
+  const auto tail_from = reinterpret_cast<std::uintptr_t>(start_of_last_lines(data, tail_max));
   const auto on_line = [&](std::string_view raw) {
     ++lines;
+    const auto at = reinterpret_cast<std::uintptr_t>(raw.data());
+    const bool before_tail = at >= data_begin && at < tail_from;
     // torch's own "[rankN]: " is said once: by air-run's prefix (a rank's
     // log file keeps its bytes; only what is shown and reported changes).
     const std::string_view own = without_own_rank_prefix(raw, r.plan->rank);
@@ -209,13 +220,13 @@ std::size_t RankOutput::take_lines(RankState& r, RankStream& s, std::string_view
         console_batch_ += r.prefix_of(stream);
       }
       if (s.tty && s.shown_partial == 0)
-        console_batch_ += visible_line(line); // a progress bar's final state, not every '\r' of it
+        append_visible_line(console_batch_, line); // a progress bar's final state, not every '\r' of it
       else
         console_batch_ += line.substr(std::min(s.shown_partial, line.size())); // a prompt already shown
       console_batch_ += '\n';
       s.shown_partial = 0;
     }
-    if (tail_max > 0) {
+    if (tail_max > 0 && !before_tail) {
       // The tail goes into reports, which hold no escape sequence or NUL byte,
       // and keep what a terminal would show: a progress bar drawn with '\r'
       // off a terminal (CI, nohup, Slurm's logs) is one long line, and its

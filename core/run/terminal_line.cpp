@@ -1,5 +1,7 @@
 #include "core/run/terminal_line.hpp"
 
+#include <algorithm>
+
 namespace air {
 
 namespace {
@@ -51,8 +53,10 @@ std::string visible_line(std::string_view raw) {
   out.reserve(last.size());
   for (std::size_t i = 0; i < last.size();) {
     if (last[i] != k_esc) {
-      if (last[i] != '\r') out += last[i];
-      ++i;
+      // The text up to the next ESC in one piece ('\r' cannot be in it: `last` follows the last one).
+      const std::size_t esc = std::min(last.find(k_esc, i), last.size());
+      out.append(last.substr(i, esc - i));
+      i = esc;
       continue;
     }
     bool is_color = false;
@@ -61,6 +65,14 @@ std::string visible_line(std::string_view raw) {
     i += n;
   }
   return out;
+}
+
+void append_visible_line(std::string& out, std::string_view raw) {
+  if (raw.find('\r') == std::string_view::npos && raw.find(k_esc) == std::string_view::npos) {
+    out.append(raw);
+    return;
+  }
+  out += visible_line(raw);
 }
 
 std::size_t visible_width(std::string_view text) {

@@ -17,6 +17,10 @@ namespace air {
 /// stays. "  5%|#  |\r 50%|##### |" -> " 50%|##### |".
 std::string visible_line(std::string_view raw);
 
+/// Appends visible_line(`raw`) to `out`; a line without '\r' or escape
+/// sequence (nearly every line) is appended as it is, with no copy of its own.
+void append_visible_line(std::string& out, std::string_view raw);
+
 /// How many characters `text` takes on screen (UTF-8 code points; escape sequences take none).
 std::size_t visible_width(std::string_view text);
 

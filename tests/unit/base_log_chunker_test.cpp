@@ -1,3 +1,4 @@
+#include "core/base/count_newlines.hpp"
 #include "core/base/log_chunker.hpp"
 #include "tests/unit/catch.hpp"
 
@@ -50,4 +51,32 @@ TEST_CASE("log chunker: a last line without a newline stays without one", "[log_
   CHECK(chunk({"done\nno newline at end"}).joined() == "done\nno newline at end");
   CHECK(chunk({}).bytes.empty());
   CHECK(chunk({""}).bytes.empty());
+}
+
+TEST_CASE("count_newlines counts every newline, wherever it is", "[log_chunker]") {
+  CHECK(air::count_newlines("") == 0);
+  CHECK(air::count_newlines("no newline") == 0);
+  CHECK(air::count_newlines("\n") == 1);
+  CHECK(air::count_newlines("a\nb\n\nc") == 3);
+  const std::string lines = std::string(100, 'x') + "\n";
+  std::string many;
+  for (int i = 0; i < 1000; ++i) many += lines;
+  CHECK(air::count_newlines(many) == 1000);
+  CHECK(air::count_newlines(std::string_view(many).substr(1, many.size() - 2)) == 999);
+}
+
+TEST_CASE("start_of_last_lines finds a read's last whole lines from its end", "[log_chunker]") {
+  const auto from = [](std::string_view text, std::size_t n) {
+    return std::string(air::start_of_last_lines(text, n));
+  };
+  CHECK(from("a\nb\nc\n", 2) == "b\nc\n");
+  CHECK(from("a\nb\nc\n", 3) == "a\nb\nc\n");
+  CHECK(from("a\nb\nc\n", 9) == "a\nb\nc\n");
+  CHECK(from("a\nb\nc\n", 0) == "");
+  // An unfinished last line is not one of them: it is not delivered yet.
+  CHECK(from("a\nb\nc", 2) == "a\nb\nc");
+  CHECK(from("a\nb\nc", 1) == "b\nc");
+  CHECK(from("\n\n\n", 1) == "\n");
+  CHECK(from("no newline", 5) == "no newline");
+  CHECK(from("", 5) == "");
 }

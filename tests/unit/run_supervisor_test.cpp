@@ -507,6 +507,21 @@ TEST_CASE("supervise: over-long lines reach the console in 1 MiB pieces", "[supe
   for (const auto& t : c.outcome.ranks[0].tail) CHECK(t.size() <= 4096);
 }
 
+TEST_CASE("supervise: the tail keeps the last lines when pieces of a long line come among them",
+          "[supervisor]") {
+  // The tail skips the lines of a read that cannot be among its last ones,
+  // counting newlines: the pieces of an over-long line are lines without one.
+  TempDir dir;
+  auto plan = make_plan({{fixture("long_line"), std::to_string(5 * 512 * 1024)}});
+  plan.tail_lines = 2;
+  const auto c = run_plan(plan, dir);
+  CHECK(c.outcome.ranks[0].tail == std::deque<std::string>{std::string(4096, 'a'), "after"});
+  plan.tail_lines = 3;
+  const auto c3 = run_plan(plan, dir);
+  CHECK(c3.outcome.ranks[0].tail ==
+        std::deque<std::string>{std::string(4096, 'a'), std::string(4096, 'a'), "after"});
+}
+
 TEST_CASE("supervise: a target that cannot be started", "[supervisor]") {
   TempDir dir;
   SECTION("not found: 127, nothing else is started") {

@@ -12,6 +12,21 @@ TEST_CASE("visible_line keeps what the terminal shows after the last carriage re
   CHECK(air::visible_line("a\x1b]8;;http://x\x07link\x1b]8;;\x07") == "alink");
 }
 
+TEST_CASE("append_visible_line appends what visible_line gives", "[terminal]") {
+  std::string out = "[rank0]: ";
+  air::append_visible_line(out, "plain");
+  CHECK(out == "[rank0]: plain");
+  for (const char* raw :
+       {"  5%|#    |\r 50%|###  |", "done\r", "\r", "", "\x1b[?25l\r\x1b[2K\x1b[32mok\x1b[0m 3/4",
+        "a\x1b]8;;http://x\x07link\x1b]8;;\x07", "\x1b[32mgreen\x1b[0m and \x1b[1mbold\x1b[0m\x1b[K"}) {
+    out = "> ";
+    air::append_visible_line(out, raw);
+    CHECK(out == "> " + air::visible_line(raw));
+  }
+  CHECK(air::visible_line("\x1b[32mgreen\x1b[0m and \x1b[1mbold\x1b[0m\x1b[K") ==
+        "\x1b[32mgreen\x1b[0m and \x1b[1mbold\x1b[0m");
+}
+
 TEST_CASE("fit_columns cuts by characters on screen, colour codes free", "[terminal]") {
   CHECK(air::fit_columns("abcdef", 4) == "abcd");
   CHECK(air::fit_columns("abc", 4) == "abc");

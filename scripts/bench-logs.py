@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""Log throughput: ranks' lines through air-run against plain pipes, in one run.
+
+  python3 scripts/bench-logs.py [--air-run build/cli/air-run] [--ranks 1,4,16]
+      [--consoles null,file,tty,log-dir,tee] [--megabytes 64] [--repeat 5]
+
+Each rank runs `cat` of a file of 100-byte lines (--megabytes in all, shared
+out among the ranks). The baseline copies the same bytes through one plain
+pipe per rank into a `cat` of its own that writes where air-run's console
+would: the same writers, the same destination, no launcher. The two are
+interleaved run by run.
+
+Consoles: `null` (/dev/null), `file` (a regular file, appended to), `tty` (a
+pseudo-terminal, read as fast as Python can), `log-dir` (console on
+/dev/null, air-run also writes each rank's log under --log-dir) and `tee`
+(console on /dev/null, `--log-dir` and `--tee 3`: torchrun's per-stream
+files as well). The baseline is the same pipe-and-cat in every case: what air-run
+writes beyond the console is its own cost.
+
+It prints, per rank count and console, the median wall time of each, their
+ratio (target: at most 1.1), and the median CPU time (user + system of the
+whole process tree) of each: on a loaded machine the CPU figure is the steadier.
+It checks that every line arrived whole (the console file or terminal's bytes,
+less air-run's prefixes, hold each rank's lines in order).
+"""
+import argparse
+import os
+import pty
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+LINE = 100  # bytes per line, newline included
+
+
+def make_input(folder, ranks, megabytes):
+    """One file per rank of 100-byte lines: "r<rank> <line number> xxx...\\n"."""
+    per_rank = megabytes * 1_000_000 // ranks // LINE
+    paths = []
+    for r in range(ranks):
+        path = os.path.join(folder, f"in{r}.txt")
+        with open(path, "w") as f:
+            body = []
+            for i in range(per_rank):
+                head = f"r{r} {i} "
+                body.append(head + "x" * (LINE - 1 - len(head)) + "\n")
+            f.write("".join(body))
+        paths.append(path)
+    return paths, per_rank
+
+
+class Sink:
+    """Where the console goes: /dev/null, a file or a pseudo-terminal read by a thread."""
+
+    def __init__(self, kind, folder):
+        self.kind = kind
+        self.folder = folder
+        self.captured = bytearray()
+
+    def __enter__(self):
+        if self.kind == "tty":
+            self.master, slave = pty.openpty()
+            self.fd = slave
+            self.reader = threading.Thread(target=self._read, daemon=True)
+            self.reader.start()
+        elif self.kind == "file":
+            self.path = os.path.join(self.folder, "console.txt")
+            self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        else:
+            self.fd = os.open(os.devnull, os.O_WRONLY)
+        return self
+
+    def _read(self):
+        while True:
+            try:
+                chunk = os.read(self.master, 1 << 20)
+            except OSError:  # EIO: every holder of the terminal closed it
+                return
+            if not chunk:
+                return
+            if self.keep:
+                self.captured += chunk
+
+    keep = False
+
+    def close_writer(self):
+        """Called once the run ended: the terminal's reader gets what is left, then EIO."""
+        os.close(self.fd)
+        if self.kind == "tty":
+            self.reader.join()
+            os.close(self.master)
+
+    def __exit__(self, *exc):
+        return False
+
+    def contents(self):
+        if self.kind == "file":
+            with open(self.path, "rb") as f:
+                return f.read()
+        return bytes(self.captured)
+
+
+def cpu_of_children():
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def run_baseline(inputs, sink):
+    """Every rank: cat <file> | cat > console."""
+    procs = []
+    start = time.perf_counter()
+    for path in inputs:
+        r, w = os.pipe()
+        procs.append(subprocess.Popen(["cat", path], stdout=w, stdin=subprocess.DEVNULL))
+        procs.append(subprocess.Popen(["cat"], stdin=r, stdout=sink.fd))
+        os.close(r)
+        os.close(w)
+    for p in procs:
+        p.wait()
+    return time.perf_counter() - start
+
+
+def run_air(air_run, inputs, sink, console, folder):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIR_RUN_")}
+    env.pop("CI", None)
+    env["TERM"] = "xterm-256color"
+    # Each rank cats its own file: one argument, the rank picked by the shell.
+    files = " ".join(inputs)
+    script = f'set -- {files}; shift "$RANK"; exec cat "$1"'
+    cmd = [air_run, "--cpu-ranks", str(len(inputs)), "--no-python"]
+    if console in ("log-dir", "tee"):
+        logs = os.path.join(folder, "logs")
+        shutil.rmtree(logs, ignore_errors=True)
+        cmd += ["--log-dir", logs]
+        if console == "tee":
+            cmd += ["--tee", "3"]
+    cmd += ["sh", "-c", script]
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=sink.fd, stderr=sink.fd, env=env)
+    code = proc.wait()
+    elapsed = time.perf_counter() - start
+    if code != 0:
+        sys.exit(f"air-run exited with {code}: {' '.join(cmd)}")
+    return elapsed
+
+
+def check_lines(data, ranks, per_rank):
+    """Every rank's lines whole and in order (air-run's prefix removed, colour codes too)."""
+    seen = [0] * ranks
+    pattern = re.compile(rb"^(?:\[rank\d+\]: )?r(\d+) (\d+) x+$")
+    for line in data.split(b"\n"):
+        # What a terminal shows: the text after the last carriage return (the
+        # live area's erase starts with one), without escape sequences.
+        line = re.sub(rb"\x1b\[[0-9;?]*[A-Za-z]", b"", line.rstrip(b"\r").rsplit(b"\r", 1)[-1])
+        m = pattern.match(line)
+        if not m:
+            continue
+        r, i = int(m.group(1)), int(m.group(2))
+        whole = len(line) - line.find(b"r%d " % r) == LINE - 1
+        if not whole and i == seen[r]:
+            continue  # on a terminal, the unfinished line shown in the live area (erased later)
+        if not whole or i != seen[r]:
+            return f"rank {r}: line {i} torn or out of order (expected {seen[r]})"
+        seen[r] += 1
+    if seen != [per_rank] * ranks:
+        return f"lines per rank {seen}, expected {per_rank} each"
+    return None
+
+
+def measure(air_run, ranks, console, megabytes, repeat, folder):
+    inputs, per_rank = make_input(folder, ranks, megabytes)
+    sink_kind = console if console in ("file", "tty") else "null"
+    walls = {"pipe": [], "air": []}
+    cpus = {"pipe": [], "air": []}
+    for i in range(repeat):
+        for side in ("pipe", "air") if i % 2 == 0 else ("air", "pipe"):
+            with Sink(sink_kind, folder) as sink:
+                sink.keep = i == 0 and side == "air"
+                before = cpu_of_children()
+                if side == "pipe":
+                    walls[side].append(run_baseline(inputs, sink))
+                else:
+                    walls[side].append(run_air(air_run, inputs, sink, console, folder))
+                cpus[side].append(cpu_of_children() - before)
+                sink.close_writer()
+                if i == 0 and side == "air" and sink_kind != "null":
+                    problem = check_lines(sink.contents(), ranks, per_rank)
+                    if problem:
+                        sys.exit(f"{ranks} ranks, console {console}: {problem}")
+    for path in inputs:
+        os.unlink(path)
+    med = {k: statistics.median(v) for k, v in walls.items()}
+    cpu = {k: statistics.median(v) for k, v in cpus.items()}
+    return med, cpu
+
+
+def main():
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--air-run", default=os.path.join(here, "build", "cli", "air-run"))
+    ap.add_argument("--ranks", default="1,4,16")
+    ap.add_argument("--consoles", default="null,file,tty,log-dir,tee")
+    ap.add_argument("--megabytes", type=int, default=64, help="bytes of lines in all, per run (default 64 MB)")
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    print(f"{args.megabytes} MB of 100-byte lines per run, median of {args.repeat}, "
+          f"load average {os.getloadavg()[0]:.1f}")
+    print(f"{'ranks':>5} {'console':<8} {'pipe s':>7} {'air s':>7} {'ratio':>6} {'MB/s':>6}   "
+          f"{'pipe cpu':>8} {'air cpu':>8} {'ratio':>6}")
+    with tempfile.TemporaryDirectory(prefix="bench-logs-") as folder:
+        for ranks in [int(x) for x in args.ranks.split(",")]:
+            for console in args.consoles.split(","):
+                med, cpu = measure(args.air_run, ranks, console, args.megabytes, args.repeat, folder)
+                print(f"{ranks:>5} {console:<8} {med['pipe']:7.3f} {med['air']:7.3f} "
+                      f"{med['air'] / med['pipe']:6.2f} {args.megabytes / med['air']:6.0f}   "
+                      f"{cpu['pipe']:8.3f} {cpu['air']:8.3f} {cpu['air'] / cpu['pipe']:6.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
