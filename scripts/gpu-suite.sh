@@ -63,7 +63,7 @@ ngpu=$(nvidia-smi -L | grep -c '^GPU ')
 if want demo; then
   say "== make demo (the README's first command; packages are the machine's own)"
   start=$SECONDS
-  AIR_SKIP_DEPS=1 timeout 180 make demo BUILD=$BUILD >"$OUT_DIR/demo.log" 2>&1
+  AIR_SKIP_DEPS=1 timeout 180 make demo DEMO_BUILD=$BUILD >"$OUT_DIR/demo.log" 2>&1
   rc=$?
   grep -E "epoch 2|in sync|air-run: run" "$OUT_DIR/demo.log" | tee -a "$LOG"
   check demo "make demo: exit $rc in $((SECONDS - start)) s" "$rc"
