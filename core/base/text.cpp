@@ -1,5 +1,8 @@
 #include "core/base/text.hpp"
 
+#include <cstdint>
+#include <cstring>
+
 namespace air {
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
@@ -84,23 +87,49 @@ Expected<std::vector<std::string>> split_command_line(std::string_view text, std
   return words;
 }
 
+namespace {
+
+/// Whether the 8 bytes at `p` are all printable ASCII (0x20-0x7e), tested
+/// together: a byte below 0x20 borrows into its top bit when 0x20 is taken
+/// away, one at 0x7f or above has (or gets, when 1 is added) its top bit set.
+bool printable_ascii8(const char* p) {
+  std::uint64_t x;
+  std::memcpy(&x, p, sizeof x);
+  constexpr std::uint64_t ones = 0x0101010101010101ULL;
+  constexpr std::uint64_t tops = 0x8080808080808080ULL;
+  const std::uint64_t below_space = (x - ones * 0x20) & ~x & tops;
+  const std::uint64_t del_or_high = (x | (x + ones)) & tops;
+  return (below_space | del_or_high) == 0;
+}
+
+} // namespace
+
 std::string strip_control_characters(std::string_view text, LineBreaks line_breaks) {
+  // The bytes between two replacements go out in one append: the report's
+  // tail passes each rank's last lines through here, nearly all of them clean.
   std::string out;
   out.reserve(text.size());
+  std::size_t kept = 0; // where the bytes not yet appended begin
+  const auto replace = [&](std::size_t at, std::size_t length) {
+    out.append(text.substr(kept, at - kept));
+    out += '?';
+    kept = at + length;
+  };
   for (std::size_t i = 0; i < text.size(); ++i) {
+    // Eight printable ASCII bytes (0x20-0x7e) at once: nothing to replace among them.
+    while (i + 8 <= text.size() && printable_ascii8(text.data() + i)) i += 8;
+    if (i >= text.size()) break;
     const auto c = static_cast<unsigned char>(text[i]);
-    if ((c == '\n' || c == '\t') && line_breaks == LineBreaks::keep) {
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c == 0x7f) {
-      out += '?';
+    if ((c == '\n' || c == '\t') && line_breaks == LineBreaks::keep) continue;
+    if (c < 0x20 || c == 0x7f) {
+      replace(i, 1);
     } else if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
                static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
-      out += '?'; // U+0080..U+009F: C1 controls, CSI among them
+      replace(i, 2); // U+0080..U+009F: C1 controls, CSI among them
       ++i;
-    } else {
-      out += static_cast<char>(c);
     }
   }
+  out.append(text.substr(kept));
   return out;
 }
 
