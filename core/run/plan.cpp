@@ -293,11 +293,6 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
   return plan;
 }
 
-bool runs_python_target(const LaunchSpec& spec) {
-  const auto argv = rank_argv(spec);
-  return !spec.no_python.value && argv.size() > 1 && argv.front() == spec.python.value;
-}
-
 std::vector<std::string> describe_plan(const LaunchPlan& plan) {
   std::vector<std::string> lines;
   lines.push_back(fmt::format("run {}: {} rank(s) on node {}/{}{}, world size {}, master {}:{}", plan.run_id,

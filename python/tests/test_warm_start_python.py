@@ -1,5 +1,5 @@
-"""The warm start's interpreter (core/run/python/air_run_warm.py), imported as
-a plain module: how it reads air-run's requests (core/run/warm_start.cpp
+"""The warm start's interpreter (core/warm/python/air_run_warm.py), imported as
+a plain module: how it reads air-run's requests (core/warm/warm_start.cpp
 writes them) and the placeholders air-run fills in."""
 
 import os
@@ -42,7 +42,7 @@ def test_the_set_up_error_codes_are_placeholders_air_run_fills_in(warm):
     # Loaded as it is, the codes are 0; the binary writes core/os/spawn_request.hpp's
     # values for these names (warm_start_program).
     assert warm._FAILED_CHDIR == warm._FAILED_AFFINITY == warm._FAILED_MEMPOLICY == 0
-    with open(os.path.join(REPO_ROOT, "core", "run", "python", "air_run_warm.py")) as f:
+    with open(os.path.join(REPO_ROOT, "core", "warm", "python", "air_run_warm.py")) as f:
         text = f.read()
     body = text.split("# ---- air-run embeds this file from the next line on ----\n", 1)[1]
     for name in ("CHDIR", "AFFINITY", "MEMPOLICY"):

@@ -1,6 +1,6 @@
 #include "core/mlflow/rank_wait.hpp"
 #include "core/run/stacks.hpp"
-#include "core/run/warm_start.hpp"
+#include "core/warm/warm_start.hpp"
 #include "tests/unit/catch.hpp"
 
 #include <string>

@@ -1,5 +1,5 @@
 """The warm start's interpreter (--preload): imports a run's modules once and
-forks every rank of every attempt from itself (core/run/warm_start.cpp).
+forks every rank of every attempt from itself (core/warm/warm_start.cpp).
 
 air-run writes it to the run folder as air_run_warm.py, with the set-up
 error codes filled in; the placeholders below let it load as it is here.
@@ -12,7 +12,7 @@ AIR_RUN_FAILED_CHDIR = AIR_RUN_FAILED_AFFINITY = AIR_RUN_FAILED_MEMPOLICY = 0
 # request from air-run instead of every rank starting Python and importing
 # torch again: on a restart the ranks are back in their loop in a fraction of
 # the time. air-run sends each request over the socket that is this process's
-# stdin: a 4-byte length, then NUL-terminated fields (core/run/warm_start.cpp
+# stdin: a 4-byte length, then NUL-terminated fields (core/warm/warm_start.cpp
 # writes them: the parent's pid, cwd, -u, memory node, CPUs, argv, env) and,
 # as SCM_RIGHTS, the rank's stdin, stdout, stderr, a "set up" pipe and the
 # run's cgroup.procs (when there is one). Strings are bytes, decoded as

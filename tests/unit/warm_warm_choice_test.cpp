@@ -1,4 +1,4 @@
-#include "core/run/warm_choice.hpp"
+#include "core/warm/warm_choice.hpp"
 #include "tests/unit/catch.hpp"
 #include "tests/unit/temp_dir.hpp"
 

@@ -1,7 +1,6 @@
-#include "core/run/warm_choice.hpp"
+#include "core/warm/warm_choice.hpp"
 
 #include "core/base/text.hpp"
-#include "core/run/plan.hpp"
 
 #include <fmt/format.h>
 
@@ -119,6 +118,15 @@ std::optional<std::string> find_torch_import(const LaunchSpec& spec, const Envir
   const auto text = path ? read_head(*path) : std::nullopt;
   if (auto in_file = text ? torch_import_in(*text) : std::nullopt) return in_file;
   return torch_in_target_modules(env);
+}
+
+bool runs_python_target(const LaunchSpec& spec) {
+  const auto& command = spec.command.value;
+  // As core/run/plan.cpp builds a rank's argv: `-m`, a `.py` under the
+  // interpreter, or a command that already names the interpreter.
+  return !spec.no_python.value && !command.empty() &&
+         (spec.module.value || command.front().ends_with(".py") ||
+          (command.front() == spec.python.value && command.size() > 1));
 }
 
 bool preload_is_auto(const LaunchSpec& spec) {

@@ -1,9 +1,9 @@
-#include "core/run/warm_start.hpp"
+#include "core/warm/warm_start.hpp"
 
 #include "core/base/text.hpp"
 #include "core/os/atomic_file.hpp"
 #include "core/os/spawn_request.hpp"
-#include "core/run/python/air_run_warm_py.hpp"
+#include "core/warm/python/air_run_warm_py.hpp"
 
 #include <fcntl.h>
 #include <poll.h>

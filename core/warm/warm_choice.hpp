@@ -9,7 +9,7 @@
 #include <vector>
 
 // Whether a run's ranks fork from the warm interpreter (--preload,
-// core/run/warm_start.hpp), which modules it imports, and whether the first
+// core/warm/warm_start.hpp), which modules it imports, and whether the first
 // attempt waits for it. The default, `auto`, turns the warm start on only
 // where it cannot make a launch slower:
 //
@@ -35,6 +35,11 @@ struct WarmChoice {
   bool first_attempt = false;       ///< the first attempt forks too (else only restarts)
   std::string why;                  ///< one line for --dry-run and the notices
 };
+
+/// Whether the ranks run the target under spec.python (a `.py` script or
+/// `-m module`), and so run air-run's start-up shim (core/run/stacks.hpp)
+/// and may fork warm. Pure.
+bool runs_python_target(const LaunchSpec& spec);
 
 /// Whether `preload` is `auto`, air-run's choice (as settled: the default). Pure.
 bool preload_is_auto(const LaunchSpec& spec);
