@@ -274,6 +274,7 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
       env["CUDA_VISIBLE_DEVICES"] = *device;
       env["LOCAL_RANK"] = "0";
     }
+    rank.fresh_reason = ctx.warm.fresh_reason;
     plan.ranks.push_back(std::move(rank));
   }
   if (*numa_mode != NumaMode::none) AIR_TRY(bind_ranks(plan, *numa_mode, selection, ctx, omp_defaulted));

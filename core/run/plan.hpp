@@ -25,7 +25,10 @@ struct RankPlan {
   std::string result_file;       ///< AIR_RESULT_FILE
   std::string error_file;        ///< TORCHELASTIC_ERROR_FILE
   std::string log_file;          ///< per-rank log ("" without --log-dir)
-  bool console = true;           ///< whether its lines reach the console
+  /// Why it starts fresh although the warm start was asked for or chosen
+  /// (WarmChoice::fresh_reason); "" otherwise.
+  std::string fresh_reason;
+  bool console = true; ///< whether its lines reach the console
   /// torchrun's -r/-t files, [0] stdout and [1] stderr ("" = none), and
   /// whether each stream still reaches the console (tee) or only its file.
   std::string stream_files[2];
