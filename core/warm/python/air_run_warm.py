@@ -81,7 +81,10 @@ def _recv_request(sock):
 
 
 def _parse_request(payload):
-    fields = [os.fsdecode(f) for f in payload.split(b"\0")[:-1]]
+    # One decode of the whole request, then the split: a NUL byte is never
+    # part of another character, and a request holds every variable of the
+    # rank's environment (tens of thousands on some hosts).
+    fields = os.fsdecode(payload).split("\0")[:-1]
     if len(fields) < 7 or fields[0] != "air-run-warm-1":
         raise ValueError("not a request of this protocol")
     request = {"parent": int(fields[1]), "cwd": fields[2], "unbuffered": fields[3] == "1",
@@ -219,18 +222,24 @@ def _become_rank(request, fds, middle, gate, sock):
     os.close(ready_fd)  # the rank is set up: air-run's "exec" is done
 
 
+# The zygote's environment as it serves (main() takes it): what a rank's
+# environment is compared with, as a plain dict.
+_BASE_ENVIRONMENT = None
+
+
 def _set_environment(env):
     """Makes os.environ (and the C environment under it) `env`, changing
     only what differs: most of a rank's variables are the node's, which the
     zygote started with. os.environ.clear() costs O(n) a variable (it lists
     every key to pop one) and setenv scans the environment for each name:
-    with 100,000 variables a rank took minutes to start."""
-    current = os.environ
-    for name in [name for name in current if name not in env]:
-        del current[name]
+    with 100,000 variables a rank took minutes to start. The comparison is
+    with a plain dict (os.environ encodes and decodes every name it is asked)."""
+    base = _BASE_ENVIRONMENT if _BASE_ENVIRONMENT is not None else dict(os.environ)
+    for name in [name for name in base if name not in env]:
+        del os.environ[name]
     for name, value in env.items():
-        if current.get(name) != value:
-            current[name] = value
+        if base.get(name) != value:
+            os.environ[name] = value
 
 
 def _reseed():
@@ -597,6 +606,8 @@ def main(modules):
     import signal
 
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the middle processes reap themselves
+    global _BASE_ENVIRONMENT
+    _BASE_ENVIRONMENT = dict(os.environ)
     sock.sendall(b"ready\n")
     # From here on nothing is written to air-run's pipes: they are not read.
     null = os.open(os.devnull, os.O_WRONLY)
