@@ -232,8 +232,10 @@ private:
       for (const auto& gpu : selection_.gpus) ctx_.gpu_numa_nodes.push_back(pci_numa_node(gpu.pci_bus_id));
     }
     // The warm start (--preload): reads the target's imports and air-run's CPUs.
-    ctx_.warm = choose_warm_start(spec_, selection_.ranks, usable_cpu_count(),
-                                  preload_is_auto(spec_) ? find_torch_import(spec_, env_) : std::nullopt);
+    ctx_.warm =
+        choose_warm_start(spec_, selection_.ranks, usable_cpu_count(),
+                          preload_is_auto(spec_) ? find_torch_import(spec_, env_) : std::nullopt,
+                          spec_.preload.value.empty() ? std::nullopt : find_import_time_setting(spec_, env_));
     paths_.apply(spec_, ctx_.run_id, ctx_.node_rank);
     facts_.run_id = ctx_.run_id;
     facts_.node_rank = ctx_.node_rank;

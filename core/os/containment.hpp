@@ -52,7 +52,7 @@ public:
     bool cgroup = true;                      ///< try a cgroup (AIR_RUN_CGROUP=off also says no)
     bool watchdog = true;
     /// Processes of air-run's that outlive the run and are none of its
-    /// ranks (the warm start's interpreter, core/run/warm_start.hpp): they
+    /// ranks (the warm start's interpreter, core/warm/warm_start.hpp): they
     /// and what they fork are left alone by the scans and the sweep. Ranks
     /// they fork are re-parented to air-run and contained as any rank.
     std::vector<pid_t> spared;

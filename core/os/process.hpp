@@ -77,7 +77,7 @@ std::uint64_t handled_signals();
 /// The three streams of a child not yet born: the ends it gets as fds 0, 1
 /// and 2 (close-on-exec, so only a dup2 hands them on), and air-run's ends in
 /// `parent` (pid unset; read ends and the stdin pipe's write end
-/// nonblocking). start_process and the warm start (core/run/warm_start.hpp)
+/// nonblocking). start_process and the warm start (core/warm/warm_start.hpp)
 /// make them the same way. Stdin is /dev/null unless SpawnOptions says otherwise.
 struct ChildStreams {
   ChildProcess parent;

@@ -111,6 +111,7 @@ Json rank_json(const RunReport& report, std::size_t i) {
   out["oom_killed"] = r.oom_killed;
   out["spawn_error"] = string_or_null(r.spawn_error);
   out["warm"] = r.warm;
+  out["fresh_reason"] = !r.warm && plan != nullptr ? string_or_null(plan->fresh_reason) : Json(nullptr);
   out["end_order"] = r.end_order > 0 ? Json(r.end_order) : Json(nullptr);
   out["duration_s"] = seconds(r.duration_s);
   out["user_s"] = seconds(r.user_s);

@@ -3,7 +3,7 @@
 
 #include "core/os/signals.hpp"
 #include "core/run/resume.hpp"
-#include "core/run/warm_start.hpp"
+#include "core/warm/warm_start.hpp"
 
 #include <fmt/format.h>
 
@@ -158,7 +158,7 @@ RunOutcome run_attempts(LaunchPlan& plan, const ConsoleOptions& console, Supervi
     if (!plan.resume_from.empty())
       say(console, fmt::format("attempt {} resumes from {} (AIR_RESUME_FROM)", attempt, plan.resume_from));
     // With CPUs to spare, the first attempt starts fresh while the interpreter
-    // imports beside it (core/run/warm_choice.hpp); restarts fork from it.
+    // imports beside it (core/warm/warm_choice.hpp); restarts fork from it.
     const bool forks = attempt != first_attempt || plan.preload_first_attempt;
     outcome = supervise(plan, console, supervisor_hooks, forks ? warm.get() : nullptr);
     // Every rank has stopped: what they saved is what a new launch resumes from.

@@ -28,7 +28,7 @@ struct RankOutcome {
   bool stopped_by_air_run = false;
   bool oom_killed = false; ///< killed by the kernel's OOM killer (cgroup memory.events)
   std::string spawn_error; ///< non-empty when exec failed (then status is 126/127)
-  bool warm = false;       ///< forked from the warm interpreter (--preload, core/run/warm_start.hpp)
+  bool warm = false;       ///< forked from the warm interpreter (--preload, core/warm/warm_start.hpp)
   std::string log_error;   ///< non-empty when writing its log file failed ("write ...: ...")
   double duration_s = 0;
   double user_s = 0;

@@ -274,6 +274,7 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
       env["CUDA_VISIBLE_DEVICES"] = *device;
       env["LOCAL_RANK"] = "0";
     }
+    rank.fresh_reason = ctx.warm.fresh_reason;
     plan.ranks.push_back(std::move(rank));
   }
   if (*numa_mode != NumaMode::none) AIR_TRY(bind_ranks(plan, *numa_mode, selection, ctx, omp_defaulted));
@@ -291,11 +292,6 @@ Expected<LaunchPlan> make_plan(const LaunchSpec& spec, const Selection& selectio
                                                 ctx.attempt, stream == 0 ? "stdout" : "stderr");
   }
   return plan;
-}
-
-bool runs_python_target(const LaunchSpec& spec) {
-  const auto argv = rank_argv(spec);
-  return !spec.no_python.value && argv.size() > 1 && argv.front() == spec.python.value;
 }
 
 std::vector<std::string> describe_plan(const LaunchPlan& plan) {

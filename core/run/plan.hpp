@@ -5,9 +5,9 @@
 #include "core/base/rank_environment.hpp"
 #include "core/hw/cpu_topology.hpp"
 #include "core/hw/hardware.hpp"
-#include "core/run/warm_choice.hpp"
 #include "core/spec/spec.hpp"
 #include "core/spec/torchrun.hpp"
+#include "core/warm/warm_choice.hpp"
 
 #include <optional>
 #include <string>
@@ -25,7 +25,10 @@ struct RankPlan {
   std::string result_file;       ///< AIR_RESULT_FILE
   std::string error_file;        ///< TORCHELASTIC_ERROR_FILE
   std::string log_file;          ///< per-rank log ("" without --log-dir)
-  bool console = true;           ///< whether its lines reach the console
+  /// Why it starts fresh although the warm start was asked for or chosen
+  /// (WarmChoice::fresh_reason); "" otherwise.
+  std::string fresh_reason;
+  bool console = true; ///< whether its lines reach the console
   /// torchrun's -r/-t files, [0] stdout and [1] stderr ("" = none), and
   /// whether each stream still reaches the console (tee) or only its file.
   std::string stream_files[2];
@@ -62,8 +65,8 @@ struct LaunchPlan {
   std::string resume_from;       ///< this attempt's AIR_RESUME_FROM, "" = none
   /// --preload: the modules the warm interpreter imports, and that
   /// interpreter (the ranks'); empty when off or the target is no Python
-  /// program (core/run/warm_start.hpp). `preload_first_attempt`: the first
-  /// attempt forks from it too, else only restarts do (core/run/warm_choice.hpp).
+  /// program (core/warm/warm_start.hpp). `preload_first_attempt`: the first
+  /// attempt forks from it too, else only restarts do (core/warm/warm_choice.hpp).
   std::vector<std::string> preload;
   bool preload_first_attempt = true;
   std::string preload_why; ///< the warm start's line for --dry-run
@@ -117,7 +120,7 @@ struct PlanContext {
   CpuTopology topology;
   std::vector<std::optional<int>> gpu_numa_nodes;
   /// The warm start (--preload), decided by the caller: it reads the target
-  /// and the CPUs (core/run/warm_choice.hpp choose_warm_start).
+  /// and the CPUs (core/warm/warm_choice.hpp choose_warm_start).
   WarmChoice warm;
 };
 
@@ -138,9 +141,5 @@ Expected<Selection> select_nproc_per_node(const NprocPerNode& nproc,
 
 /// Human rendering of the plan for --dry-run (argv and the variables air-run sets).
 std::vector<std::string> describe_plan(const LaunchPlan& plan);
-
-/// Whether the ranks run the target under spec.python (a `.py` script or
-/// `-m module`), and so run air-run's start-up shim (core/run/stacks.hpp). Pure.
-bool runs_python_target(const LaunchSpec& spec);
 
 } // namespace air

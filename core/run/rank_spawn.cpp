@@ -4,7 +4,7 @@
 #include "core/os/containment.hpp"
 #include "core/os/shared_spawn.hpp"
 #include "core/run/terminal_line.hpp"
-#include "core/run/warm_start.hpp"
+#include "core/warm/warm_start.hpp"
 
 #include <fcntl.h>
 #include <sys/ioctl.h>

@@ -19,7 +19,7 @@ class Containment;
 class WarmStart;
 
 /// The spawn wave: starts every rank of the table, the ones the warm
-/// interpreter accepts forked from it (--preload, core/run/warm_start.hpp),
+/// interpreter accepts forked from it (--preload, core/warm/warm_start.hpp),
 /// the others fresh, and gives the ranks on the console their terminals
 /// (ConsoleOptions::stdout_tty) and their size.
 class RankSpawn {

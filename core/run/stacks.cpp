@@ -6,6 +6,7 @@
 #include "core/run/python/air_run_shim_start_py.hpp"
 #include "core/run/python/air_run_slots_py.hpp"
 #include "core/run/python/air_run_stacks_py.hpp"
+#include "core/run/python/air_run_store_py.hpp"
 
 namespace air {
 namespace {
@@ -33,6 +34,7 @@ std::string stack_shim_source(const std::vector<ShimPart>& later) {
   };
   add(py::air_run_stacks());
   add(py::air_run_errors());
+  add(py::air_run_store());
   add(py::air_run_slots());
   add(py::air_run_progress());
   add(py::air_run_patches());

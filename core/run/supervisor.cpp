@@ -22,7 +22,7 @@
 #include "core/run/stdin_relay.hpp"
 #include "core/run/stragglers.hpp"
 #include "core/run/teardown.hpp"
-#include "core/run/warm_start.hpp"
+#include "core/warm/warm_start.hpp"
 
 #include <poll.h>
 #include <unistd.h>

@@ -66,7 +66,7 @@ struct ConsoleOptions {
 /// `hooks` (optional, not owned) adds external events to the loop; see SupervisorHooks.
 ///
 /// `warm` (optional, not owned): the run's warm interpreter (--preload,
-/// core/run/warm_start.hpp); Python ranks it accepts are forked from it, the
+/// core/warm/warm_start.hpp); Python ranks it accepts are forked from it, the
 /// others, and all of them when it failed, start fresh.
 RunOutcome supervise(const LaunchPlan& plan, const ConsoleOptions& console, SupervisorHooks* hooks = nullptr,
                      WarmStart* warm = nullptr);

@@ -138,6 +138,7 @@ public:
       return usage_error(mark_text(file_, docs[0].Mark()) +
                          ": expected a mapping of keys at the top level, got " + kind_name(docs[0]));
     }
+    AIR_TRY(refuse_nul(docs[0], ""));
     return read_map(docs[0], "");
   }
 
@@ -196,6 +197,30 @@ private:
       auto parsed = read_value(*row, name, key_node, value);
       if (!parsed) return parsed.error();
       out_.push_back(Assignment{row, std::move(*parsed), Origin{Origin::Kind::file, where}});
+    }
+    return ok_status();
+  }
+
+  // No string of a spec may hold a NUL byte (a double-quoted "\0", "\x00" or
+  // "\u0000"): no argument or environment variable can carry one, so a fresh
+  // rank would see the string cut there and the warm start's NUL-separated
+  // request would split it into more fields (`x\0RANK=0` set RANK).
+  Status refuse_nul(const YAML::Node& node, const std::string& path) const {
+    const auto refused = [&](const YAML::Node& at, const std::string& what) {
+      return usage_error(mark_text(file_, at.Mark()) + ": " + what +
+                         ": contains a NUL byte (\\0), which no argument or environment variable can hold");
+    };
+    if (node.IsScalar()) {
+      if (node.Scalar().find('\0') != std::string::npos) return refused(node, path);
+    } else if (node.IsSequence()) {
+      for (const YAML::Node& item : node) AIR_TRY(refuse_nul(item, path));
+    } else if (node.IsMap()) {
+      for (auto it = node.begin(); it != node.end(); ++it) {
+        const std::string key = it->first.IsScalar() ? it->first.Scalar() : std::string();
+        if (key.find('\0') != std::string::npos)
+          return refused(it->first, path.empty() ? "a key" : path + ": a key");
+        AIR_TRY(refuse_nul(it->second, path.empty() ? key : path + "." + key));
+      }
     }
     return ok_status();
   }

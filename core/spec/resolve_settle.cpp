@@ -62,7 +62,7 @@ bool is_module_name(std::string_view name) {
 
 /// `preload` as a list of module names: items split at commas, "none"
 /// clearing what came before (a flag turning a file's list off), "auto" as
-/// well but for air-run's own choice (core/run/warm_choice.hpp), each name a
+/// well but for air-run's own choice (core/warm/warm_choice.hpp), each name a
 /// dotted Python identifier. The warm start forks ranks from an interpreter
 /// that imported them; a name that is no module would fail every run there.
 /// Unset, it is {"auto"}; off, empty.

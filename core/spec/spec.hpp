@@ -134,7 +134,7 @@ struct LaunchSpec {
   Setting<int> control_port;                         ///< 0 = master_port + 1
   Setting<int> max_restarts;                         ///< worker-group restarts after a failure
   Setting<std::string> checkpoint_dir;               ///< "" = none (core/run/resume.hpp)
-  Setting<std::vector<std::string>> preload;         ///< modules of the warm start (core/run/warm_start.hpp)
+  Setting<std::vector<std::string>> preload;         ///< modules of the warm start (core/warm/warm_start.hpp)
   Setting<std::string> rdzv_backend{"static", {}};   ///< "static" or "c10d"
   Setting<std::string> rdzv_endpoint;                ///< HOST[:PORT], "" = none
   Setting<std::string> rdzv_id;                      ///< torchrun's job id ("" = none)

@@ -1,8 +1,9 @@
-"""The warm start's interpreter (core/run/python/air_run_warm.py), imported as
-a plain module: how it reads air-run's requests (core/run/warm_start.cpp
+"""The warm start's interpreter (core/warm/python/air_run_warm.py), imported as
+a plain module: how it reads air-run's requests (core/warm/warm_start.cpp
 writes them) and the placeholders air-run fills in."""
 
 import os
+import sys
 
 import pytest
 
@@ -42,9 +43,56 @@ def test_the_set_up_error_codes_are_placeholders_air_run_fills_in(warm):
     # Loaded as it is, the codes are 0; the binary writes core/os/spawn_request.hpp's
     # values for these names (warm_start_program).
     assert warm._FAILED_CHDIR == warm._FAILED_AFFINITY == warm._FAILED_MEMPOLICY == 0
-    with open(os.path.join(REPO_ROOT, "core", "run", "python", "air_run_warm.py")) as f:
+    with open(os.path.join(REPO_ROOT, "core", "warm", "python", "air_run_warm.py")) as f:
         text = f.read()
     body = text.split("# ---- air-run embeds this file from the next line on ----\n", 1)[1]
     for name in ("CHDIR", "AFFINITY", "MEMPOLICY"):
         assert body.count("AIR_RUN_FAILED_" + name) == 1, name  # the one line air-run rewrites
         assert "_FAILED_%s = AIR_RUN_FAILED_%s\n" % (name, name) in body
+
+
+def test_a_ranks_environment_is_set_by_what_differs(warm, monkeypatch):
+    # os.environ.clear() then update() cost O(n) a variable: with 100,000
+    # variables a warm rank took minutes to start. Only what differs from the
+    # interpreter's environment is set or unset now (the C calls are counted,
+    # and kept off the real environment).
+    calls = []
+    monkeypatch.setattr(os, "putenv", lambda k, v: calls.append(("set", os.fsdecode(k))))
+    monkeypatch.setattr(os, "unsetenv", lambda k: calls.append(("unset", os.fsdecode(k))))
+    saved = dict(os.environ)
+    try:
+        os.environ["AIR_TEST_KEEP"] = "same"
+        os.environ["AIR_TEST_DROP"] = "gone"
+        os.environ["AIR_TEST_CHANGE"] = "old"
+        target = {k: v for k, v in os.environ.items() if k != "AIR_TEST_DROP"}
+        target.update(AIR_TEST_CHANGE="new", AIR_TEST_NEW="1")
+        del calls[:]
+        warm._set_environment(target)
+        assert dict(os.environ) == target
+        assert sorted(calls) == [("set", "AIR_TEST_CHANGE"), ("set", "AIR_TEST_NEW"), ("unset", "AIR_TEST_DROP")]
+    finally:
+        for name in list(os.environ):
+            if name not in saved:
+                del os.environ[name]
+        os.environ.update(saved)
+
+
+def test_a_rank_reseeds_torchs_cpu_generator_not_cuda(warm, monkeypatch):
+    # Fresh, torch seeds its default CPU generator from entropy at import;
+    # forked, every rank had the zygote's state (the same numbers on every
+    # rank and attempt). torch.seed() would also seed CUDA's generators,
+    # which a fresh interpreter leaves at their default seed.
+    import types
+
+    seeded = []
+
+    class Generator:
+        def seed(self):
+            seeded.append("cpu")
+
+    fake = types.ModuleType("torch")
+    fake.default_generator = Generator()
+    fake.seed = lambda: seeded.append("torch.seed")
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    warm._reseed()
+    assert seeded == ["cpu"]

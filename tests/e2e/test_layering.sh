@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The dependency rule of the source tree, checked over every #include line:
 #
-#   cli -> report -> {cluster, pyenv, preflight, mlflow} -> run -> hw -> spec -> os -> base
+#   cli -> report -> {cluster, pyenv, preflight, mlflow} -> run -> warm -> hw -> spec -> os -> base
 #
 # A folder includes only itself and folders to its right; cluster, pyenv and
 # preflight are peers that do not include each other. The pure files include
@@ -13,8 +13,8 @@ cd "$root" || exit 1
 
 rank_of() {
   case $1 in
-  base) echo 0 ;; os) echo 1 ;; spec) echo 2 ;; hw) echo 3 ;; run) echo 4 ;;
-  cluster | pyenv | preflight | mlflow) echo 5 ;; report) echo 6 ;; cli) echo 7 ;;
+  base) echo 0 ;; os) echo 1 ;; spec) echo 2 ;; hw) echo 3 ;; warm) echo 4 ;; run) echo 5 ;;
+  cluster | pyenv | preflight | mlflow) echo 6 ;; report) echo 7 ;; cli) echo 8 ;;
   *) echo -1 ;;
   esac
 }
@@ -128,4 +128,4 @@ if [ "$failures" -gt 0 ]; then
   echo "$failures layering violation(s)"
   exit 1
 fi
-[ -n "${AIR_LAYERING_SELF_TEST:-}" ] || echo "layering: every include follows cli -> report -> {cluster, pyenv, preflight, mlflow} -> run -> hw -> spec -> os -> base"
+[ -n "${AIR_LAYERING_SELF_TEST:-}" ] || echo "layering: every include follows cli -> report -> {cluster, pyenv, preflight, mlflow} -> run -> warm -> hw -> spec -> os -> base"

@@ -1,6 +1,6 @@
 #include "core/mlflow/rank_wait.hpp"
 #include "core/run/stacks.hpp"
-#include "core/run/warm_start.hpp"
+#include "core/warm/warm_start.hpp"
 #include "tests/unit/catch.hpp"
 
 #include <string>
@@ -28,14 +28,16 @@ TEST_CASE("the shim runs stacks, progress, the parts handed in, then the shadowe
   CHECK(shim.rfind("# Written by air-run for one run.", 0) == 0); // the stacks part opens it
   // Definitions come before the start, in the parts' order.
   CHECK(at(shim, "def _air_run_arm():") < at(shim, "def _air_run_record_errors():"));
-  CHECK(at(shim, "def _air_run_record_errors():") < at(shim, "_AIR_SLOT_STEPS = 1\n"));
+  CHECK(at(shim, "def _air_run_record_errors():") < at(shim, "def _air_run_store_linger("));
+  CHECK(at(shim, "def _air_run_store_linger(") < at(shim, "_AIR_SLOT_STEPS = 1\n"));
   CHECK(at(shim, "_AIR_SLOT_STEPS = 1\n") < at(shim, "class _AirRunProgress:"));
   CHECK(at(shim, "class _AirRunProgress:") < at(shim, "class _AirRunImportHook:"));
   CHECK(at(shim, "class _AirRunImportHook:") < at(shim, "def _air_run_mlflow_run():"));
   CHECK(at(shim, "def _air_run_mlflow_run():") < at(shim, "def _air_run_rank_start():"));
   // The start, in the order the ranks have always run it.
   const std::string start =
-      "sys._air_run_rank_start = _air_run_rank_start\n_air_run_record_errors()\n_air_run_add_package()\n"
+      "sys._air_run_rank_start = _air_run_rank_start\n_air_run_record_errors()\n_air_run_store_linger()\n"
+      "_air_run_add_package()\n"
       "_air_run_arm()\n"
       "_air_run_progress()\n_air_run_mlflow_run()\n_air_run_chain()\n";
   CHECK(shim.size() >= start.size());

@@ -911,7 +911,7 @@ TEST_CASE("numa_binding and signals_to_handle are checked where they were given"
 }
 
 TEST_CASE("preload: module names from flags, variables and files, commas split, none clears", "[spec]") {
-  // Unset: auto (core/run/warm_choice.hpp decides); given, as given; none: off.
+  // Unset: auto (core/warm/warm_choice.hpp decides); given, as given; none: off.
   CHECK(resolve_ok("").spec.preload.value == std::vector<std::string>{"auto"});
   CHECK(resolve_ok("preload: []\n").spec.preload.value.empty());
   CHECK(resolve_ok("", {{"AIR_RUN_PRELOAD", "none"}}).spec.preload.value.empty());

@@ -1,5 +1,5 @@
 """The shim's start: what the rank's sitecustomize.py runs, in order (the
-exception recorder, stacks, progress, the later parts such as the MLflow
+exception recorder, the store's linger at exit, stacks, progress, the later parts such as the MLflow
 wait, then the shadowed sitecustomize), and the same for a rank forked by
 the warm start.
 """
@@ -8,6 +8,7 @@ import sys
 from air_run_errors import _air_run_record_errors
 from air_run_progress import _air_run_progress
 from air_run_stacks import _air_run_add_package, _air_run_arm, _air_run_chain
+from air_run_store import _air_run_store_linger
 
 # ---- air-run embeds this file from the next line on ----
 def _air_run_rank_start():
@@ -20,6 +21,7 @@ def _air_run_rank_start():
 
 sys._air_run_rank_start = _air_run_rank_start
 _air_run_record_errors()
+_air_run_store_linger()
 _air_run_add_package()
 _air_run_arm()
 _air_run_progress()

@@ -41,7 +41,7 @@ namespace air {
 std::string warm_start_program();
 
 /// The raw template of warm_start_program, placeholders included: the
-/// embedded core/run/python/air_run_warm.py.
+/// embedded core/warm/python/air_run_warm.py.
 std::string_view warm_start_source();
 
 /// What the warm start reads of a rank's command line.

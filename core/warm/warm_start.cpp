@@ -1,9 +1,9 @@
-#include "core/run/warm_start.hpp"
+#include "core/warm/warm_start.hpp"
 
 #include "core/base/text.hpp"
 #include "core/os/atomic_file.hpp"
 #include "core/os/spawn_request.hpp"
-#include "core/run/python/air_run_warm_py.hpp"
+#include "core/warm/python/air_run_warm_py.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -181,13 +181,18 @@ Expected<std::unique_ptr<WarmStart>> WarmStart::start(const std::string& python,
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return sys_error("socketpair", errno);
   w->socket_.reset(pair[0]);
   UniqueFd theirs(pair[1]);
-  // The program is imported from `dir` and `dir` is taken off sys.path again,
-  // so the ranks' sys.path is what it would be.
+  // `-c` puts '' (the working directory) first on sys.path: taken off before
+  // anything is imported, or a torch.py where air-run was started would be
+  // what every rank imports (a fresh `python script.py` never looks there;
+  // -P, which does the same, exists only from Python 3.11 on). Each rank puts
+  // its own first entry back (the script's folder). The program is imported
+  // from `dir` and `dir` is taken off sys.path again.
   std::vector<std::string> argv = {python};
   if (unbuffered) argv.push_back("-u");
   argv.insert(argv.end(), {"-c",
-                           "import sys; d = sys.argv[1]; sys.path.insert(0, d); import air_run_warm as w; "
-                           "sys.path.remove(d); w.main(sys.argv[2:])",
+                           "import sys; sys.path[:1] = [p for p in sys.path[:1] if p]; d = sys.argv[1]; "
+                           "sys.path.insert(0, d); import air_run_warm as w; sys.path.remove(d); "
+                           "w.main(sys.argv[2:])",
                            dir});
   argv.insert(argv.end(), modules.begin(), modules.end());
   SpawnOptions options;

@@ -1,4 +1,4 @@
-#include "core/run/warm_choice.hpp"
+#include "core/warm/warm_choice.hpp"
 #include "tests/unit/catch.hpp"
 #include "tests/unit/temp_dir.hpp"
 
@@ -88,4 +88,39 @@ TEST_CASE("AIR_RUN_TARGET_MODULES tells auto what a worker module's call uses", 
   // The file's own import comes first, when it has one.
   dir.write("worker.py", "import torch\n");
   CHECK(air::find_torch_import(spec, worker_env) == "line 1: import torch");
+}
+
+TEST_CASE("a variable torch reads at import, set before the import, is found", "[warm_start]") {
+  CHECK(air::import_time_setting_in("import os\nos.environ[\"OMP_NUM_THREADS\"] = \"2\"\nimport torch\n") ==
+        "line 2: os.environ[\"OMP_NUM_THREADS\"] = \"2\"");
+  CHECK(air::import_time_setting_in("import os\nos.environ.setdefault('PYTORCH_CUDA_ALLOC_CONF', 'x')\n"
+                                    "import torch\n") ==
+        "line 2: os.environ.setdefault('PYTORCH_CUDA_ALLOC_CONF', 'x')");
+  // A dict over several lines: the name on one line, the environment on another.
+  CHECK(air::import_time_setting_in("import os\nos.environ.update({\n    'MKL_NUM_THREADS': '4',\n})\n"
+                                    "from transformers import Trainer\n") ==
+        "line 3: 'MKL_NUM_THREADS': '4',");
+  // After the import, a fresh interpreter ignores it as well: nothing to honour.
+  CHECK_FALSE(air::import_time_setting_in("import torch\nimport os\nos.environ['OMP_NUM_THREADS'] = '2'\n"));
+  // CUDA and NCCL read theirs when they start, in the rank: honoured warm.
+  CHECK_FALSE(
+      air::import_time_setting_in("import os\nos.environ['CUDA_VISIBLE_DEVICES'] = '1'\nimport torch\n"));
+  // A name in a comment, or no touch of the environment, is no setting.
+  CHECK_FALSE(air::import_time_setting_in("# os.environ['OMP_NUM_THREADS'] = '2'\nimport torch\n"));
+  CHECK_FALSE(air::import_time_setting_in("print('OMP_NUM_THREADS')\nimport torch\n"));
+}
+
+TEST_CASE("a script that sets torch's import-time variables starts every rank fresh", "[warm_start]") {
+  const std::optional<std::string> setting = "train.py line 2: os.environ[\"OMP_NUM_THREADS\"] = \"2\"";
+  for (const auto& preload : {std::vector<std::string>{"auto"}, std::vector<std::string>{"torch"}}) {
+    const auto c = air::choose_warm_start(python_spec(preload, 3), 8, 2, k_imports, setting);
+    CHECK(c.modules.empty());
+    CHECK(c.fresh_reason ==
+          "it sets a variable torch reads at import before importing torch (train.py line 2: "
+          "os.environ[\"OMP_NUM_THREADS\"] = \"2\"): a rank forked with torch imported would "
+          "not honour it");
+    CHECK(c.why.starts_with("warm start: off: train.py sets a variable torch reads at import"));
+  }
+  // Off stays off, with no reason to give.
+  CHECK(air::choose_warm_start(python_spec({}, 3), 8, 2, k_imports, setting).fresh_reason.empty());
 }

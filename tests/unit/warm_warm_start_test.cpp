@@ -1,5 +1,5 @@
 #include "core/os/spawn_request.hpp"
-#include "core/run/warm_start.hpp"
+#include "core/warm/warm_start.hpp"
 #include "tests/unit/catch.hpp"
 
 #include <string>

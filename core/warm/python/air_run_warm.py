@@ -1,5 +1,5 @@
 """The warm start's interpreter (--preload): imports a run's modules once and
-forks every rank of every attempt from itself (core/run/warm_start.cpp).
+forks every rank of every attempt from itself (core/warm/warm_start.cpp).
 
 air-run writes it to the run folder as air_run_warm.py, with the set-up
 error codes filled in; the placeholders below let it load as it is here.
@@ -12,7 +12,7 @@ AIR_RUN_FAILED_CHDIR = AIR_RUN_FAILED_AFFINITY = AIR_RUN_FAILED_MEMPOLICY = 0
 # request from air-run instead of every rank starting Python and importing
 # torch again: on a restart the ranks are back in their loop in a fraction of
 # the time. air-run sends each request over the socket that is this process's
-# stdin: a 4-byte length, then NUL-terminated fields (core/run/warm_start.cpp
+# stdin: a 4-byte length, then NUL-terminated fields (core/warm/warm_start.cpp
 # writes them: the parent's pid, cwd, -u, memory node, CPUs, argv, env) and,
 # as SCM_RIGHTS, the rank's stdin, stdout, stderr, a "set up" pipe and the
 # run's cgroup.procs (when there is one). Strings are bytes, decoded as
@@ -24,7 +24,7 @@ AIR_RUN_FAILED_CHDIR = AIR_RUN_FAILED_AFFINITY = AIR_RUN_FAILED_MEMPOLICY = 0
 # started itself. The rank then makes itself what a fresh interpreter would
 # be: its own process group, the parent-death signal, the run's cgroup, the
 # rank's CPUs, working directory, environment, argv, sys.path[0] and standard
-# streams, a fresh seed for numpy's global generator, and air-run's per-rank
+# streams, fresh seeds for numpy's and torch's generators, and air-run's per-rank
 # shim (stacks, steps). Only then does it close the set-up pipe (air-run's
 # "exec" of a rank) and run the target in __main__.
 import ctypes
@@ -81,7 +81,10 @@ def _recv_request(sock):
 
 
 def _parse_request(payload):
-    fields = [os.fsdecode(f) for f in payload.split(b"\0")[:-1]]
+    # One decode of the whole request, then the split: a NUL byte is never
+    # part of another character, and a request holds every variable of the
+    # rank's environment (tens of thousands on some hosts).
+    fields = os.fsdecode(payload).split("\0")[:-1]
     if len(fields) < 7 or fields[0] != "air-run-warm-1":
         raise ValueError("not a request of this protocol")
     request = {"parent": int(fields[1]), "cwd": fields[2], "unbuffered": fields[3] == "1",
@@ -208,20 +211,57 @@ def _become_rank(request, fds, middle, gate, sock):
                 os.close(fd)
             except OSError:
                 pass
-    os.environ.clear()
-    os.environ.update(request["env"])
+    _set_environment(request["env"])
     if _FRESH_TORCH_THREADS is not None:
         _uncap_threads()
     _reopen_std_streams(request.get("unbuffered", False))
-    if "numpy.random" in sys.modules:  # seeded from entropy at import: one per rank, as when fresh
-        try:
-            sys.modules["numpy.random"].seed()
-        except Exception:
-            pass
+    _reseed()
     start = getattr(sys, "_air_run_rank_start", None)
     if start is not None:
         start()
     os.close(ready_fd)  # the rank is set up: air-run's "exec" is done
+
+
+# The zygote's environment as it serves (main() takes it): what a rank's
+# environment is compared with, as a plain dict.
+_BASE_ENVIRONMENT = None
+
+
+def _set_environment(env):
+    """Makes os.environ (and the C environment under it) `env`, changing
+    only what differs: most of a rank's variables are the node's, which the
+    zygote started with. os.environ.clear() costs O(n) a variable (it lists
+    every key to pop one) and setenv scans the environment for each name:
+    with 100,000 variables a rank took minutes to start. The comparison is
+    with a plain dict (os.environ encodes and decodes every name it is asked)."""
+    base = _BASE_ENVIRONMENT if _BASE_ENVIRONMENT is not None else dict(os.environ)
+    for name in [name for name in base if name not in env]:
+        del os.environ[name]
+    for name, value in env.items():
+        if base.get(name) != value:
+            os.environ[name] = value
+
+
+def _reseed():
+    """The generators a fresh interpreter seeds from entropy when it starts
+    or imports: one state per rank and per attempt, never the zygote's.
+    Python's random reseeds itself after a fork (os.register_at_fork);
+    numpy's global generator and torch's default CPU generator (from which
+    a DataLoader draws its base seed) are seeded here. CUDA's generators are
+    left alone: a fresh interpreter gives them a fixed default seed when CUDA
+    starts, and CUDA never started in the zygote, so they start the same."""
+    if "numpy.random" in sys.modules:
+        try:
+            sys.modules["numpy.random"].seed()
+        except Exception:
+            pass
+    torch = sys.modules.get("torch")
+    generator = getattr(torch, "default_generator", None) if torch is not None else None
+    if generator is not None:
+        try:
+            generator.seed()  # non-deterministic, as at torch's import; torch.seed() would seed CUDA too
+        except Exception:
+            pass
 
 
 def _reopen_std_streams(unbuffered):
@@ -353,6 +393,7 @@ def _exit(code):
         except Exception:
             pass
         code = 1
+    sys._air_run_exit_status = code  # for the shim's exit handlers: the store's linger (air_run_store.py)
     threading = sys.modules.get("threading")
     if threading is not None:
         try:
@@ -382,6 +423,14 @@ def _record(e):
             pass
 
 
+def _path_first(entry):
+    """sys.path's first entry as a fresh `python script` or `python -m`
+    makes it; none under PYTHONSAFEPATH (3.11+), as there. The zygote's
+    path has none: its '' was taken off before any import (warm_start.cpp)."""
+    if not getattr(sys.flags, "safe_path", False):
+        sys.path.insert(0, entry)
+
+
 def _run(request):
     """The rank's target, run as `python [-u] script args` or `python [-u] -m
     module args` would run it: in __main__, with the interpreter's exit."""
@@ -395,7 +444,7 @@ def _run(request):
     try:
         if argv[at] == "-m":
             sys.argv = argv[at + 1:]
-            sys.path[0] = os.getcwd()
+            _path_first(os.getcwd())
             runpy._run_module_as_main(argv[at + 1], alter_argv=True)
         else:
             script = argv[at]
@@ -407,7 +456,7 @@ def _run(request):
                 print("%s: can't open file %r: [Errno %d] %s" % (argv[0], os.path.abspath(script), e.errno,
                                                                   e.strerror), file=sys.stderr)
                 _exit(2)
-            sys.path[0] = os.path.dirname(os.path.realpath(script))
+            _path_first(os.path.dirname(os.path.realpath(script)))
             if sys.version_info >= (3, 9):  # absolute since 3.9: joined to the cwd, not normalised
                 script = os.path.join(os.getcwd(), script)
             import __main__
@@ -557,6 +606,8 @@ def main(modules):
     import signal
 
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the middle processes reap themselves
+    global _BASE_ENVIRONMENT
+    _BASE_ENVIRONMENT = dict(os.environ)
     sock.sendall(b"ready\n")
     # From here on nothing is written to air-run's pipes: they are not read.
     null = os.open(os.devnull, os.O_WRONLY)

@@ -1,7 +1,6 @@
-#include "core/run/warm_choice.hpp"
+#include "core/warm/warm_choice.hpp"
 
 #include "core/base/text.hpp"
-#include "core/run/plan.hpp"
 
 #include <fmt/format.h>
 
@@ -10,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -51,6 +51,26 @@ bool imports_torch(std::string_view statement) {
   }
   if (!statement.starts_with("import ") && !statement.starts_with("import\t")) return false;
   return first_torch_package(statement.substr(7)).has_value();
+}
+
+/// Prefixes of the variables read when torch is imported: OpenMP's (libgomp
+/// and Intel's read theirs when the library loads), MKL's and OpenBLAS's
+/// thread settings, and torch's own flags (TORCH_SHOW_CPP_STACKTRACES,
+/// TORCH_CPP_LOG_LEVEL, PYTORCH_CUDA_ALLOC_CONF where a version reads it
+/// early). CUDA_* and NCCL_* are not: CUDA and NCCL start in the rank, after
+/// the fork, and read them then.
+constexpr std::array<std::string_view, 7> k_import_time_prefixes{"OMP_",      "KMP_",     "GOMP_", "MKL_",
+                                                                 "OPENBLAS_", "PYTORCH_", "TORCH_"};
+
+/// Whether `line` holds a string literal that starts with one of k_import_time_prefixes.
+bool names_import_time_variable(std::string_view line) {
+  for (std::size_t at = line.find_first_of("\"'"); at != std::string_view::npos;
+       at = line.find_first_of("\"'", at + 1)) {
+    const std::string_view rest = line.substr(at + 1);
+    for (const auto prefix : k_import_time_prefixes)
+      if (rest.starts_with(prefix)) return true;
+  }
+  return false;
 }
 
 /// Reads at most the first MiB of `path` (a script's imports are at its top).
@@ -104,6 +124,38 @@ std::optional<std::string> torch_import_in(std::string_view source) {
   return std::nullopt;
 }
 
+std::optional<std::string> import_time_setting_in(std::string_view source) {
+  // Only the lines before torch's import: a setting after it is ignored by
+  // a fresh interpreter too.
+  int until = 0;
+  if (const auto found = torch_import_in(source)) until = std::atoi(found->c_str() + 5); // "line N: ..."
+  bool touches_environment = false;
+  std::optional<std::string> first;
+  int number = 0;
+  while (!source.empty() && (until == 0 || number + 1 < until)) {
+    ++number;
+    const std::size_t end = source.find('\n');
+    const std::string_view line = trim(source.substr(0, end));
+    source = end == std::string_view::npos ? std::string_view{} : source.substr(end + 1);
+    if (line.starts_with("#")) continue;
+    if (line.find("environ") != std::string_view::npos || line.find("putenv") != std::string_view::npos)
+      touches_environment = true;
+    if (!first && names_import_time_variable(line)) first = fmt::format("line {}: {}", number, line);
+    if (first && touches_environment) return first;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> find_import_time_setting(const LaunchSpec& spec, const Environment& env) {
+  const auto& command = spec.command.value;
+  if (command.empty() || spec.no_python.value) return std::nullopt;
+  const auto path = spec.module.value ? module_file(command.front(), env) : std::optional{command.front()};
+  const auto text = path ? read_head(*path) : std::nullopt;
+  const auto found = text ? import_time_setting_in(*text) : std::nullopt;
+  if (!found) return std::nullopt;
+  return command.front() + " " + *found;
+}
+
 std::optional<std::string> torch_in_target_modules(const Environment& env) {
   const auto it = env.find("AIR_RUN_TARGET_MODULES");
   if (it == env.end()) return std::nullopt;
@@ -121,6 +173,15 @@ std::optional<std::string> find_torch_import(const LaunchSpec& spec, const Envir
   return torch_in_target_modules(env);
 }
 
+bool runs_python_target(const LaunchSpec& spec) {
+  const auto& command = spec.command.value;
+  // As core/run/plan.cpp builds a rank's argv: `-m`, a `.py` under the
+  // interpreter, or a command that already names the interpreter.
+  return !spec.no_python.value && !command.empty() &&
+         (spec.module.value || command.front().ends_with(".py") ||
+          (command.front() == spec.python.value && command.size() > 1));
+}
+
 bool preload_is_auto(const LaunchSpec& spec) {
   return spec.preload.value == std::vector<std::string>{"auto"};
 }
@@ -133,7 +194,8 @@ int usable_cpu_count() {
 }
 
 WarmChoice choose_warm_start(const LaunchSpec& spec, int ranks_on_node, int cpus,
-                             const std::optional<std::string>& torch_import) {
+                             const std::optional<std::string>& torch_import,
+                             const std::optional<std::string>& import_time_setting) {
   WarmChoice choice;
   const auto& setting = spec.preload.value;
   const std::string origin = spec.preload.origin.describe();
@@ -143,6 +205,15 @@ WarmChoice choose_warm_start(const LaunchSpec& spec, int ranks_on_node, int cpus
   }
   if (!runs_python_target(spec)) {
     choice.why = "warm start: off: the ranks are not Python programs run by " + spec.python.value;
+    return choice;
+  }
+  if (import_time_setting) {
+    // The user's list or air-run's choice alike: what the script computes
+    // comes first (docs/restarts.md, "What a warm rank observes").
+    choice.fresh_reason = "it sets a variable torch reads at import before importing torch (" +
+                          *import_time_setting + "): a rank forked with torch imported would not honour it";
+    choice.why = "warm start: off: " + spec.command.value.front() + " " + choice.fresh_reason.substr(3) +
+                 "; every rank starts fresh";
     return choice;
   }
   if (!preload_is_auto(spec)) {

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# The warm start's contract (docs/restarts.md, "What a warm rank observes"):
+# a rank forked from the warm interpreter observes what a fresh `python
+# script.py` observes. One probe (warm_probe.py) runs fresh (--no-preload)
+# and warm (--preload torch), each a first start and a restart, and every
+# observable is compared: the generators' states, sys.path and what imports
+# resolve to, the environment the script set before importing torch and
+# torch's view of it, argv, cwd, umask, rlimits, signal dispositions and
+# masks, fds, the hash flag. Real torch: Debian's /usr/bin/python3
+# ($TORCH_PYTHON); with CUDA (the GPU machine) the CUDA generator too.
+source "$(dirname "$0")/lib.sh"
+
+if ! "$TORCH_PYTHON" -c 'import torch' 2>/dev/null; then
+  echo "skip: $TORCH_PYTHON has no torch"
+  exit 0
+fi
+
+run_air() {
+  timeout -k 10 "${AIR_BOUND:-300}" "$AIR_RUN" "$@" >"$TESTDIR/stdout" 2>"$TESTDIR/stderr"
+  rc=$?
+  out=$(cat "$TESTDIR/stdout")
+  err=$(cat "$TESTDIR/stderr")
+}
+
+# probe_run MODE FLAGS...: runs the probe on 2 ranks, a failing first attempt
+# and one restart, from this folder; its observations land in MODE/.
+probe_run() {
+  local mode=$1
+  shift
+  mkdir -p "$mode" out
+  rm -f out/*
+  PROBE_OUT=$PWD/out run_air --cpu-ranks 2 --python "$TORCH_PYTHON" --max-restarts 1 "$@" \
+    --summary "$mode/summary.json" probe.py x --flag
+  expect_rc 0 || return 1
+  mv out/obs.* "$mode"/
+}
+
+test_a_warm_rank_observes_what_a_fresh_one_does() {
+  cp "$AIR_SOURCE_DIR/tests/e2e/warm_probe.py" probe.py
+  probe_run fresh --no-preload || return 1
+  probe_run warm --preload torch || return 1
+  expect_eq "$(json_get fresh/summary.json '[r["warm"] for r in d["ranks"]]')" "[False, False]"
+  expect_eq "$(json_get warm/summary.json '[r["warm"] for r in d["ranks"]]')" "[True, True]"
+  "$TORCH_PYTHON" - <<'PY' || fail "a warm rank observes something a fresh one does not (above)"
+import itertools, json, sys
+
+def load(mode, attempt, rank):
+    return json.load(open("%s/obs.%d.%d.json" % (mode, attempt, rank)))
+
+bad = 0
+runs = list(itertools.product((0, 1), (0, 1)))  # (attempt, rank)
+for attempt, rank in runs:
+    fresh, warm = load("fresh", attempt, rank), load("warm", attempt, rank)
+    if not warm["known"]["torch_before"]:
+        print("attempt %d rank %d: not forked warm (torch was not imported before the script)" % (attempt, rank))
+        bad += 1
+    for key in sorted(set(fresh["same"]) | set(warm["same"])):
+        a, b = fresh["same"].get(key), warm["same"].get(key)
+        if a != b:
+            if isinstance(a, dict) and isinstance(b, dict):  # the entries that differ
+                a, b = ({k: d.get(k) for k in set(a) | set(b) if a.get(k) != b.get(k)} for d in (a, b))
+            print("attempt %d rank %d: %s: fresh %r, warm %r" % (attempt, rank, key, a, b))
+            bad += 1
+# Every generator: one state per rank and attempt, warm as fresh.
+for mode in ("fresh", "warm"):
+    observed = {(a, r): load(mode, a, r)["distinct"] for a, r in runs}
+    for key in observed[(0, 0)]:
+        values = [observed[run][key] for run in runs]
+        if values[0] is None:
+            continue  # numpy absent
+        if len(set(map(repr, values))) != len(values):
+            print("%s: %s repeats across ranks or attempts: %r" % (mode, key, values))
+            bad += 1
+# And none of the warm ranks' states is a fresh one's (no replay).
+for key in load("warm", 0, 0)["distinct"]:
+    fresh = {repr(load("fresh", a, r)["distinct"][key]) for a, r in runs}
+    warm = {repr(load("warm", a, r)["distinct"][key]) for a, r in runs}
+    if load("warm", 0, 0)["distinct"][key] is not None and fresh & warm:
+        print("%s: a warm state equals a fresh one" % key)
+        bad += 1
+print("compared %d observables on %d ranks x attempts, fresh and warm; cuda: %s"
+      % (len(load("fresh", 0, 0)["same"]) + len(load("fresh", 0, 0)["distinct"]), len(runs),
+         load("warm", 0, 0)["same"]["cuda_available"]))
+sys.exit(1 if bad else 0)
+PY
+}
+
+# A script that sets, before it imports torch, a variable torch reads at
+# import: the ranks start fresh (the warm interpreter imported torch
+# already), said in --dry-run and the summary, and torch honours it.
+test_a_script_that_sets_torchs_import_time_variables_starts_fresh() {
+  cat >threads.py <<'PY'
+import os
+os.environ["OMP_NUM_THREADS"] = "3"
+import torch
+print("threads", os.environ["RANK"], torch.get_num_threads(), flush=True)
+PY
+  run_air --cpu-ranks 2 --python "$TORCH_PYTHON" --preload torch --dry-run threads.py
+  expect_rc 0
+  expect_contains "$out" 'warm start: off: threads.py sets a variable torch reads at import before importing torch (threads.py line 2: os.environ["OMP_NUM_THREADS"] = "3")'
+  run_air --cpu-ranks 2 --python "$TORCH_PYTHON" --preload torch --summary summary.json threads.py
+  expect_rc 0
+  expect_contains "$out" "threads 0 3"
+  expect_contains "$out" "threads 1 3"
+  expect_eq "$(json_get summary.json '[r["warm"] for r in d["ranks"]]')" "[False, False]"
+  expect_contains "$(json_get summary.json 'd["ranks"][1]["fresh_reason"]')" "threads.py line 2"
+}
+
+# The warm interpreter never imports from the folder air-run was started in
+# (`python -c` puts '' first on sys.path): a stub torch.py there is not run.
+test_a_torch_py_in_air_runs_folder_is_not_imported() {
+  mkdir work scripts
+  echo 'raise SystemExit("the stub torch.py in the working directory ran")' >work/torch.py
+  cat >scripts/t.py <<'PY'
+import torch
+print("real torch", torch.__file__.startswith("/usr"), flush=True)
+PY
+  cd work || return 1
+  run_air --cpu-ranks 2 --python "$TORCH_PYTHON" --preload torch --summary ../summary.json ../scripts/t.py
+  cd .. || return 1
+  expect_rc 0
+  expect_not_contains "$out$err" "stub torch.py"
+  expect_contains "$out" "real torch True"
+  expect_eq "$(json_get summary.json '[r["warm"] for r in d["ranks"]]')" "[True, True]"
+}
+
+run_tests "$@"
