@@ -40,6 +40,12 @@ template <typename T> class Expected {
 public:
   Expected(T value) : v_(std::move(value)) {}     // NOLINT(google-explicit-constructor)
   Expected(Error error) : v_(std::move(error)) {} // NOLINT(google-explicit-constructor)
+  /// The value made in place from `args`, with no temporary `T` moved in: for
+  /// a `T` that is itself a variant, that move trips g++ 14's flow analysis
+  /// (-Wmaybe-uninitialized on the variant's members).
+  template <typename... Args>
+  explicit Expected(std::in_place_t, Args&&... args)
+      : v_(std::in_place_index<0>, std::forward<Args>(args)...) {}
 
   bool ok() const { return v_.index() == 0; }
   explicit operator bool() const { return ok(); }

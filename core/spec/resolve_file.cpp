@@ -294,7 +294,7 @@ private:
       }
       vars.emplace(var, it->second.Scalar());
     }
-    return Value(std::move(vars));
+    return Expected<Value>(std::in_place, std::move(vars));
   }
 
   // A YAML list of ranks or rank ranges ("0,2-3" each), as one sorted set.
