@@ -380,7 +380,8 @@ private:
       ctx_.run_dir_is_temporary = true;
       run_dir_guard_.own(*dir);
     }
-    auto torchrun_dir = make_torchrun_log_dir(spec_, env_, ctx_.run_id);
+    auto torchrun_dir =
+        make_torchrun_log_dir(spec_, paths_.torchrun_base(ctx_.run_id, ctx_.node_rank), env_, ctx_.run_id);
     if (!torchrun_dir) return torchrun_dir.error();
     ctx_.torchrun_log_dir = *torchrun_dir;
     if (!ctx_.torchrun_log_dir.empty()) {
