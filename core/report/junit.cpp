@@ -1,5 +1,6 @@
 #include "core/report/junit.hpp"
 
+#include "core/report/bounded.hpp"
 #include "core/report/shown_tail.hpp"
 #include "core/report/summary.hpp"
 #include "core/report/traceback.hpp"
@@ -199,8 +200,9 @@ std::string junit_xml(const RunReport& report) {
         headline = exception_line(join_tail(r));
       const std::string message =
           headline.empty() ? describe_rank_end(r) : headline + " (" + describe_rank_end(r) + ")";
-      cases += "    <failure" + attr("message", message) + attr("type", failure_type(r, e)) + ">";
-      cases += xml_escape(e ? e->traceback : std::string(), false);
+      cases += "    <failure" + attr("message", bounded_head(message, k_junit_message_bytes)) +
+               attr("type", failure_type(r, e)) + ">";
+      cases += xml_escape(bounded_text(e ? e->traceback : std::string(), k_junit_body_bytes), false);
       cases += "</failure>\n";
     } else if (r.stopped_by_air_run) {
       const std::string message = "stopped by air-run" + (o.reason.empty() ? "" : ": " + o.reason);
@@ -216,7 +218,8 @@ std::string junit_xml(const RunReport& report) {
       cases += "    <skipped" + attr("message", "not started") + "/>\n";
     }
     const std::string tail = join_tail(r);
-    if (!tail.empty()) cases += "    <system-out>" + xml_escape(tail, false) + "</system-out>\n";
+    if (!tail.empty())
+      cases += "    <system-out>" + xml_escape(bounded_text(tail, k_junit_body_bytes), false) + "</system-out>\n";
     cases += "  </testcase>\n";
   }
 
