@@ -244,7 +244,8 @@ std::string format_report(const RunReport& report, bool color) {
     if (err != nullptr && err->has_value()) {
       const RankError& e = **err;
       if (e.source == RankError::Source::error_file) {
-        out += "    " + error_headline(e) + "\n";
+        // A message of several lines keeps the report's indentation on each.
+        for (const std::string& line : split_lines(error_headline(e))) out += "    " + line + "\n";
         append_indented_tail(out, e.traceback, report.plan.tail_lines);
       } else if (e.source == RankError::Source::output_tail) {
         if (e.traceback.empty())
@@ -272,7 +273,10 @@ std::string format_report(const RunReport& report, bool color) {
     out += "  also failed: " + rank_label(r) + ": " + describe_rank_end(r);
     if (i < report.errors.size() && report.errors[i] &&
         report.errors[i]->source == RankError::Source::error_file) {
-      out += ": " + error_headline(*report.errors[i]);
+      // One line a rank: a message's first line.
+      const std::string headline = error_headline(*report.errors[i]);
+      const auto nl = headline.find('\n');
+      out += ": " + headline.substr(0, nl) + (nl == std::string::npos ? "" : " ...");
     }
     out += "\n";
   }

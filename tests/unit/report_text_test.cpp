@@ -229,3 +229,15 @@ TEST_CASE("report: a failed import names the interpreter and how to choose anoth
   run.spec.no_python.value = true;
   CHECK(air::format_report(report).find("Python:") == std::string::npos);
 }
+
+TEST_CASE("report: a message of several lines keeps the indentation", "[report]") {
+  air::test::SampleRun run;
+  air::RunReport report = air::test::sample_report(run);
+  report.errors[1]->message = "shapes differ:\n  a: [2, 3]\n  b: [3, 2]";
+  report.errors[2] = report.errors[1];
+  const std::string text = air::format_report(report);
+  CHECK(text.find("    RuntimeError: shapes differ:\n      a: [2, 3]\n      b: [3, 2]\n      Traceback") !=
+        std::string::npos);
+  CHECK(text.find("  also failed: rank 2 (local_rank 2, pid 4244): signal 11 (SIGSEGV, core dumped): "
+                  "RuntimeError: shapes differ: ...\n  stopped by air-run") != std::string::npos);
+}
