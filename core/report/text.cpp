@@ -212,7 +212,15 @@ std::string format_warnings(const RunOutcome& o) {
   if (o.leftover_processes > 0) {
     const auto n = o.leftover_processes;
     out += "air-run: ended " + std::to_string(n) + (n == 1 ? " process" : " processes") +
-           " that the ranks left running\n";
+           " that the ranks left running";
+    const auto& names = o.leftover_names;
+    if (n == 1 && names.size() == 1) {
+      out += ": " + names.front() + "\n";
+    } else {
+      out += names.empty() ? "\n" : ":\n";
+      for (const std::string& name : names) out += "  " + name + "\n";
+      if (!names.empty() && n > names.size()) out += "  and " + std::to_string(n - names.size()) + " more\n";
+    }
   }
   return out;
 }

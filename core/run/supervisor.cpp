@@ -182,6 +182,7 @@ RunOutcome Supervisor::run() {
                            ? std::chrono::milliseconds(0)
                            : std::chrono::duration_cast<std::chrono::milliseconds>(plan_.grace_period);
     out_.leftover_processes = containment_->sweep(grace);
+    out_.leftover_names = containment_->swept();
     phases::mark("sweep");
     output_.close_all();
     containment_.reset(); // while SIGPIPE is still ignored: it writes to the watchdog

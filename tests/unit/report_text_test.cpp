@@ -241,3 +241,23 @@ TEST_CASE("report: a message of several lines keeps the indentation", "[report]"
   CHECK(text.find("  also failed: rank 2 (local_rank 2, pid 4244): signal 11 (SIGSEGV, core dumped): "
                   "RuntimeError: shapes differ: ...\n  stopped by air-run") != std::string::npos);
 }
+
+TEST_CASE("report: the processes the ranks left running are named", "[report]") {
+  air::test::SampleRun run;
+  run.outcome.status = air::RunOutcome::Status::succeeded;
+  run.outcome.root_cause_rank = -1;
+  run.outcome.reason.clear();
+  run.outcome.duration_s = 1;
+  run.outcome.ranks.resize(2);
+  run.outcome.leftover_processes = 1;
+  run.outcome.leftover_names = {"pid 4711 sleep (sleep 1000)"};
+  air::RunReport report{run.spec, run.hardware, run.selection, run.plan, run.outcome, "h", 0, {}, {}};
+  CHECK(air::format_report(report) == "air-run: run r1 succeeded after 1.0s: 2 ranks exited 0\n"
+                                      "air-run: ended 1 process that the ranks left running: pid 4711 sleep "
+                                      "(sleep 1000)\n");
+  report.outcome.leftover_processes = 3;
+  report.outcome.leftover_names = {"pid 1 a (a)", "pid 2 b (b -x)"};
+  CHECK(air::format_report(report) == "air-run: run r1 succeeded after 1.0s: 2 ranks exited 0\n"
+                                      "air-run: ended 3 processes that the ranks left running:\n"
+                                      "  pid 1 a (a)\n  pid 2 b (b -x)\n  and 1 more\n");
+}
