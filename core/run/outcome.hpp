@@ -158,6 +158,10 @@ struct RunOutcome {
   /// Processes still running below air-run after every rank had ended (a
   /// rank's background jobs, daemons), which air-run then ended.
   std::size_t leftover_processes = 0;
+  /// The newest complete checkpoint in --checkpoint-dir once the ranks had
+  /// ended, however the run ended (Ctrl-C too): what a new launch resumes
+  /// from; "" = none, or no directory.
+  std::string checkpoint;
   /// The first of them by name: "pid 4711 sleep (sleep 1000)".
   std::vector<std::string> leftover_names;
   /// Set (with status failed and root_cause_rank -1) when another node's

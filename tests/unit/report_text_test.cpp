@@ -1,4 +1,5 @@
 // The human end-of-run report: exact text.
+#include "core/report/summary.hpp"
 #include "core/report/text.hpp"
 #include "tests/unit/catch.hpp"
 #include "tests/unit/results_fixture.hpp"
@@ -260,4 +261,22 @@ TEST_CASE("report: the processes the ranks left running are named", "[report]") 
   CHECK(air::format_report(report) == "air-run: run r1 succeeded after 1.0s: 2 ranks exited 0\n"
                                       "air-run: ended 3 processes that the ranks left running:\n"
                                       "  pid 1 a (a)\n  pid 2 b (b -x)\n  and 1 more\n");
+}
+
+TEST_CASE("report: an interrupted run names the latest checkpoint", "[report]") {
+  // Ctrl-C during training: only a preemption said it before.
+  air::test::SampleRun run;
+  run.outcome.status = air::RunOutcome::Status::interrupted;
+  run.outcome.root_cause_rank = -1;
+  run.outcome.reason = "interrupted by SIGINT";
+  run.outcome.ranks.resize(1);
+  run.outcome.ranks[0].stopped_by_air_run = true;
+  run.outcome.checkpoint = "/ckpt/checkpoint-000007";
+  air::RunReport report{run.spec, run.hardware, run.selection, run.plan, run.outcome, "h", 130, {}, {}};
+  const std::string text = air::format_report(report);
+  CHECK(text.find("  latest checkpoint: /ckpt/checkpoint-000007\n") != std::string::npos);
+  CHECK(air::summary_json(report)["outcome"]["checkpoint"] == "/ckpt/checkpoint-000007");
+  report.outcome.checkpoint.clear();
+  CHECK(air::format_report(report).find("latest checkpoint") == std::string::npos);
+  CHECK(air::summary_json(report)["outcome"]["checkpoint"].is_null());
 }
