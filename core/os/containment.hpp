@@ -77,6 +77,8 @@ public:
     return {cgroup_.dir_fd(), cgroup_.procs_fd()};
   }
   bool has_cgroup() const { return cgroup_.active(); }
+  /// The run's cgroup directory; "" without one.
+  const std::string& cgroup_dir() const { return cgroup_.dir(); }
   /// "cgroup /sys/fs/cgroup/.../air-run-42" or "process groups".
   std::string describe() const;
 

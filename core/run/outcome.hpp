@@ -26,7 +26,9 @@ struct RankOutcome {
   /// air-run's teardown signal ended it (ended_by_teardown_signal): a rank
   /// that exited with its own code while the teardown ran is not stopped.
   bool stopped_by_air_run = false;
-  bool oom_killed = false; ///< killed by the kernel's OOM killer (cgroup memory.events)
+  /// The OOM killer killed it, or a child of it (a DataLoader worker) before
+  /// it failed (the cgroup's oom_kill counter rose: memory.events).
+  bool oom_killed = false;
   std::string spawn_error; ///< non-empty when exec failed (then status is 126/127)
   bool warm = false;       ///< forked from the warm interpreter (--preload, core/run/warm_start.hpp)
   std::string log_error;   ///< non-empty when writing its log file failed ("write ...: ...")

@@ -205,6 +205,7 @@ void Supervisor::start() {
   if (warm_ != nullptr && warm_->pid() > 0) containment.spared.push_back(warm_->pid());
   if (plan_.run_dir_is_temporary) containment.private_dir = plan_.run_dir;
   containment_ = Containment::start(containment);
+  exits_.watch_run_cgroup(containment_->cgroup_dir());
   phases::mark("containment");
   if (hooks_) {
     // The other nodes' heartbeats go on while the warm interpreter imports;
