@@ -266,4 +266,26 @@ PY
   expect_eq "$(rank1_error s2.json)" "SystemExit|bare raise|error_file"
 }
 
+test_a_python_2_helper_started_by_a_rank_is_left_alone() {
+  # The shim was the sitecustomize.py itself, Python 3 throughout: every
+  # Python 2 a rank started printed "'import sitecustomize' failed".
+  local py2
+  py2=$(command -v python2.7 || ls /root/.pyenv/versions/2.7*/bin/python2.7 2>/dev/null | head -1)
+  [[ -x $py2 ]] || { echo "skip: no python2.7 here"; return 0; }
+  cat >helper.py <<PY
+import subprocess, sys
+done = subprocess.run(["$py2", "-c", "import sys; print('helper %d.%d' % sys.version_info[:2])"],
+                      capture_output=True, text=True)
+sys.stdout.write(done.stdout)
+sys.stderr.write(done.stderr)
+raise RuntimeError("after the helper")
+PY
+  run_air --cpu-ranks 1 --python python3 helper.py
+  expect_rc 1
+  expect_contains "$out" "helper 2.7"
+  expect_not_contains "$err" "sitecustomize"
+  # and the shim still runs in the Python 3 rank: its exception is recorded
+  expect_contains "$err" "rank 0 failed: RuntimeError: after the helper (helper.py:6)"
+}
+
 run_tests
