@@ -106,7 +106,8 @@ Expected<CapturedRun> run_interruptible(const std::vector<std::string>& argv, co
   options.stop_fd = watch->fd();
   options.stop_grace = std::chrono::milliseconds(1000);
   auto run = run_captured(argv, env, options);
-  if (run && run->stopped) die_of_signal(watch->take());
+  if (run && run->stopped)
+    if (const int signal = watch->take(); signal > 0) die_of_signal(signal);
   return run;
 }
 

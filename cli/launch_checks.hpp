@@ -44,8 +44,7 @@ std::string run_folder_of(const std::string& log_dir);
 /// set: `<base>/<run_id>_XXXXXX` (a temporary base when `base` is "";
 /// PathTemplates::torchrun_base gives it).
 Expected<std::string> make_torchrun_log_dir(const LaunchSpec& spec, const std::string& base,
-                                            const Environment& env,
-                                            const std::string& run_id);
+                                            const Environment& env, const std::string& run_id);
 
 /// The paths a run writes, as given (with placeholders), and their check:
 /// an unknown placeholder is a usage error before anything starts.

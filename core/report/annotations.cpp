@@ -76,8 +76,8 @@ std::vector<std::string> github_annotations(const RunReport& report, const std::
   for (const Straggler& s : o.stragglers)
     if (lines.size() < k_annotations_per_kind) // GitHub shows no more a step
       lines.push_back(
-        "::warning title=" + escape_workflow_property("air-run straggler: rank " + std::to_string(s.rank)) +
-        "::" + escape_workflow_data(straggler_line(s)));
+          "::warning title=" + escape_workflow_property("air-run straggler: rank " + std::to_string(s.rank)) +
+          "::" + escape_workflow_data(straggler_line(s)));
   if (o.status == RunOutcome::Status::succeeded) return lines;
   const std::size_t before_errors = lines.size();
   std::vector<int> unshown; // failed ranks past GitHub's 10 errors a step
@@ -119,10 +119,11 @@ std::vector<std::string> github_annotations(const RunReport& report, const std::
     for (std::size_t i = 0; i < unshown.size() && i < 32; ++i)
       ranks += (i == 0 ? "" : ", ") + std::to_string(unshown[i]);
     if (unshown.size() > 32) ranks += ", ...";
-    lines.push_back("::error title=" + escape_workflow_property("air-run: more failed ranks") + "::" +
-                    escape_workflow_data(fmt::format("{} more ranks failed ({}); GitHub shows 10 errors a step: "
-                                                     "the step's log and the JUnit report have them all",
-                                                     unshown.size(), ranks)));
+    lines.push_back(
+        "::error title=" + escape_workflow_property("air-run: more failed ranks") + "::" +
+        escape_workflow_data(fmt::format("{} more ranks failed ({}); GitHub shows 10 errors a step: "
+                                         "the step's log and the JUnit report have them all",
+                                         unshown.size(), ranks)));
   }
   if (lines.size() == before_errors) {
     std::string message = o.reason.empty() ? "run " + std::string(to_string(o.status)) : o.reason;
@@ -139,9 +140,9 @@ std::vector<std::string> github_annotations(const RunReport& report, const std::
     if (o.status == RunOutcome::Status::hung && o.hang) message += ": " + o.hang->diagnosis.line;
     lines.push_back(
         "::error " + where + "title=" +
-        escape_workflow_property(report.refusal != nullptr ? "air-run: launch refused" : "air-run") +
-        "::" + escape_workflow_data(bounded_text(message, k_annotation_message_bytes) + " (exit code " +
-                                    std::to_string(report.exit_code) + ")"));
+        escape_workflow_property(report.refusal != nullptr ? "air-run: launch refused" : "air-run") + "::" +
+        escape_workflow_data(bounded_text(message, k_annotation_message_bytes) + " (exit code " +
+                             std::to_string(report.exit_code) + ")"));
   }
   return lines;
 }
@@ -214,7 +215,8 @@ std::string github_step_summary(const RunReport& report) {
                                                         : exception_line(e.traceback);
     }
     out += "| " + std::to_string(r.rank) + " | " + cell(status) + " | " + format_seconds(r.duration_s) +
-           " | " + (error.empty() ? "" : "`" + cell(bounded_head(error, k_summary_cell_bytes)) + "`") + " |\n";
+           " | " + (error.empty() ? "" : "`" + cell(bounded_head(error, k_summary_cell_bytes)) + "`") +
+           " |\n";
   }
   out += "\nrun `" + cell(report.plan.run_id) + "`, " + std::to_string(o.ranks.size()) +
          (o.ranks.size() == 1 ? " rank, " : " ranks, ") + format_seconds(o.duration_s) + "\n";

@@ -219,7 +219,8 @@ std::string junit_xml(const RunReport& report) {
     }
     const std::string tail = join_tail(r);
     if (!tail.empty())
-      cases += "    <system-out>" + xml_escape(bounded_text(tail, k_junit_body_bytes), false) + "</system-out>\n";
+      cases +=
+          "    <system-out>" + xml_escape(bounded_text(tail, k_junit_body_bytes), false) + "</system-out>\n";
     cases += "  </testcase>\n";
   }
 

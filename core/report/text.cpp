@@ -241,8 +241,10 @@ std::string format_report(const RunReport& report, bool color) {
   if (!o.reason.empty()) out += ": " + o.reason;
   out += "\n" + format_attempts(o, report.plan.max_restarts);
   if (o.status == RunOutcome::Status::hung && o.hang) out += "  hang: " + o.hang->diagnosis.line + "\n";
-  if (o.preemption) out += format_preemption(o);
-  else if (!o.checkpoint.empty()) out += "  latest checkpoint: " + o.checkpoint + "\n"; // Ctrl-C, a failure
+  if (o.preemption)
+    out += format_preemption(o);
+  else if (!o.checkpoint.empty())
+    out += "  latest checkpoint: " + o.checkpoint + "\n"; // Ctrl-C, a failure
 
   const RankOutcome* root = find_root_cause(o);
   if (root != nullptr) {

@@ -42,7 +42,8 @@ void Exits::watch_run_cgroup(const std::string& run_cgroup_dir) {
 
 std::uint64_t Exits::take_oom_kills() const {
   if (!oom_baseline_) return 0;
-  const auto now = oom_cgroup_dir_.empty() ? read_oom_kill_count() : read_run_cgroup_oom_kills(oom_cgroup_dir_);
+  const auto now =
+      oom_cgroup_dir_.empty() ? read_oom_kill_count() : read_run_cgroup_oom_kills(oom_cgroup_dir_);
   if (!now || *now <= *oom_baseline_) return 0;
   const std::uint64_t kills = *now - *oom_baseline_;
   oom_baseline_ = now;

@@ -72,8 +72,8 @@ bool is_exception_line(std::string_view line) {
 
 /// air-run's own Python: the shim's folder, the warm start's program, the air package.
 bool is_air_run_file(std::string_view path) {
-  constexpr std::string_view k_markers[] = {"/pyshim/",          "/air_run_warm.py", "/air/_",
-                                            "/air/data/",        "/air/__init__.py", "/air/torch_distributor.py"};
+  constexpr std::string_view k_markers[] = {"/pyshim/",   "/air_run_warm.py", "/air/_",
+                                            "/air/data/", "/air/__init__.py", "/air/torch_distributor.py"};
   for (std::string_view marker : k_markers)
     if (path.find(marker) != std::string_view::npos) return true;
   return false;

@@ -10,10 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
-
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <sstream>
 
 namespace air {

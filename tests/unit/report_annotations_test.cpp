@@ -171,9 +171,10 @@ TEST_CASE("annotations, step summary and JUnit stay inside their consumers' limi
   air::RunReport report = air::test::sample_report(run);
   const std::string huge = "HEAD" + std::string(3 * 512 * 1024, 'x') + "TAIL";
   report.errors[1]->message = huge;
-  report.errors[1]->traceback = "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
-                                "RuntimeError: " +
-                                huge + "\n";
+  report.errors[1]->traceback =
+      "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
+      "RuntimeError: " +
+      huge + "\n";
   report.outcome.reason = "rank 1 failed: RuntimeError: " + huge;
   const std::string summary = air::github_step_summary(report);
   CHECK(summary.size() < 20'000);
