@@ -288,7 +288,7 @@ test_a_fifo_as_the_script_or_module_does_not_hang_air_run() {
 expect_ended_by() {
   local signal=$1 code=$2
   shift 2
-  env --default-signal=INT "$@" &
+  env --default-signal=INT "$@" <&0 & # explicit: an async command's stdin is /dev/null otherwise
   local pid=$! waited=0
   sleep 1
   kill -"$signal" "$pid"
