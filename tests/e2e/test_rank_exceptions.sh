@@ -270,8 +270,10 @@ test_a_python_2_helper_started_by_a_rank_is_left_alone() {
   # The shim was the sitecustomize.py itself, Python 3 throughout: every
   # Python 2 a rank started printed "'import sitecustomize' failed".
   local py2
-  py2=$(command -v python2.7 || ls /root/.pyenv/versions/2.7*/bin/python2.7 2>/dev/null | head -1)
-  [[ -x $py2 ]] || { echo "skip: no python2.7 here"; return 0; }
+  for py2 in /root/.pyenv/versions/2.7*/bin/python2.7 "$(command -v python2.7)" ""; do
+    [[ -n $py2 ]] && "$py2" -c 'import sys' 2>/dev/null && break
+  done
+  [[ -n $py2 ]] || { echo "skip: no python2.7 here"; return 0; }
   cat >helper.py <<PY
 import subprocess, sys
 done = subprocess.run(["$py2", "-c", "import sys; print('helper %d.%d' % sys.version_info[:2])"],
