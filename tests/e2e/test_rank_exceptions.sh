@@ -290,4 +290,25 @@ PY
   expect_contains "$err" "rank 0 failed: RuntimeError: after the helper (helper.py:6)"
 }
 
+test_a_failed_collective_is_placed_at_the_programs_line() {
+  # Every failed collective's reason ended "(sitecustomize.py:304)": the
+  # shim's timing wrapper, a file deleted with the run; the annotation
+  # pointed there too.
+  "$TORCH_PYTHON" -c 'import torch.distributed' 2>/dev/null || { echo "skip: no torch"; return 0; }
+  cat >uneven2.py <<'PY'
+import os, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+if dist.get_rank() == 1:
+    os._exit(0)
+t = torch.ones(1)
+dist.all_reduce(t)
+dist.all_reduce(t)
+PY
+  GITHUB_ACTIONS=true run_air --cpu-ranks 2 --python "$TORCH_PYTHON" uneven2.py
+  expect_rc 1
+  [[ $err =~ "rank 0 failed: RuntimeError: ".*" (uneven2.py:"[67]")" ]] || fail "reason: $(grep 'failed after' <<<"$err")"
+  expect_contains "$out$err" "::error file=$PWD/uneven2.py,line="
+  expect_not_contains "$out$err" "sitecustomize"
+}
+
 run_tests
