@@ -175,7 +175,7 @@ TEST_CASE("annotations, step summary and JUnit stay inside their consumers' limi
       "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
       "RuntimeError: " +
       huge + "\n";
-  report.outcome.reason = "rank 1 failed: RuntimeError: " + huge;
+  run.outcome.reason = "rank 1 failed: RuntimeError: " + huge; // the report holds a reference
   const std::string summary = air::github_step_summary(report);
   CHECK(summary.size() < 20'000);
   CHECK(summary.find("`RuntimeError: HEADxxx") != std::string::npos);
@@ -191,11 +191,12 @@ TEST_CASE("annotations, step summary and JUnit stay inside their consumers' limi
 
   // 4,096 failed ranks: the summary stays under 1 MiB whole, and GitHub,
   // which shows 10 errors a step, gets 9 and one that counts the rest.
-  air::RunReport many = air::test::sample_report(run);
-  many.outcome.ranks.clear();
+  air::test::SampleRun wide;
+  air::RunReport many = air::test::sample_report(wide);
+  wide.outcome.ranks.clear();
   many.errors.clear();
   for (int i = 0; i < 4096; ++i) {
-    many.outcome.ranks.push_back(air::test::make_rank(i, 1000 + i, air::ExitStatus::exited_with(1), 1.0));
+    wide.outcome.ranks.push_back(air::test::make_rank(i, 1000 + i, air::ExitStatus::exited_with(1), 1.0));
     air::RankError e;
     e.source = air::RankError::Source::error_file;
     e.type = "RuntimeError";

@@ -256,8 +256,8 @@ TEST_CASE("report: the processes the ranks left running are named", "[report]") 
   CHECK(air::format_report(report) == "air-run: run r1 succeeded after 1.0s: 2 ranks exited 0\n"
                                       "air-run: ended 1 process that the ranks left running: pid 4711 sleep "
                                       "(sleep 1000)\n");
-  report.outcome.leftover_processes = 3;
-  report.outcome.leftover_names = {"pid 1 a (a)", "pid 2 b (b -x)"};
+  run.outcome.leftover_processes = 3;
+  run.outcome.leftover_names = {"pid 1 a (a)", "pid 2 b (b -x)"};
   CHECK(air::format_report(report) == "air-run: run r1 succeeded after 1.0s: 2 ranks exited 0\n"
                                       "air-run: ended 3 processes that the ranks left running:\n"
                                       "  pid 1 a (a)\n  pid 2 b (b -x)\n  and 1 more\n");
@@ -276,7 +276,7 @@ TEST_CASE("report: an interrupted run names the latest checkpoint", "[report]") 
   const std::string text = air::format_report(report);
   CHECK(text.find("  latest checkpoint: /ckpt/checkpoint-000007\n") != std::string::npos);
   CHECK(air::summary_json(report)["outcome"]["checkpoint"] == "/ckpt/checkpoint-000007");
-  report.outcome.checkpoint.clear();
+  run.outcome.checkpoint.clear();
   CHECK(air::format_report(report).find("latest checkpoint") == std::string::npos);
   CHECK(air::summary_json(report)["outcome"]["checkpoint"].is_null());
 }
