@@ -205,7 +205,9 @@ std::string junit_xml(const RunReport& report) {
       cases += xml_escape(bounded_text(e ? e->traceback : std::string(), k_junit_body_bytes), false);
       cases += "</failure>\n";
     } else if (r.stopped_by_air_run) {
-      const std::string message = "stopped by air-run" + (o.reason.empty() ? "" : ": " + o.reason);
+      const std::string message =
+          "stopped by air-run" +
+          (o.reason.empty() ? "" : ": " + bounded_head(o.reason, k_junit_message_bytes));
       if (run_stopped) {
         ++errors;
         cases += "    <error" + attr("message", message) + attr("type", to_string(o.status)) + "/>\n";
@@ -245,7 +247,7 @@ std::string junit_xml(const RunReport& report) {
       {"run_id", report.plan.run_id},
       {"status", std::string(to_string(o.status))},
       {"exit_code", std::to_string(report.exit_code)},
-      {"reason", o.reason},
+      {"reason", bounded_head(o.reason, k_junit_message_bytes)},
       {"accelerator_type", report.selection.accelerator_type},
   };
   for (const auto& [name, value] : props) {
