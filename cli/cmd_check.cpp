@@ -8,6 +8,7 @@
 #include "core/hw/nvml.hpp"
 #include "core/os/capture.hpp"
 #include "core/os/host.hpp"
+#include "core/os/signals.hpp"
 #include "core/preflight/check_report.hpp"
 #include "core/preflight/nccl_check.hpp"
 #include "core/pyenv/cache.hpp"
@@ -92,6 +93,24 @@ Expected<std::chrono::milliseconds> nccl_timeout(const Environment& env) {
   return *parsed;
 }
 
+/// run_captured with a deadline that SIGINT, SIGTERM or SIGHUP cut short:
+/// the helper's group is stopped and air-run ends of the signal. The torch
+/// probe and the NCCL check may take a minute each, and air-run's signals are
+/// blocked for its signalfd: `--check` ignored SIGTERM for up to 60 s.
+Expected<CapturedRun> run_interruptible(const std::vector<std::string>& argv, const Environment& env,
+                                        std::chrono::milliseconds timeout) {
+  auto watch = InterruptWatch::open();
+  if (!watch) return watch.error();
+  CaptureOptions options;
+  options.timeout = timeout;
+  options.stop_fd = watch->fd();
+  options.stop_grace = std::chrono::milliseconds(1000);
+  auto run = run_captured(argv, env, options);
+  if (run && run->stopped)
+    if (const int signal = watch->take(); signal > 0) die_of_signal(signal);
+  return run;
+}
+
 NcclPart check_nccl(const Selection& selection, const Environment& env, std::chrono::milliseconds timeout,
                     double min_busbw) {
   NcclPart part;
@@ -114,7 +133,7 @@ NcclPart check_nccl(const Selection& selection, const Environment& env, std::chr
   for (const auto& gpu : selection.gpus) uuids += (uuids.empty() ? "" : ",") + gpu.uuid;
   child_env["CUDA_VISIBLE_DEVICES"] = uuids;
   part.check.status = CheckStatus::fail;
-  auto run = run_captured({part.binary}, child_env, timeout);
+  auto run = run_interruptible({part.binary}, child_env, timeout);
   if (!run) {
     part.check.detail = "cannot run air-nccl-check: " + run.error().message;
     return part;
@@ -162,7 +181,7 @@ EnvironmentPart check_environment(const LaunchSpec& spec, const Selection& selec
   part.python = describe_interpreter(spec.python.value, env);
   part.gpus = describe_gpus(selection, hw, !spec.accelerator_type.value.empty());
   part.settings = settings_in_force(describe_spec(spec));
-  auto probe = run_captured(torch_probe_argv(spec.python.value), env, kTorchProbeTimeout);
+  auto probe = run_interruptible(torch_probe_argv(spec.python.value), env, kTorchProbeTimeout);
   if (!probe) {
     part.torch.detail = "cannot run " + spec.python.value + ": " + probe.error().message;
   } else {

@@ -67,8 +67,10 @@ struct Notices {
 Status write_stack_shim(const LaunchPlan& plan) {
   if (plan.stack_signal <= 0) return ok_status();
   AIR_TRY(make_directories(plan.stack_shim_dir));
+  AIR_TRY(write_file_atomically(plan.stack_shim_dir + "/" + std::string(k_stack_shim_body_name),
+                                stack_shim_source({mlflow_rank_wait_part()})));
   return write_file_atomically(plan.stack_shim_dir + "/" + std::string(k_stack_shim_name),
-                               stack_shim_source({mlflow_rank_wait_part()}));
+                               std::string(stack_shim_loader_source()));
 }
 
 /// The spec's report paths when the spec file itself was refused: the flags
@@ -380,7 +382,8 @@ private:
       ctx_.run_dir_is_temporary = true;
       run_dir_guard_.own(*dir);
     }
-    auto torchrun_dir = make_torchrun_log_dir(spec_, env_, ctx_.run_id);
+    auto torchrun_dir =
+        make_torchrun_log_dir(spec_, paths_.torchrun_base(ctx_.run_id, ctx_.node_rank), env_, ctx_.run_id);
     if (!torchrun_dir) return torchrun_dir.error();
     ctx_.torchrun_log_dir = *torchrun_dir;
     if (!ctx_.torchrun_log_dir.empty()) {

@@ -94,13 +94,12 @@ std::string run_folder_of(const std::string& log_dir) {
   return slash == std::string::npos || slash == 0 ? std::string() : log_dir.substr(0, slash);
 }
 
-Expected<std::string> make_torchrun_log_dir(const LaunchSpec& spec, const Environment& env,
-                                            const std::string& run_id) {
+Expected<std::string> make_torchrun_log_dir(const LaunchSpec& spec, const std::string& given_base,
+                                            const Environment& env, const std::string& run_id) {
   if (spec.redirects.value == "0" && spec.tee.value == "0" && spec.duplicate_stdout_filters.value.empty() &&
       spec.duplicate_stderr_filters.value.empty())
     return std::string();
-  // The run's folder: with a folder per rank (`logs/{run_id}/{rank}`), the one above them.
-  std::string base = run_folder_of(spec.log_dir.value);
+  std::string base = given_base;
   if (base.empty()) base = fmt::format("{}/torchelastic_{}", env_or(env, "TMPDIR", "/tmp"), run_id);
   AIR_TRY(make_directories(base));
   std::string path = fmt::format("{}/{}_XXXXXX", base, run_id);

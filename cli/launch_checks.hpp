@@ -41,21 +41,33 @@ Expected<Selection> select_ranks(const LaunchSpec& spec, const Hardware& hardwar
 std::string run_folder_of(const std::string& log_dir);
 
 /// torchrun's per-run log directory for -r/-t files, made when either is
-/// set: `<log_dir>/<run_id>_XXXXXX` (a temporary base when log_dir is unset).
-Expected<std::string> make_torchrun_log_dir(const LaunchSpec& spec, const Environment& env,
-                                            const std::string& run_id);
+/// set: `<base>/<run_id>_XXXXXX` (a temporary base when `base` is "";
+/// PathTemplates::torchrun_base gives it).
+Expected<std::string> make_torchrun_log_dir(const LaunchSpec& spec, const std::string& base,
+                                            const Environment& env, const std::string& run_id);
 
 /// The paths a run writes, as given (with placeholders), and their check:
 /// an unknown placeholder is a usage error before anything starts.
 struct PathTemplates {
   std::string log_dir, summary_file, junit_file;
+  /// --log-dir as given, before air-run's per-run folder: torchrun's -r/-t
+  /// files go to `<this>/<run id>_XXXXXX`, as torchrun puts them.
+  std::string given_log_dir;
 
   static Expected<PathTemplates> of(const LaunchSpec& spec) {
     AIR_TRY(check_placeholders(spec.log_dir.value, {"run_id", "node_rank", "rank"}, "log_dir (--log-dir)"));
     AIR_TRY(check_placeholders(spec.summary_file.value, {"run_id", "node_rank"}, "summary_file (--summary)"));
     AIR_TRY(check_placeholders(spec.junit_file.value, {"run_id", "node_rank"}, "junit_file (--junit)"));
     // A per-run subfolder by default: a second run never overwrites the first.
-    return PathTemplates{with_run_folder(spec.log_dir.value), spec.summary_file.value, spec.junit_file.value};
+    return PathTemplates{with_run_folder(spec.log_dir.value), spec.summary_file.value, spec.junit_file.value,
+                         spec.log_dir.value};
+  }
+
+  /// The folder torchrun's -r/-t files go under: the log directory as given
+  /// (`--log-dir logs` -> logs/<run id>_XXXXXX, not logs/<run id>/<run id>_XXXXXX),
+  /// the part above `{rank}` when it has one; "" without --log-dir.
+  std::string torchrun_base(const std::string& run_id, int node_rank) const {
+    return run_folder_of(fill_run_placeholders(given_log_dir, run_id, node_rank));
   }
 
   /// Puts the run's values into the spec's paths ({rank} stays for the planner).

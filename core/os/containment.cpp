@@ -233,6 +233,7 @@ void Containment::reap_adopted() {
 }
 
 std::size_t Containment::sweep(std::chrono::milliseconds grace) {
+  swept_.clear();
   reap_adopted();
   // The groups the run made, and the sessions' own groups, are asked of the
   // kernel itself (kill(-g, 0)) too: a process that changes its pid every
@@ -253,6 +254,8 @@ std::size_t Containment::sweep(std::chrono::milliseconds grace) {
     if (!seen) ++found;
   }
   if (found == 0) return 0;
+  for (const auto& e : left)
+    if (swept_.size() < 10) swept_.push_back(describe_process(e.pid));
   // SIGTERM to each process once, a child forked during the grace period too.
   std::set<std::pair<pid_t, std::uint64_t>> termed;
   const auto term_new = [&] {

@@ -77,6 +77,8 @@ public:
     return {cgroup_.dir_fd(), cgroup_.procs_fd()};
   }
   bool has_cgroup() const { return cgroup_.active(); }
+  /// The run's cgroup directory; "" without one.
+  const std::string& cgroup_dir() const { return cgroup_.dir(); }
   /// "cgroup /sys/fs/cgroup/.../air-run-42" or "process groups".
   std::string describe() const;
 
@@ -102,12 +104,17 @@ public:
   /// SIGKILL, and reaps the adopted ones. Returns how many were left.
   std::size_t sweep(std::chrono::milliseconds grace);
 
+  /// The processes the last sweep() found, as describe_process names them
+  /// ("pid 4711 sleep (sleep 1000)"), at most 10: the report says which.
+  const std::vector<std::string>& swept() const { return swept_; }
+
   /// Whether `pid` is the watchdog; the supervisor's reap loop leaves it to us.
   bool is_watchdog(pid_t pid) const { return pid > 0 && pid == watchdog_; }
   /// The supervisor reaped the watchdog (it died early); forget it.
   void watchdog_gone() { watchdog_ = -1; }
 
 private:
+  std::vector<std::string> swept_;
   Containment() = default;
   void send(std::int32_t type, pid_t pid, std::uint64_t start);
   std::vector<ProcEntry> targets() const;

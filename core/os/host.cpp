@@ -2,6 +2,7 @@
 
 #include "core/os/file_read.hpp"
 #include "core/os/process.hpp"
+#include "core/os/signals.hpp"
 
 #include <fmt/format.h>
 
@@ -240,6 +241,9 @@ Expected<std::string> read_standard_input(const std::string& what) {
   std::string text;
   char buffer[65536];
   for (;;) {
+    // `-f -` from a writer that keeps the pipe open: Ctrl-C or SIGTERM must
+    // still end air-run, whose signals are blocked for the signalfd.
+    if (auto waited = wait_readable_or_die(STDIN_FILENO); !waited) return waited.error();
     const ssize_t n = ::read(STDIN_FILENO, buffer, sizeof buffer);
     if (n == 0) return text;
     if (n < 0) {

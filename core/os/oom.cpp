@@ -75,6 +75,12 @@ std::vector<std::string> oom_counter_paths(std::string_view proc_self_cgroup,
   return out;
 }
 
+std::optional<std::uint64_t> read_run_cgroup_oom_kills(const std::string& run_cgroup_dir) {
+  if (run_cgroup_dir.empty()) return std::nullopt;
+  const auto text = read_text(run_cgroup_dir + "/memory.events");
+  return text ? parse_oom_kill_count(*text) : std::nullopt;
+}
+
 std::optional<std::uint64_t> read_oom_kill_count() {
   const auto self = read_text("/proc/self/cgroup");
   if (!self) return std::nullopt;

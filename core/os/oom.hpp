@@ -26,4 +26,9 @@ std::vector<std::string> oom_counter_paths(std::string_view proc_self_cgroup,
 /// the kernel gives no per-process flag, so this is the best evidence there is.
 std::optional<std::uint64_t> read_oom_kill_count();
 
+/// The OOM-kill count of the run's own cgroup (`<run_cgroup_dir>/memory.events`,
+/// where the memory controller is on for it): kills of the run's processes
+/// only, a rank's DataLoader workers included. nullopt where there is none.
+std::optional<std::uint64_t> read_run_cgroup_oom_kills(const std::string& run_cgroup_dir);
+
 } // namespace air

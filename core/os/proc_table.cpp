@@ -29,7 +29,49 @@ bool read_stat(const char* pid, ProcEntry& entry) {
   return parse_proc_stat(std::string_view(buf, static_cast<std::size_t>(n)), entry);
 }
 
+/// Up to `max` bytes of /proc/<pid>/<what>; "" when unreadable.
+std::string read_proc_file(pid_t pid, const char* what, std::size_t max) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/%s", static_cast<int>(pid), what);
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string text(max, '\0');
+  ssize_t n;
+  do {
+    n = ::read(fd, text.data(), max);
+  } while (n < 0 && errno == EINTR);
+  ::close(fd);
+  text.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  return text;
+}
+
+/// `text` with NULs as blanks, other control characters dropped, no blank at the end.
+std::string printable(std::string text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\0' || c == '\n' || c == '\t')
+      out += ' ';
+    else if (static_cast<unsigned char>(c) >= 0x20 && c != 0x7f)
+      out += c;
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
 } // namespace
+
+std::string describe_process(pid_t pid, std::size_t max_bytes) {
+  std::string out = "pid " + std::to_string(pid);
+  const std::string name = printable(read_proc_file(pid, "comm", 64));
+  if (!name.empty()) out += " " + name;
+  std::string command = printable(read_proc_file(pid, "cmdline", max_bytes + 1));
+  if (command.size() > max_bytes) {
+    command.resize(max_bytes);
+    command += "...";
+  }
+  if (!command.empty()) out += " (" + command + ")";
+  return out;
+}
 
 bool parse_proc_stat(std::string_view text, ProcEntry& entry) {
   const auto open = text.find('(');

@@ -25,6 +25,12 @@ struct ProcEntry {
 /// may hold spaces and ')'). False when the text is not in that shape.
 bool parse_proc_stat(std::string_view text, ProcEntry& entry);
 
+/// "pid 4711 sleep (sleep 1000)": a process as a report names it, from its
+/// /proc/<pid>/comm and cmdline (arguments joined by blanks, control
+/// characters dropped, at most `max_bytes` of it). "pid 4711" when /proc no
+/// longer has it.
+std::string describe_process(pid_t pid, std::size_t max_bytes = 200);
+
 /// Every process /proc shows now. A process that ends during the scan is
 /// simply missing; an unreadable /proc gives an empty table.
 std::vector<ProcEntry> read_proc_table();

@@ -1,10 +1,12 @@
 #include "core/os/signals.hpp"
 
+#include <poll.h>
 #include <pthread.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 
 namespace air {
 
@@ -90,6 +92,33 @@ Expected<InterruptWatch> InterruptWatch::open() {
 }
 
 int InterruptWatch::take() { return take_signal(fd_.get()); }
+
+void die_of_signal(int signal) {
+  struct sigaction action {};
+  action.sa_handler = SIG_DFL;
+  sigemptyset(&action.sa_mask);
+  sigaction(signal, &action, nullptr);
+  std::fflush(nullptr);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, signal);
+  ::raise(signal); // pending: it is still blocked
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  ::_exit(128 + signal); // a signal whose default action does not end the process
+}
+
+Status wait_readable_or_die(int fd) {
+  auto watch = InterruptWatch::open();
+  if (!watch) return watch.error();
+  for (;;) {
+    pollfd fds[2] = {{fd, POLLIN, 0}, {watch->fd(), POLLIN, 0}};
+    const int ready = ::poll(fds, 2, -1);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready < 0) return sys_error("poll", errno);
+    if (const int signal = watch->take(); signal != 0) die_of_signal(signal);
+    if (fds[0].revents != 0) return ok_status();
+  }
+}
 
 int take_signal(int signal_fd) {
   if (signal_fd < 0) return 0;

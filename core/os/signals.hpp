@@ -55,6 +55,19 @@ private:
 /// consumed; 0 when none, and when `signal_fd` is -1. Never blocks.
 int take_signal(int signal_fd);
 
+/// Ends air-run as `signal` would have, had it not been blocked: its default
+/// action restored, unblocked and raised, so the shell sees 128+N. For the
+/// waits before a launch (stdin, a helper's answer) that an interrupting
+/// signal ends: nothing is running that needs tearing down yet.
+[[noreturn]] void die_of_signal(int signal);
+
+/// Waits until `fd` is readable (or at its end, or in error) or an
+/// interrupting signal arrives; in the latter case air-run ends of it
+/// (die_of_signal). air-run blocks its signals from the start for the
+/// signalfd, so a plain blocking read of a pipe whose writer never closes it
+/// could not be interrupted at all. Fails only if the signalfd cannot be made.
+Status wait_readable_or_die(int fd);
+
 /// A signalfd over the interrupting signals (SIGINT, SIGTERM, SIGHUP, those
 /// of `supervised_signals()`), for the waits outside the supervisor's loop:
 /// the multi-node join, the agreement between restart attempts. Blocks them

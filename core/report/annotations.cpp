@@ -1,6 +1,7 @@
 #include "core/report/annotations.hpp"
 
 #include "core/base/text.hpp"
+#include "core/report/bounded.hpp"
 #include "core/report/summary.hpp"
 #include "core/report/text.hpp"
 #include "core/report/traceback.hpp"
@@ -73,14 +74,22 @@ std::vector<std::string> github_annotations(const RunReport& report, const std::
     lines.push_back("::warning title=" + escape_workflow_property("air-run: no progress for a while") +
                     "::" + escape_workflow_data(o.hang->diagnosis.line));
   for (const Straggler& s : o.stragglers)
-    lines.push_back(
-        "::warning title=" + escape_workflow_property("air-run straggler: rank " + std::to_string(s.rank)) +
-        "::" + escape_workflow_data(straggler_line(s)));
+    if (lines.size() < k_annotations_per_kind) // GitHub shows no more a step
+      lines.push_back(
+          "::warning title=" + escape_workflow_property("air-run straggler: rank " + std::to_string(s.rank)) +
+          "::" + escape_workflow_data(straggler_line(s)));
   if (o.status == RunOutcome::Status::succeeded) return lines;
   const std::size_t before_errors = lines.size();
+  std::vector<int> unshown; // failed ranks past GitHub's 10 errors a step
+  std::size_t failed = 0;
+  for (const RankOutcome& r : o.ranks) failed += rank_failed(r) ? 1 : 0;
   for (std::size_t i = 0; i < o.ranks.size(); ++i) {
     const RankOutcome& r = o.ranks[i];
     if (!rank_failed(r)) continue;
+    if (failed > k_annotations_per_kind && lines.size() - before_errors >= k_annotations_per_kind - 1) {
+      unshown.push_back(r.rank);
+      continue;
+    }
     std::string message = "rank " + std::to_string(r.rank) + " " +
                           (r.spawn_error.empty() ? "failed with " : "") + describe_rank_end(r);
     std::string where; // "file=train.py,line=3,": the innermost frame, shown on the diff
@@ -103,7 +112,18 @@ std::vector<std::string> github_annotations(const RunReport& report, const std::
     }
     lines.push_back("::error " + where +
                     "title=" + escape_workflow_property("air-run rank " + std::to_string(r.rank)) +
-                    "::" + escape_workflow_data(message));
+                    "::" + escape_workflow_data(bounded_text(message, k_annotation_message_bytes)));
+  }
+  if (!unshown.empty()) {
+    std::string ranks;
+    for (std::size_t i = 0; i < unshown.size() && i < 32; ++i)
+      ranks += (i == 0 ? "" : ", ") + std::to_string(unshown[i]);
+    if (unshown.size() > 32) ranks += ", ...";
+    lines.push_back(
+        "::error title=" + escape_workflow_property("air-run: more failed ranks") + "::" +
+        escape_workflow_data(fmt::format("{} more ranks failed ({}); GitHub shows 10 errors a step: "
+                                         "the step's log and the JUnit report have them all",
+                                         unshown.size(), ranks)));
   }
   if (lines.size() == before_errors) {
     std::string message = o.reason.empty() ? "run " + std::string(to_string(o.status)) : o.reason;
@@ -120,8 +140,9 @@ std::vector<std::string> github_annotations(const RunReport& report, const std::
     if (o.status == RunOutcome::Status::hung && o.hang) message += ": " + o.hang->diagnosis.line;
     lines.push_back(
         "::error " + where + "title=" +
-        escape_workflow_property(report.refusal != nullptr ? "air-run: launch refused" : "air-run") +
-        "::" + escape_workflow_data(message + " (exit code " + std::to_string(report.exit_code) + ")"));
+        escape_workflow_property(report.refusal != nullptr ? "air-run: launch refused" : "air-run") + "::" +
+        escape_workflow_data(bounded_text(message, k_annotation_message_bytes) + " (exit code " +
+                             std::to_string(report.exit_code) + ")"));
   }
   return lines;
 }
@@ -163,11 +184,17 @@ std::string github_step_summary(const RunReport& report) {
   std::string out = "### air-run " + cell(job_name(report.spec)) + ": " +
                     std::string(status_words(o.status)) + " (exit code " + std::to_string(report.exit_code) +
                     ")\n\n";
-  if (!o.reason.empty()) out += cell(o.reason) + "\n\n";
+  if (!o.reason.empty()) out += cell(bounded_head(o.reason, k_summary_cell_bytes)) + "\n\n";
   if (report.refusal != nullptr) return out + "Nothing was launched.\n";
   out += "| rank | status | time | error |\n|---:|---|---:|---|\n";
   for (std::size_t i = 0; i < o.ranks.size(); ++i) {
     const RankOutcome& r = o.ranks[i];
+    // GitHub refuses a summary over 1 MiB whole: the rows that do not fit are counted, not shown.
+    if (out.size() > k_step_summary_bytes - 2 * k_summary_cell_bytes - 1024) {
+      out += "| ... | " + std::to_string(o.ranks.size() - i) +
+             " more ranks: the JUnit report and the summary JSON have them | | |\n";
+      break;
+    }
     std::string status;
     if (rank_failed(r))
       status = (r.rank == o.root_cause_rank ? "failed (root cause): " : "failed: ") + describe_rank_end(r);
@@ -188,7 +215,8 @@ std::string github_step_summary(const RunReport& report) {
                                                         : exception_line(e.traceback);
     }
     out += "| " + std::to_string(r.rank) + " | " + cell(status) + " | " + format_seconds(r.duration_s) +
-           " | " + (error.empty() ? "" : "`" + cell(error) + "`") + " |\n";
+           " | " + (error.empty() ? "" : "`" + cell(bounded_head(error, k_summary_cell_bytes)) + "`") +
+           " |\n";
   }
   out += "\nrun `" + cell(report.plan.run_id) + "`, " + std::to_string(o.ranks.size()) +
          (o.ranks.size() == 1 ? " rank, " : " ranks, ") + format_seconds(o.duration_s) + "\n";

@@ -9,6 +9,7 @@
 
 #include <dirent.h>
 
+#include <csignal>
 #include <ctime>
 #include <memory>
 #include <unordered_set>
@@ -61,7 +62,10 @@ bool rank_failed(const RankOutcome& rank) {
 std::string describe_rank_end(const RankOutcome& rank) {
   if (!rank.spawn_error.empty()) return "could not be started: " + rank.spawn_error;
   std::string text = rank.status.describe();
-  if (rank.oom_killed) text += ", killed by the OOM killer";
+  if (rank.oom_killed)
+    text += rank.status.kind == ExitStatus::Kind::signaled && rank.status.signal == SIGKILL
+                ? ", killed by the OOM killer"
+                : ", after the OOM killer killed a process of the run (a child, such as a DataLoader worker)";
   return text;
 }
 

@@ -1,5 +1,6 @@
 #include "core/report/junit.hpp"
 
+#include "core/report/bounded.hpp"
 #include "core/report/shown_tail.hpp"
 #include "core/report/summary.hpp"
 #include "core/report/traceback.hpp"
@@ -199,11 +200,14 @@ std::string junit_xml(const RunReport& report) {
         headline = exception_line(join_tail(r));
       const std::string message =
           headline.empty() ? describe_rank_end(r) : headline + " (" + describe_rank_end(r) + ")";
-      cases += "    <failure" + attr("message", message) + attr("type", failure_type(r, e)) + ">";
-      cases += xml_escape(e ? e->traceback : std::string(), false);
+      cases += "    <failure" + attr("message", bounded_head(message, k_junit_message_bytes)) +
+               attr("type", failure_type(r, e)) + ">";
+      cases += xml_escape(bounded_text(e ? e->traceback : std::string(), k_junit_body_bytes), false);
       cases += "</failure>\n";
     } else if (r.stopped_by_air_run) {
-      const std::string message = "stopped by air-run" + (o.reason.empty() ? "" : ": " + o.reason);
+      const std::string message =
+          "stopped by air-run" +
+          (o.reason.empty() ? "" : ": " + bounded_head(o.reason, k_junit_message_bytes));
       if (run_stopped) {
         ++errors;
         cases += "    <error" + attr("message", message) + attr("type", to_string(o.status)) + "/>\n";
@@ -216,7 +220,9 @@ std::string junit_xml(const RunReport& report) {
       cases += "    <skipped" + attr("message", "not started") + "/>\n";
     }
     const std::string tail = join_tail(r);
-    if (!tail.empty()) cases += "    <system-out>" + xml_escape(tail, false) + "</system-out>\n";
+    if (!tail.empty())
+      cases +=
+          "    <system-out>" + xml_escape(bounded_text(tail, k_junit_body_bytes), false) + "</system-out>\n";
     cases += "  </testcase>\n";
   }
 
@@ -241,7 +247,7 @@ std::string junit_xml(const RunReport& report) {
       {"run_id", report.plan.run_id},
       {"status", std::string(to_string(o.status))},
       {"exit_code", std::to_string(report.exit_code)},
-      {"reason", o.reason},
+      {"reason", bounded_head(o.reason, k_junit_message_bytes)},
       {"accelerator_type", report.selection.accelerator_type},
   };
   for (const auto& [name, value] : props) {

@@ -350,6 +350,7 @@ Json summary_json(const RunReport& report) {
   }
   outcome["hang"] = hang_json(o.hang);
   outcome["preemption"] = preemption_json(o.preemption);
+  outcome["checkpoint"] = string_or_null(o.checkpoint);
   doc["outcome"] = std::move(outcome);
   doc["stragglers"] = stragglers_json(o.stragglers);
 

@@ -212,7 +212,15 @@ std::string format_warnings(const RunOutcome& o) {
   if (o.leftover_processes > 0) {
     const auto n = o.leftover_processes;
     out += "air-run: ended " + std::to_string(n) + (n == 1 ? " process" : " processes") +
-           " that the ranks left running\n";
+           " that the ranks left running";
+    const auto& names = o.leftover_names;
+    if (n == 1 && names.size() == 1) {
+      out += ": " + names.front() + "\n";
+    } else {
+      out += names.empty() ? "\n" : ":\n";
+      for (const std::string& name : names) out += "  " + name + "\n";
+      if (!names.empty() && n > names.size()) out += "  and " + std::to_string(n - names.size()) + " more\n";
+    }
   }
   return out;
 }
@@ -233,7 +241,10 @@ std::string format_report(const RunReport& report, bool color) {
   if (!o.reason.empty()) out += ": " + o.reason;
   out += "\n" + format_attempts(o, report.plan.max_restarts);
   if (o.status == RunOutcome::Status::hung && o.hang) out += "  hang: " + o.hang->diagnosis.line + "\n";
-  if (o.preemption) out += format_preemption(o);
+  if (o.preemption)
+    out += format_preemption(o);
+  else if (!o.checkpoint.empty())
+    out += "  latest checkpoint: " + o.checkpoint + "\n"; // Ctrl-C, a failure
 
   const RankOutcome* root = find_root_cause(o);
   if (root != nullptr) {
@@ -244,7 +255,8 @@ std::string format_report(const RunReport& report, bool color) {
     if (err != nullptr && err->has_value()) {
       const RankError& e = **err;
       if (e.source == RankError::Source::error_file) {
-        out += "    " + error_headline(e) + "\n";
+        // A message of several lines keeps the report's indentation on each.
+        for (const std::string& line : split_lines(error_headline(e))) out += "    " + line + "\n";
         append_indented_tail(out, e.traceback, report.plan.tail_lines);
       } else if (e.source == RankError::Source::output_tail) {
         if (e.traceback.empty())
@@ -272,7 +284,10 @@ std::string format_report(const RunReport& report, bool color) {
     out += "  also failed: " + rank_label(r) + ": " + describe_rank_end(r);
     if (i < report.errors.size() && report.errors[i] &&
         report.errors[i]->source == RankError::Source::error_file) {
-      out += ": " + error_headline(*report.errors[i]);
+      // One line a rank: a message's first line.
+      const std::string headline = error_headline(*report.errors[i]);
+      const auto nl = headline.find('\n');
+      out += ": " + headline.substr(0, nl) + (nl == std::string::npos ? "" : " ...");
     }
     out += "\n";
   }

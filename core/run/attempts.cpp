@@ -161,9 +161,11 @@ RunOutcome run_attempts(LaunchPlan& plan, const ConsoleOptions& console, Supervi
     // imports beside it (core/warm/warm_choice.hpp); restarts fork from it.
     const bool forks = attempt != first_attempt || plan.preload_first_attempt;
     outcome = supervise(plan, console, supervisor_hooks, forks ? warm.get() : nullptr);
-    // Every rank has stopped: what they saved is what a new launch resumes from.
-    if (outcome.preemption && !plan.checkpoint_dir.empty())
-      outcome.preemption->checkpoint = latest_checkpoint(plan.checkpoint_dir).value_or("");
+    // Every rank has stopped: what they saved is what a new launch resumes
+    // from, however the run ended (a Ctrl-C too, not only a preemption).
+    if (!plan.checkpoint_dir.empty())
+      outcome.checkpoint = latest_checkpoint(plan.checkpoint_dir).value_or("");
+    if (outcome.preemption) outcome.preemption->checkpoint = outcome.checkpoint;
     if (attempt > 0 && outcome.status == RunOutcome::Status::timed_out && first_timeout) {
       outcome.reason = fmt::format("timed out after {} (the whole run, {} attempts)",
                                    format_duration(*first_timeout), attempt + 1);

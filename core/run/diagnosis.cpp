@@ -14,8 +14,8 @@ namespace {
 /// TorchDistributor) and the shim. A rank inside air.data.save is placed at
 /// the user's line that called it, which is where a fix goes.
 constexpr std::string_view k_not_user_code[] = {
-    "/site-packages/",  "/dist-packages/",           "/lib/python3", "/pyshim/", "/air/_", "/air/data/",
-    "/air/__init__.py", "/air/torch_distributor.py", "<frozen "};
+    "/site-packages/",  "/dist-packages/",           "/lib/python3",     "/pyshim/", "/air/_", "/air/data/",
+    "/air/__init__.py", "/air/torch_distributor.py", "/air_run_warm.py", "<frozen "};
 
 bool user_code(std::string_view file) {
   return std::none_of(std::begin(k_not_user_code), std::end(k_not_user_code),

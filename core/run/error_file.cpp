@@ -56,6 +56,57 @@ bool is_identifier_part(char c, bool first) {
   return c == '_' || std::isalpha(u) || (!first && std::isdigit(u));
 }
 
+std::optional<unsigned> hex4(std::string_view text, std::size_t at) {
+  if (at + 4 > text.size()) return std::nullopt;
+  unsigned value = 0;
+  for (std::size_t i = at; i < at + 4; ++i) {
+    const char c = text[i];
+    const int digit = c >= '0' && c <= '9'   ? c - '0'
+                      : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                      : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                             : -1;
+    if (digit < 0) return std::nullopt;
+    value = value * 16 + static_cast<unsigned>(digit);
+  }
+  return value;
+}
+
+/// `text` with each \uD800-\uDFFF escape that is not half of a pair made
+/// \uFFFD. Python's json.dump writes a file name that is not UTF-8 (its
+/// surrogate escapes) that way, torch's @record included, and the JSON
+/// reader refuses the whole file for it: the exception was lost.
+std::string without_lone_surrogates(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\\' || i + 1 >= text.size()) {
+      out.push_back(text[i]);
+      continue;
+    }
+    if (text[i + 1] != 'u') {
+      out.append(text.substr(i, 2)); // \\ or \" is one escape: never the start of another
+      ++i;
+      continue;
+    }
+    const auto value = hex4(text, i + 2);
+    if (!value || *value < 0xD800 || *value > 0xDFFF) {
+      out.push_back(text[i]);
+      continue;
+    }
+    if (*value <= 0xDBFF && text.substr(i + 6, 2) == "\\u") {
+      const auto low = hex4(text, i + 8);
+      if (low && *low >= 0xDC00 && *low <= 0xDFFF) {
+        out.append(text.substr(i, 12));
+        i += 11;
+        continue;
+      }
+    }
+    out.append("\\ufffd");
+    i += 5;
+  }
+  return out;
+}
+
 } // namespace
 
 ErrorFileRecord malformed_error_file(std::string why, std::string_view text) {
@@ -95,7 +146,8 @@ ErrorFileRecord parse_error_file(std::string_view text) {
   }
   json data;
   try {
-    data = json::parse(text.begin(), text.end());
+    const std::string clean = without_lone_surrogates(text);
+    data = json::parse(clean.begin(), clean.end());
   } catch (const json::exception& e) {
     return malformed_error_file("not JSON: " + json_error_message(e), text);
   }

@@ -7,6 +7,8 @@
 #include "core/run/signal_actions.hpp"
 #include "core/run/stdin_relay.hpp"
 
+#include <fmt/format.h>
+
 #include <sys/resource.h>
 #include <sys/wait.h>
 
@@ -30,6 +32,23 @@ double seconds_of(const timeval& tv) {
 } // namespace
 
 void Exits::read_oom_baseline() { oom_baseline_ = read_oom_kill_count(); }
+
+void Exits::watch_run_cgroup(const std::string& run_cgroup_dir) {
+  if (const auto count = read_run_cgroup_oom_kills(run_cgroup_dir)) {
+    oom_cgroup_dir_ = run_cgroup_dir;
+    oom_baseline_ = count;
+  }
+}
+
+std::uint64_t Exits::take_oom_kills() const {
+  if (!oom_baseline_) return 0;
+  const auto now =
+      oom_cgroup_dir_.empty() ? read_oom_kill_count() : read_run_cgroup_oom_kills(oom_cgroup_dir_);
+  if (!now || *now <= *oom_baseline_) return 0;
+  const std::uint64_t kills = *now - *oom_baseline_;
+  oom_baseline_ = now;
+  return kills;
+}
 
 std::vector<RankState*> Exits::reap(Containment* containment, StdinRelay& stdin) {
   std::vector<RankState*> ended;
@@ -113,19 +132,28 @@ void Exits::never_ran(RankState& r, int code, const std::string& error) {
 
 std::string Exits::failure_reason(RankOutcome& o, const std::string& error_file) const {
   std::string reason = "rank " + std::to_string(o.rank);
+  // The OOM killer's kills since the last failing rank: the rank itself
+  // (SIGKILL), or a child of it, a DataLoader worker above all, whose rank
+  // then fails of something else ("DataLoader worker (pid(s) 16502) exited
+  // unexpectedly"). The kernel says how many, not whom.
+  const std::uint64_t oom_kills = take_oom_kills();
+  const bool sigkill = o.status.kind == ExitStatus::Kind::signaled && o.status.signal == SIGKILL;
+  if (oom_kills > 0) o.oom_killed = true;
+  const std::string child_killed =
+      oom_kills > 0 && !sigkill
+          ? fmt::format("; the OOM killer killed {} of the run's processes meanwhile (a child of a rank, "
+                        "such as a DataLoader worker)",
+                        oom_kills == 1 ? std::string("one") : std::to_string(oom_kills))
+          : std::string();
   // A rank that exited on an exception it recorded (the rank shim records
   // every Python rank's; torch's @record too): the exception is the reason.
   if (o.status.kind == ExitStatus::Kind::exited) {
     if (const auto record = read_error_file(error_file)) {
       if (std::string headline = exception_headline(*record); !headline.empty())
-        return reason + " failed: " + headline;
+        return reason + " failed: " + headline + child_killed;
     }
   }
-  if (o.status.kind == ExitStatus::Kind::signaled && o.status.signal == SIGKILL && oom_baseline_) {
-    const auto now_count = read_oom_kill_count();
-    if (now_count && *now_count > *oom_baseline_) o.oom_killed = true;
-  }
-  if (o.oom_killed)
+  if (o.oom_killed && sigkill)
     reason += " was killed by the OOM killer";
   else if (o.status.kind == ExitStatus::Kind::signaled)
     reason += " was killed by " + o.status.describe();
@@ -133,7 +161,7 @@ std::string Exits::failure_reason(RankOutcome& o, const std::string& error_file)
     reason += " exited with " + o.status.describe();
   else
     reason += " ended with an unknown status (reaped elsewhere)";
-  return reason;
+  return reason + child_killed;
 }
 
 bool Exits::fail(const RankState& r, std::string reason, bool lost_peer, Clock::time_point now) {

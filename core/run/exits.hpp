@@ -26,6 +26,9 @@ public:
   /// Reads the OOM killer's count before the ranks start: a later rise
   /// means a rank killed by SIGKILL was the OOM killer's.
   void read_oom_baseline();
+  /// Counts the run cgroup's OOM kills instead, where it has a memory.events
+  /// (only the run's processes, not the rest of air-run's cgroup).
+  void watch_run_cgroup(const std::string& run_cgroup_dir);
   /// Reaps every rank that has exited and records its end; returns them, in
   /// the order they were reaped, to be judged once all are in (a rank that
   /// ended on its own in the same pass as the root cause must not be marked
@@ -61,7 +64,13 @@ private:
 
   RankTable& ranks_;
   RunOutcome& out_;
-  std::optional<std::uint64_t> oom_baseline_;
+  /// New OOM kills since the baseline, which the caller then owns: the
+  /// first failing rank they are attributed to takes them.
+  std::uint64_t take_oom_kills() const;
+
+  /// Moves on as kills are attributed (failure_reason is const otherwise).
+  mutable std::optional<std::uint64_t> oom_baseline_;
+  std::string oom_cgroup_dir_;
   std::uint64_t end_counter_ = 0;
   std::optional<Clock::time_point> settle_deadline_;
 };

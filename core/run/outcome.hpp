@@ -26,7 +26,9 @@ struct RankOutcome {
   /// air-run's teardown signal ended it (ended_by_teardown_signal): a rank
   /// that exited with its own code while the teardown ran is not stopped.
   bool stopped_by_air_run = false;
-  bool oom_killed = false; ///< killed by the kernel's OOM killer (cgroup memory.events)
+  /// The OOM killer killed it, or a child of it (a DataLoader worker) before
+  /// it failed (the cgroup's oom_kill counter rose: memory.events).
+  bool oom_killed = false;
   std::string spawn_error; ///< non-empty when exec failed (then status is 126/127)
   bool warm = false;       ///< forked from the warm interpreter (--preload, core/warm/warm_start.hpp)
   std::string log_error;   ///< non-empty when writing its log file failed ("write ...: ...")
@@ -158,6 +160,12 @@ struct RunOutcome {
   /// Processes still running below air-run after every rank had ended (a
   /// rank's background jobs, daemons), which air-run then ended.
   std::size_t leftover_processes = 0;
+  /// The newest complete checkpoint in --checkpoint-dir once the ranks had
+  /// ended, however the run ended (Ctrl-C too): what a new launch resumes
+  /// from; "" = none, or no directory.
+  std::string checkpoint;
+  /// The first of them by name: "pid 4711 sleep (sleep 1000)".
+  std::vector<std::string> leftover_names;
   /// Set (with status failed and root_cause_rank -1) when another node's
   /// failure stopped this run; `reason` then says "stopped because node ...".
   std::optional<RemoteFailure> remote_failure;

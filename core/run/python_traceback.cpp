@@ -70,6 +70,15 @@ bool is_exception_line(std::string_view line) {
   return false;
 }
 
+/// air-run's own Python: the shim's folder, the warm start's program, the air package.
+bool is_air_run_file(std::string_view path) {
+  constexpr std::string_view k_markers[] = {"/pyshim/",   "/air_run_warm.py", "/air/_",
+                                            "/air/data/", "/air/__init__.py", "/air/torch_distributor.py"};
+  for (std::string_view marker : k_markers)
+    if (path.find(marker) != std::string_view::npos) return true;
+  return false;
+}
+
 } // namespace
 
 std::string exception_line(std::string_view text) {
@@ -88,7 +97,7 @@ std::string_view without_own_rank_prefix(std::string_view line, int rank) {
 
 bool is_library_file(std::string_view path) {
   if (path.find("/site-packages/") != std::string_view::npos ||
-      path.find("/dist-packages/") != std::string_view::npos)
+      path.find("/dist-packages/") != std::string_view::npos || is_air_run_file(path))
     return true;
   // The standard library: .../lib/python3.11/threading.py, /usr/lib/python3/...
   for (std::size_t at = path.find("/lib/python3"); at != std::string_view::npos;
@@ -123,7 +132,9 @@ std::optional<SourceLocation> innermost_frame(std::string_view text) {
     if (digits == 0 || loc.file.front() == '<') continue; // <string>, <frozen ...>: no file to point at
     loc.line = number;
     if (!is_library_file(loc.file)) return loc;
-    if (!innermost) innermost = std::move(loc);
+    // The shim's or the air package's own file is never the place: the
+    // library frame that called it, or nothing.
+    if (!innermost && !is_air_run_file(loc.file)) innermost = std::move(loc);
   }
   return innermost;
 }

@@ -30,14 +30,19 @@ std::string exception_line(std::string_view text);
 std::string_view without_own_rank_prefix(std::string_view line, int rank);
 
 /// Whether `path` is a library's, not the program's own: under site-packages
-/// or dist-packages, or the standard library (.../lib/python3.N/). Pure.
+/// or dist-packages, the standard library (.../lib/python3.N/), or air-run's
+/// own: the ranks' shim (<run folder>/pyshim/, whose collective wrappers are
+/// in every failed collective's traceback; the folder is gone once the run
+/// ends), the warm start's air_run_warm.py, and the air package (air.data's
+/// commit raises for the caller's line). Pure.
 bool is_library_file(std::string_view path);
 
 /// The innermost frame of the program's own code in the last traceback of
 /// `text`: the last `File "path", line N` line ("[rankN]: " before it or not)
 /// whose file is no library's (a Trainer callback that raises is named, not
-/// transformers' trainer.py that called it); the innermost frame of all when
-/// every frame is a library's. Pure.
+/// transformers' trainer.py that called it; the user's line, not the shim's
+/// wrapper around the collective it called); the innermost frame of all when
+/// every frame is a library's, air-run's own excepted. Pure.
 std::optional<SourceLocation> innermost_frame(std::string_view text);
 
 } // namespace air

@@ -43,4 +43,14 @@ std::string stack_shim_source(const std::vector<ShimPart>& later) {
   return shim;
 }
 
+std::string_view stack_shim_loader_source() {
+  return "# Written by air-run for one run: the rank shim's loader. Python 2 reads it\n"
+         "# too (a helper a rank starts), so it is Python 2 and 3, and imports the\n"
+         "# shim, which is Python 3, only there.\n"
+         "import sys\n"
+         "\n"
+         "if sys.version_info[0] >= 3:\n"
+         "    import air_run_shim  # noqa: F401\n";
+}
+
 } // namespace air

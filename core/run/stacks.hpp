@@ -27,8 +27,13 @@ namespace air {
 inline constexpr std::string_view k_stack_file_var = "AIR_RUN_STACK_FILE";
 inline constexpr std::string_view k_stack_signal_var = "AIR_RUN_STACK_SIGNAL";
 
-/// The file name of the shim inside its directory.
+/// The file name of the shim inside its directory: the loader, which every
+/// Python on the rank's path reads, Python 2 included.
 inline constexpr std::string_view k_stack_shim_name = "sitecustomize.py";
+
+/// The file the loader imports on Python 3 only: the shim itself
+/// (stack_shim_source), which is Python 3.
+inline constexpr std::string_view k_stack_shim_body_name = "air_run_shim.py";
 
 /// A part of the shim that a layer above run/ owns, such as the MLflow run's
 /// wait (core/mlflow/rank_wait.hpp): run/ cannot include it, so the caller
@@ -46,5 +51,11 @@ struct ShimPart {
 /// page, starts `later`'s parts in their order and runs the shadowed
 /// sitecustomize last. Pure.
 std::string stack_shim_source(const std::vector<ShimPart>& later = {});
+
+/// The sitecustomize.py that loads the shim: valid Python 2 and 3, it imports
+/// k_stack_shim_body_name on Python 3 and does nothing else. A Python 2
+/// helper a rank starts (an old build script) reads it too, and printed
+/// "'import sitecustomize' failed" when the shim was this file. Pure.
+std::string_view stack_shim_loader_source();
 
 } // namespace air

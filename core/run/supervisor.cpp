@@ -182,6 +182,7 @@ RunOutcome Supervisor::run() {
                            ? std::chrono::milliseconds(0)
                            : std::chrono::duration_cast<std::chrono::milliseconds>(plan_.grace_period);
     out_.leftover_processes = containment_->sweep(grace);
+    out_.leftover_names = containment_->swept();
     phases::mark("sweep");
     output_.close_all();
     containment_.reset(); // while SIGPIPE is still ignored: it writes to the watchdog
@@ -204,6 +205,7 @@ void Supervisor::start() {
   if (warm_ != nullptr && warm_->pid() > 0) containment.spared.push_back(warm_->pid());
   if (plan_.run_dir_is_temporary) containment.private_dir = plan_.run_dir;
   containment_ = Containment::start(containment);
+  exits_.watch_run_cgroup(containment_->cgroup_dir());
   phases::mark("containment");
   if (hooks_) {
     // The other nodes' heartbeats go on while the warm interpreter imports;

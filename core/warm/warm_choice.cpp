@@ -4,11 +4,14 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -74,12 +77,25 @@ bool names_import_time_variable(std::string_view line) {
 }
 
 /// Reads at most the first MiB of `path` (a script's imports are at its top).
+/// A regular file only, opened without blocking: a FIFO as the script (or as
+/// `-m`'s module) blocked air-run in open(2) for good, its signals blocked.
 std::optional<std::string> read_head(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::string text(1 << 20, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<std::size_t>(in.gcount()));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  std::optional<std::string> text;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    text.emplace(1 << 20, '\0');
+    std::size_t got = 0;
+    while (got < text->size()) {
+      const ssize_t n = ::read(fd, text->data() + got, text->size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<std::size_t>(n);
+    }
+    text->resize(got);
+  }
+  ::close(fd);
   return text;
 }
 

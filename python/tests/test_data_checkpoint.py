@@ -4,6 +4,7 @@ Python 3.11; a save killed with SIGKILL; 2-rank DDP save and restore."""
 
 import hashlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -60,7 +61,8 @@ def test_save_latest_keep_last_and_load(tmp_path):
             "step-%d" % step))
     assert checkpoints(str(root)) == [str(root / "step-2"), str(root / "step-3")]
     assert latest(str(root)) == str(root / "step-3")
-    assert sorted(os.listdir(str(root))) == ["step-2", "step-3"]  # nothing left hidden
+    # nothing left hidden but the directory's commit lock
+    assert sorted(os.listdir(str(root))) == [".air-checkpoint.lock", "step-2", "step-3"]
 
     fresh, state = small_state(99)
     load(state, latest("file://" + str(root)))
@@ -93,7 +95,7 @@ def test_saving_a_name_again_replaces_it(tmp_path):
     save(first, str(tmp_path / "last"))
     save(second, str(tmp_path / "last"))
     assert checkpoints(str(tmp_path)) == [str(tmp_path / "last")]
-    assert sorted(os.listdir(str(tmp_path))) == ["last"]
+    assert sorted(os.listdir(str(tmp_path))) == [".air-checkpoint.lock", "last"]
     _, state = small_state(5)
     assert load(state, str(tmp_path / "last"))["step"] == 2
 
@@ -227,3 +229,85 @@ def test_ddp_save_on_2_ranks_restores_bit_identical_on_2_ranks(air_run, tmp_path
         assert before != saved[0]
         assert after == saved[0]
         assert step == 3
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 1 MiB tmpfs (mount needs root; skipped where it is refused)."""
+    point = tmp_path / "small"
+    point.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(point)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here: %s" % (done.stderr.strip() or done.returncode))
+    yield point
+    subprocess.run(["umount", "-l", str(point)], check=False)
+
+
+def test_a_full_disk_is_named_and_leaves_no_partial_folder(small_disk):
+    """torch said "unexpected pos 320 vs 240" (and aborted at exit, its zip
+    writer throwing from a destructor); nothing said the disk was full."""
+    root = small_disk / "ckpt"
+    script = textwrap.dedent("""
+        import errno, os, sys, torch
+        from air.data import save
+        save({"w": torch.ones(16)}, sys.argv[1] + "/step-1")  # fits
+        try:
+            save({"w": torch.zeros(1024 * 1024)}, sys.argv[1] + "/step-2")  # 4 MiB
+        except OSError as e:
+            assert e.errno == errno.ENOSPC, e
+            print("MESSAGE", e)
+        print("LEFT", sorted(os.listdir(sys.argv[1])))
+        """)
+    done = run_python(["-c", script, str(root)], env=subprocess_env())
+    assert done.returncode == 0, done.stderr
+    message = next(l for l in done.stdout.splitlines() if l.startswith("MESSAGE "))
+    assert "No space left on device" in message
+    assert "the checkpoint %s/step-2" % root in message
+    assert "the disk %s (tmpfs)" % small_disk in message
+    assert "it needs 4.1 MiB (4259840 bytes)" in message
+    assert re.search(r"has [0-9.]+ KiB \([0-9]+ bytes\) free$", message), message
+    left = next(l for l in done.stdout.splitlines() if l.startswith("LEFT "))
+    assert left == "LEFT %s" % [".air-checkpoint.lock", "step-1"]  # no .step-2.partial
+
+
+def test_two_runs_sharing_a_checkpoint_dir_commit_one_at_a_time(tmp_path):
+    """The directory's lock names the run that holds it; the second run
+    waits for it instead of interleaving its commit."""
+    from air.data import checkpoints
+    root, release = tmp_path / "ckpt", tmp_path / "release"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent("""
+            import os, sys, time
+            from air.data import _guard
+            with _guard.CommitLock(sys.argv[1]):
+                print("held", flush=True)
+                while not os.path.exists(sys.argv[2]):
+                    time.sleep(0.05)
+            """), str(root), str(release)],
+        env=subprocess_env(AIR_RUN_ID="run-one"), stdout=subprocess.PIPE, text=True)
+    saver = None
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        saver = subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent("""
+                import sys, torch
+                from air.data import save
+                save({"w": torch.ones(4)}, sys.argv[1] + "/step-1")
+                print("SAVED", flush=True)
+                """), str(root)],
+            env=subprocess_env(AIR_RUN_ID="run-two"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True)
+        waiting = saver.stderr.readline()
+        assert not (root / "step-1").exists()  # nothing committed while the other run holds it
+        release.write_text("")
+        out, _ = saver.communicate(timeout=120)
+    finally:
+        release.write_text("")
+        holder.wait(timeout=30)
+        if saver is not None and saver.poll() is None:
+            saver.kill()
+    assert waiting.startswith("air.data: waiting to save into %s: run run-one on host " % root), waiting
+    assert "(pid %d) is committing a checkpoint there" % holder.pid in waiting
+    assert saver.returncode == 0 and out.strip() == "SAVED"
+    assert [os.path.basename(p) for p in checkpoints(str(root))] == ["step-1"]

@@ -112,3 +112,42 @@ def test_not_from_a_process_that_is_not_the_rank(tmp_path):
     """A forked worker or a subprocess (not its group's leader) writes nothing."""
     _, record = run_rank(tmp_path, "raise RuntimeError('in a worker')\n", pgid_leader=False)
     assert record is None or os.getpgid(0) == os.getpid()
+
+
+def test_a_base_exception_is_recorded(tmp_path):
+    """DCP's CheckpointException derives from BaseException, not Exception."""
+    _, record = run_rank(tmp_path, """
+        class CheckpointException(BaseException):
+            pass
+        raise CheckpointException("rank 1 failed to write")
+        """)
+    assert record["message"]["message"] == "CheckpointException: rank 1 failed to write"
+    for n, body in enumerate(("raise KeyboardInterrupt\n", "sys.exit(0)\n", "raise SystemExit\n")):
+        (tmp_path / str(n)).mkdir()
+        assert run_rank(tmp_path / str(n), body)[1] is None, body
+
+
+def test_a_file_name_that_is_not_utf8_survives(tmp_path):
+    # A library that names the path as the file system gave it (latin-1 bytes
+    # reach Python as surrogate escapes).
+    done, record = run_rank(tmp_path, """
+        raise FileNotFoundError("no such file: " + os.fsdecode(b"caf\\xe9.csv"))
+        """)
+    text = (tmp_path / "error.json").read_bytes().decode("utf-8")  # strict: valid UTF-8
+    assert "\\udc" not in text  # no surrogate escape, which air-run's JSON reader refuses
+    message = record["message"]["message"]
+    assert message == "FileNotFoundError: no such file: caf\\xe9.csv"
+
+
+def test_a_huge_message_keeps_its_head_and_tail_and_says_it_was_cut(tmp_path):
+    """3 MiB, written twice (headline and traceback), went over air-run's
+    4 MiB limit for the error file, and the exception was lost."""
+    _, record = run_rank(tmp_path, """
+        raise ValueError("HEAD" + "x" * (3 * 1024 * 1024) + "TAIL")
+        """)
+    assert (tmp_path / "error.json").stat().st_size < 1024 * 1024
+    message = record["message"]["message"]
+    assert message.startswith("ValueError: HEADxxx") and message.endswith("xxxTAIL")
+    assert "characters cut here]" in message
+    stack = record["message"]["extraInfo"]["py_callstack"]
+    assert stack.startswith("Traceback (most recent call last):") and stack.rstrip().endswith("TAIL")

@@ -502,3 +502,40 @@ def test_a_child_s_sigterm_goes_through_once_its_rank_stops():
         """)
     assert out.returncode == 0, out.stderr
     assert "child %d" % signal.SIGTERM in out.stdout
+
+
+def test_the_store_wait_is_part_of_the_timeout_not_added_to_it(rank_python, tmp_path):
+    """A real torch rank 1, rank 0 never listening, a 6 s timeout: it gave up
+    after twice that (the wait, then torch's own connect with the whole
+    timeout again)."""
+    pytest.importorskip("torch")
+    import socket
+
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()  # nobody listens there
+    script = textwrap.dedent("""
+        import datetime, sys, time
+        sys.path[:0] = %r
+        import torch.distributed as dist
+        import torch.distributed.rendezvous
+        import air_run_patches
+        rendezvous = sys.modules["torch.distributed.rendezvous"]  # the name is a function's
+        air_run_patches._air_run_patch_rendezvous(rendezvous, None)
+        assert rendezvous._create_c10d_store.__name__ == "create_store"
+        start = time.monotonic()
+        try:
+            dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d", rank=1, world_size=2,
+                                    timeout=datetime.timedelta(seconds=6))
+        except Exception as e:  # torch 1.13: TimeoutError; 2.x: DistNetworkError
+            print("ERROR", type(e).__name__, e)
+        print("TOOK %%.1f" %% (time.monotonic() - start))
+        """ % (rank_python_path(), port))
+    env = dict(os.environ, RANK="1", LOCAL_RANK="1", WORLD_SIZE="2")
+    env.pop("TORCHELASTIC_USE_AGENT_STORE", None)
+    done = run_python(["-c", script], env=env)
+    assert "TOOK " in done.stdout, done.stderr
+    took = float(done.stdout.split("TOOK ")[1])
+    assert 5.5 <= took < 9.0, done.stdout  # about twice the timeout before (11 s)
+    assert "ERROR " in done.stdout and "timed out after 6s" in done.stdout

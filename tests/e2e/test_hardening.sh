@@ -260,4 +260,71 @@ PY
   expect_contains "$out" "rank 1 done"
 }
 
+# air-run blocks its signals from the start, for the signalfd: anything that
+# blocks before the supervisor's loop must have the signals in its wait, or a
+# SIGTERM (Slurm's, timeout's) and Ctrl-C are never heard.
+
+test_a_fifo_as_the_script_or_module_does_not_hang_air_run() {
+  # The warm start's choice opened the script with a blocking open(2): still
+  # blocked 55 minutes later, deaf to SIGTERM and SIGINT.
+  mkfifo t.py
+  mkdir -p pkg
+  : >pkg/__init__.py
+  mkfifo pkg/mod.py
+  local start
+  for target in t.py "-m pkg.mod"; do
+    start=$SECONDS
+    # shellcheck disable=SC2086 # "-m pkg.mod" is two words
+    timeout -k 5 10 "$AIR_RUN" --dry-run --python /usr/bin/python3 $target >out 2>err
+    rc=$?
+    expect_rc 0
+    ((SECONDS - start < 8)) || fail "--dry-run $target took $((SECONDS - start)) s"
+  done
+}
+
+# Starts `$@` (air-run) in the background with SIGINT at its default (a
+# background job's is ignored), sends `signal` after 1 s, and expects air-run
+# to have ended of it within 5 s.
+expect_ended_by() {
+  local signal=$1 code=$2
+  shift 2
+  env --default-signal=INT "$@" <&0 & # explicit: an async command's stdin is /dev/null otherwise
+  local pid=$! waited=0
+  sleep 1
+  kill -"$signal" "$pid"
+  while kill -0 "$pid" 2>/dev/null && ((waited < 50)); do
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -KILL "$pid"
+    fail "air-run ignored SIG$signal for 5 s: $*"
+  fi
+  wait "$pid"
+  rc=$?
+  expect_rc "$code"
+}
+
+test_sigterm_and_sigint_end_a_spec_read_from_a_pipe_that_stays_open() {
+  for pair in TERM:143 INT:130; do
+    mkfifo spec.fifo
+    exec 3<>spec.fifo # a writer that never closes the pipe
+    expect_ended_by "${pair%:*}" "${pair#*:}" "$AIR_RUN" --dry-run -f - --no-python true <spec.fifo
+    exec 3>&-
+    rm spec.fifo
+  done
+}
+
+test_sigterm_ends_check_while_torch_is_imported() {
+  # The torch probe may take 60 s; --check ignored SIGTERM for all of it.
+  cat >slow-python <<'SH'
+#!/bin/sh
+case "$*" in *torch*) exec sleep 120 ;; esac
+exec /usr/bin/python3 "$@"
+SH
+  chmod +x slow-python
+  expect_ended_by TERM 143 "$AIR_RUN" --check --cpu-ranks 1 --python ./slow-python
+  expect_ended_by INT 130 "$AIR_RUN" --check --cpu-ranks 1 --python ./slow-python
+}
+
 run_tests

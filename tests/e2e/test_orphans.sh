@@ -175,7 +175,9 @@ SH
     expect_rc 0
     expect_none_left 0 "cgroup $cgroup: the background job outlived the run"
     [[ -e termed ]] || fail "cgroup $cgroup: the background job got no SIGTERM before the end"
-    expect_contains "$(cat stderr)" "air-run: ended 1 process that the ranks left running"
+    # Named: its pid, its name and its command line.
+    expect_contains "$(cat stderr)" "air-run: ended 1 process that the ranks left running: pid "
+    expect_contains "$(cat stderr)" " note_term ($F/note_term $PWD/termed air-orphan-" # cut at 200 bytes
     expect_contains "$(cat stdout)" "[rank0]: ready"
   done
 }

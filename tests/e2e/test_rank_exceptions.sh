@@ -266,4 +266,49 @@ PY
   expect_eq "$(rank1_error s2.json)" "SystemExit|bare raise|error_file"
 }
 
+test_a_python_2_helper_started_by_a_rank_is_left_alone() {
+  # The shim was the sitecustomize.py itself, Python 3 throughout: every
+  # Python 2 a rank started printed "'import sitecustomize' failed".
+  local py2
+  for py2 in /root/.pyenv/versions/2.7*/bin/python2.7 "$(command -v python2.7)" ""; do
+    [[ -n $py2 ]] && "$py2" -c 'import sys' 2>/dev/null && break
+  done
+  [[ -n $py2 ]] || { echo "skip: no python2.7 here"; return 0; }
+  cat >helper.py <<PY
+import subprocess, sys
+done = subprocess.run(["$py2", "-c", "import sys; print('helper %d.%d' % sys.version_info[:2])"],
+                      capture_output=True, text=True)
+sys.stdout.write(done.stdout)
+sys.stderr.write(done.stderr)
+raise RuntimeError("after the helper")
+PY
+  run_air --cpu-ranks 1 --python python3 helper.py
+  expect_rc 1
+  expect_contains "$out" "helper 2.7"
+  expect_not_contains "$err" "sitecustomize"
+  # and the shim still runs in the Python 3 rank: its exception is recorded
+  expect_contains "$err" "rank 0 failed: RuntimeError: after the helper (helper.py:6)"
+}
+
+test_a_failed_collective_is_placed_at_the_programs_line() {
+  # Every failed collective's reason ended "(sitecustomize.py:304)": the
+  # shim's timing wrapper, a file deleted with the run; the annotation
+  # pointed there too.
+  "$TORCH_PYTHON" -c 'import torch.distributed' 2>/dev/null || { echo "skip: no torch"; return 0; }
+  cat >uneven2.py <<'PY'
+import os, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+if dist.get_rank() == 1:
+    os._exit(0)
+t = torch.ones(1)
+dist.all_reduce(t)
+dist.all_reduce(t)
+PY
+  GITHUB_ACTIONS=true run_air --cpu-ranks 2 --python "$TORCH_PYTHON" uneven2.py
+  expect_rc 1
+  [[ $err =~ "rank 0 failed: RuntimeError: ".*" (uneven2.py:"[67]")" ]] || fail "reason: $(grep 'failed after' <<<"$err")"
+  expect_contains "$out$err" "::error file=$PWD/uneven2.py,line="
+  expect_not_contains "$out$err" "sitecustomize"
+}
+
 run_tests

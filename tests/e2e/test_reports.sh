@@ -252,4 +252,58 @@ test_ranks_that_all_exit_1_are_all_failed() {
   done
 }
 
+# A memory cgroup of 300 MB for air-run and its ranks, v2 or v1, whichever
+# holds the memory controller here; prints its directory, or why not.
+make_memory_cgroup() {
+  local name=air-e2e-oom-$$ v2 v1 own
+  v2=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
+  if [[ -n $v2 && -e $v2/cgroup.controllers ]] && grep -qw memory "$v2/cgroup.controllers"; then
+    own=$(sed -n 's/^0:://p' /proc/self/cgroup)
+    local parent=$v2${own%/}
+    [[ $own == / ]] && parent=$v2
+    if grep -qw memory "$parent/cgroup.subtree_control" 2>/dev/null && mkdir "$parent/$name" 2>/dev/null; then
+      echo $((300 * 1024 * 1024)) >"$parent/$name/memory.max" && echo 0 >"$parent/$name/memory.swap.max" 2>/dev/null
+      echo "$parent/$name"
+      return 0
+    fi
+  fi
+  own=$(awk -F: '$2 ~ /(^|,)memory(,|$)/ { print $3; exit }' /proc/self/cgroup)
+  v1=$(awk '$3 == "cgroup" && $4 ~ /(^|,)memory(,|$)/ { print $2; exit }' /proc/mounts)
+  if [[ -n $v1 ]] && mkdir "$v1${own%/}/$name" 2>/dev/null; then
+    echo $((300 * 1024 * 1024)) >"$v1${own%/}/$name/memory.limit_in_bytes" || return 1
+    echo $((300 * 1024 * 1024)) >"$v1${own%/}/$name/memory.memsw.limit_in_bytes" 2>/dev/null
+    echo "$v1${own%/}/$name"
+    return 0
+  fi
+  echo "no memory cgroup can be made here"
+  return 1
+}
+
+test_a_dataloader_worker_killed_by_the_oom_killer_is_named() {
+  # The rank's child (a DataLoader worker; here a plain child process, the
+  # same to the kernel and to air-run) leaks memory and is OOM-killed; the
+  # rank then fails of torch's "exited unexpectedly". oom_killed was false
+  # and nothing named the OOM killer.
+  local cg
+  cg=$(make_memory_cgroup) || { echo "skip: $cg"; return 0; }
+  cat >leak.py <<'PY'
+import subprocess, sys
+leak = "b = []\nwhile True: b.append(bytearray(16 << 20))\n"
+worker = subprocess.Popen([sys.executable, "-c", leak])
+worker.wait()
+raise RuntimeError("DataLoader worker (pid(s) %d) exited unexpectedly" % worker.pid)
+PY
+  # shellcheck disable=SC2016 # $$ is the inner shell's
+  sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$cg" \
+    "$AIR_RUN" --cpu-ranks 1 --python /usr/bin/python3 --summary s.json leak.py >stdout 2>stderr
+  rc=$?
+  local kills
+  kills=$(sed -n 's/^oom_kill //p' "$cg/memory.events" "$cg/memory.oom_control" 2>/dev/null | head -1)
+  rmdir "$cg" 2>/dev/null
+  [[ ${kills:-0} -ge 1 ]] || { echo "skip: the kernel killed nothing in the cgroup (oom_kill ${kills:-?})"; return 0; }
+  expect_rc 1
+  expect_contains "$(cat stderr)" "exited unexpectedly (leak.py:5); the OOM killer killed one of the run's processes meanwhile (a child of a rank, such as a DataLoader worker)"
+  expect_eq "$(json_get s.json 'd["ranks"][0]["oom_killed"]')" "True"
+}
+
 run_tests

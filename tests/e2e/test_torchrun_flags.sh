@@ -73,7 +73,8 @@ test_redirects_and_tee_write_torchruns_files() {
   expect_rc 0
   local dir
   dir=$(sed -n 's/^air-run: rank output files (--redirects\/--tee) in //p' stderr)
-  [[ $dir == logs/*_* ]] || fail "files in '$dir', expected logs/<run id>_XXXXXX"
+  # torchrun's layout: straight under the log dir, not in air-run's logs/<run id>/.
+  [[ $dir =~ ^logs/[^/]+_[A-Za-z0-9]{6}$ ]] || fail "files in '$dir', expected logs/<run id>_XXXXXX"
   expect_eq "$(head -1 "$dir/attempt_0/0/stdout.log")" "out 0"
   expect_eq "$(cat "$dir/attempt_0/1/stdout.log" | head -1)" "out 1"
   expect_eq "$(cat "$dir/attempt_0/0/stderr.log")" "err 0" # teed: local rank 0's stderr
@@ -225,7 +226,7 @@ test_duplicate_filters_write_the_matching_lines_to_filtered_logs() {
   expect_rc 0
   local file
   file=$(sed -n 's/^air-run: stdout lines matching --duplicate-stdout-filters also go to //p' stderr)
-  [[ $file == logs/*_*/attempt_0/filtered_stdout.log ]] || fail "filtered stdout in '$file'"
+  [[ $file =~ ^logs/[^/]+_[A-Za-z0-9]{6}/attempt_0/filtered_stdout.log$ ]] || fail "filtered stdout in '$file'"
   expect_eq "$(sort "$file" | tr '\n' '|')" "[rank0]: acc 90|[rank0]: step 1 loss=0.0|[rank1]: acc 91|[rank1]: step 1 loss=0.1|"
   expect_eq "$(sort "$(dirname "$file")/filtered_stderr.log" | tr '\n' '|')" "[rank0]: Warning 0|[rank1]: Warning 1|"
   # The console still has every line.

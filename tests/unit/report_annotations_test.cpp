@@ -1,5 +1,7 @@
 // GitHub Actions workflow commands for failed ranks.
 #include "core/report/annotations.hpp"
+#include "core/report/bounded.hpp"
+#include "core/report/junit.hpp"
 #include "tests/unit/catch.hpp"
 #include "tests/unit/results_fixture.hpp"
 
@@ -160,4 +162,62 @@ TEST_CASE("annotations: a refused spec's file is relative to GITHUB_WORKSPACE, n
   CHECK(air::github_annotations(air::test::refused_report(run), "/ws", "/ws/ci")
             .front()
             .rfind("::error file=ci/job.yaml,line=2,", 0) == 0);
+}
+
+TEST_CASE("annotations, step summary and JUnit stay inside their consumers' limits", "[annotations]") {
+  // A rank's 1.5 MiB message made a 1.57 MB step summary, which GitHub
+  // refuses whole (1 MiB), and an annotation beyond the Checks API's 64 KiB.
+  air::test::SampleRun run;
+  air::RunReport report = air::test::sample_report(run);
+  const std::string huge = "HEAD" + std::string(3 * 512 * 1024, 'x') + "TAIL";
+  report.errors[1]->message = huge;
+  report.errors[1]->traceback =
+      "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
+      "RuntimeError: " +
+      huge + "\n";
+  run.outcome.reason = "rank 1 failed: RuntimeError: " + huge; // the report holds a reference
+  const std::string summary = air::github_step_summary(report);
+  CHECK(summary.size() < 20'000);
+  CHECK(summary.find("`RuntimeError: HEADxxx") != std::string::npos);
+  const auto lines = air::github_annotations(report);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0].size() < 64 * 1024);
+  CHECK(lines[0].find("RuntimeError: HEADxxx") != std::string::npos);
+  CHECK(lines[0].find("bytes cut ...]") != std::string::npos);
+  CHECK(lines[0].find("xxxTAIL") != std::string::npos); // the traceback's end is kept
+  const std::string junit = air::junit_xml(report);
+  CHECK(junit.size() < 200 * 1024);
+  CHECK(junit.find("xxxTAIL") != std::string::npos);
+
+  // 4,096 failed ranks: the summary stays under 1 MiB whole, and GitHub,
+  // which shows 10 errors a step, gets 9 and one that counts the rest.
+  air::test::SampleRun wide;
+  air::RunReport many = air::test::sample_report(wide);
+  wide.outcome.ranks.clear();
+  many.errors.clear();
+  for (int i = 0; i < 4096; ++i) {
+    wide.outcome.ranks.push_back(air::test::make_rank(i, 1000 + i, air::ExitStatus::exited_with(1), 1.0));
+    air::RankError e;
+    e.source = air::RankError::Source::error_file;
+    e.type = "RuntimeError";
+    e.message = std::string(1500, 'm');
+    many.errors.emplace_back(e);
+  }
+  CHECK(air::github_step_summary(many).size() < 1024 * 1024);
+  CHECK(air::github_step_summary(many).find("more ranks: the JUnit report and the summary JSON have them") !=
+        std::string::npos);
+  const auto errors = air::github_annotations(many);
+  REQUIRE(errors.size() == 10);
+  CHECK(errors[9].find("4087 more ranks failed (9, 10, 11,") != std::string::npos);
+}
+
+TEST_CASE("bounded text keeps a head and a tail at character starts", "[annotations]") {
+  CHECK(air::bounded_text("short", 100) == "short");
+  const std::string text = std::string(300, 'a') + "\xc3\xa9" + std::string(300, 'b');
+  const std::string cut = air::bounded_text(text, 200);
+  CHECK(cut.size() <= 200);
+  CHECK(cut.find("bytes cut ...]") != std::string::npos);
+  CHECK(cut.front() == 'a');
+  CHECK(cut.back() == 'b');
+  CHECK(air::bounded_head("abcd\xc3\xa9xyz", 8) == "abcd..."); // never half of the é
 }

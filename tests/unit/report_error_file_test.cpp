@@ -56,6 +56,19 @@ TEST_CASE("error file: string message (new format)", "[results]") {
   }
 }
 
+TEST_CASE("error file: a file name that is not UTF-8 keeps the exception", "[results]") {
+  // Python's json.dump (torch's @record too) writes a latin-1 byte of a file
+  // name as a lone surrogate escape, which the JSON reader refused.
+  const air::ErrorFileRecord r = air::parse_error_file(
+      R"({"message": {"message": "FileNotFoundError: [Errno 2] No such file or directory: 'caf\udce9.csv'", )"
+      R"("extraInfo": {"py_callstack": "tb \ud83d\ude00 \\udce9 \ud800", "timestamp": "1"}}})");
+  CHECK_FALSE(r.malformed);
+  CHECK(r.type == "FileNotFoundError");
+  CHECK(r.message == "[Errno 2] No such file or directory: 'caf\uFFFD.csv'");
+  // A pair stays one character; an escaped backslash is no escape; a lone high half goes too.
+  CHECK(r.traceback == "tb \U0001F600 \\udce9 \uFFFD");
+}
+
 TEST_CASE("error file: malformed texts are kept raw", "[results]") {
   SECTION("not JSON") {
     const air::ErrorFileRecord r = air::parse_error_file("Traceback: oops");

@@ -122,7 +122,7 @@ TEST_CASE("summary document shape", "[summary]") {
     CHECK(doc["outcome"] == Json::parse(R"j({"status": "failed", "exit_code": 3, "root_cause_rank": 1,
         "reason": "rank 1 exited with exit code 3", "refusal": null, "interrupt_signal": null, "interrupt_signal_name": null,
         "console_lines_dropped": 0, "remote_failure": null, "restarts": 0, "attempts": [], "hang": null,
-        "preemption": null})j"));
+        "preemption": null, "checkpoint": null})j"));
   }
 
   SECTION("ranks") {

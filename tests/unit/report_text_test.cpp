@@ -1,4 +1,5 @@
 // The human end-of-run report: exact text.
+#include "core/report/summary.hpp"
 #include "core/report/text.hpp"
 #include "tests/unit/catch.hpp"
 #include "tests/unit/results_fixture.hpp"
@@ -228,4 +229,54 @@ TEST_CASE("report: a failed import names the interpreter and how to choose anoth
   CHECK(air::format_report(air::test::sample_report(run)).find("Python:") == std::string::npos);
   run.spec.no_python.value = true;
   CHECK(air::format_report(report).find("Python:") == std::string::npos);
+}
+
+TEST_CASE("report: a message of several lines keeps the indentation", "[report]") {
+  air::test::SampleRun run;
+  air::RunReport report = air::test::sample_report(run);
+  report.errors[1]->message = "shapes differ:\n  a: [2, 3]\n  b: [3, 2]";
+  report.errors[2] = report.errors[1];
+  const std::string text = air::format_report(report);
+  CHECK(text.find("    RuntimeError: shapes differ:\n      a: [2, 3]\n      b: [3, 2]\n      Traceback") !=
+        std::string::npos);
+  CHECK(text.find("  also failed: rank 2 (local_rank 2, pid 4244): signal 11 (SIGSEGV, core dumped): "
+                  "RuntimeError: shapes differ: ...\n  stopped by air-run") != std::string::npos);
+}
+
+TEST_CASE("report: the processes the ranks left running are named", "[report]") {
+  air::test::SampleRun run;
+  run.outcome.status = air::RunOutcome::Status::succeeded;
+  run.outcome.root_cause_rank = -1;
+  run.outcome.reason.clear();
+  run.outcome.duration_s = 1;
+  run.outcome.ranks.resize(2);
+  run.outcome.leftover_processes = 1;
+  run.outcome.leftover_names = {"pid 4711 sleep (sleep 1000)"};
+  air::RunReport report{run.spec, run.hardware, run.selection, run.plan, run.outcome, "h", 0, {}, {}};
+  CHECK(air::format_report(report) == "air-run: run r1 succeeded after 1.0s: 2 ranks exited 0\n"
+                                      "air-run: ended 1 process that the ranks left running: pid 4711 sleep "
+                                      "(sleep 1000)\n");
+  run.outcome.leftover_processes = 3;
+  run.outcome.leftover_names = {"pid 1 a (a)", "pid 2 b (b -x)"};
+  CHECK(air::format_report(report) == "air-run: run r1 succeeded after 1.0s: 2 ranks exited 0\n"
+                                      "air-run: ended 3 processes that the ranks left running:\n"
+                                      "  pid 1 a (a)\n  pid 2 b (b -x)\n  and 1 more\n");
+}
+
+TEST_CASE("report: an interrupted run names the latest checkpoint", "[report]") {
+  // Ctrl-C during training: only a preemption said it before.
+  air::test::SampleRun run;
+  run.outcome.status = air::RunOutcome::Status::interrupted;
+  run.outcome.root_cause_rank = -1;
+  run.outcome.reason = "interrupted by SIGINT";
+  run.outcome.ranks.resize(1);
+  run.outcome.ranks[0].stopped_by_air_run = true;
+  run.outcome.checkpoint = "/ckpt/checkpoint-000007";
+  air::RunReport report{run.spec, run.hardware, run.selection, run.plan, run.outcome, "h", 130, {}, {}};
+  const std::string text = air::format_report(report);
+  CHECK(text.find("  latest checkpoint: /ckpt/checkpoint-000007\n") != std::string::npos);
+  CHECK(air::summary_json(report)["outcome"]["checkpoint"] == "/ckpt/checkpoint-000007");
+  run.outcome.checkpoint.clear();
+  CHECK(air::format_report(report).find("latest checkpoint") == std::string::npos);
+  CHECK(air::summary_json(report)["outcome"]["checkpoint"].is_null());
 }

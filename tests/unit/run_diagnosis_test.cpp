@@ -63,6 +63,10 @@ TEST_CASE("a rank's place is its innermost frame of user code in the main thread
                         "  File \"/usr/lib/python3.11/time.py\", line 3 in sleep\n") == "sleep at time.py:3");
   CHECK(air::user_place("").empty());
   CHECK(air::user_place("garbage\nno frames here\n").empty());
+  // The warm start's program is air-run's, as the shim is.
+  CHECK(air::user_place("Current thread 0x1 (most recent call first):\n"
+                        "  File \"/tmp/air-run-1/air_run_warm.py\", line 419 in run_target\n"
+                        "  File \"/w/train.py\", line 7 in step\n") == "step at train.py:7");
 }
 
 TEST_CASE("the rank outside the collective the others wait in is the laggard", "[diagnosis]") {

@@ -99,6 +99,39 @@ TEST_CASE("traceback: the innermost frame is the program's own, not a library's"
   CHECK(chained->file == "/x/site-packages/b.py");
 }
 
+TEST_CASE("traceback: the place is never air-run's shim nor the air package", "[traceback]") {
+  // Every failed collective went through the shim's timing wrapper: the
+  // place was "sitecustomize.py:304", a file deleted when the run ends.
+  const auto collective = air::innermost_frame(
+      "Traceback (most recent call last):\n"
+      "  File \"/w/uneven2.py\", line 6, in <module>\n"
+      "  File \"/tmp/air-run-abc/pyshim/sitecustomize.py\", line 304, in timed\n"
+      "  File \"/v/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py\", line 1536, in "
+      "all_reduce\n"
+      "RuntimeError: Connection closed by peer\n");
+  REQUIRE(collective);
+  CHECK(collective->file == "/w/uneven2.py");
+  CHECK(collective->line == 6);
+  // air.data run from a checkout raises for the caller's line.
+  const auto data =
+      air::innermost_frame("Traceback (most recent call last):\n"
+                           "  File \"/w/train.py\", line 41, in <module>\n"
+                           "  File \"/src/air-run/python/air/data/_checkpoint.py\", line 54, in save\n"
+                           "ValueError: step must be >= 0\n");
+  REQUIRE(data);
+  CHECK(data->file == "/w/train.py");
+  CHECK(data->line == 41);
+  // Only the shim and torch: torch's frame, never the shim's.
+  const auto only =
+      air::innermost_frame("  File \"/x/site-packages/torch/a.py\", line 1, in f\n"
+                           "  File \"/tmp/air-run-abc/pyshim/air_run_shim.py\", line 9, in g\n");
+  REQUIRE(only);
+  CHECK(only->file == "/x/site-packages/torch/a.py");
+  CHECK(air::is_library_file("/tmp/air-run-1/air_run_warm.py"));
+  CHECK(air::is_library_file("/opt/air/python/air/_launch.py"));
+  CHECK_FALSE(air::is_library_file("/w/air_experiments/train.py"));
+}
+
 TEST_CASE("traceback: which files are a library's", "[traceback]") {
   CHECK(air::is_library_file("/usr/lib/python3/dist-packages/torch/x.py"));
   CHECK(air::is_library_file("/v/lib/python3.12/site-packages/lightning/a.py"));

@@ -19,9 +19,37 @@ def _air_run_exception_name(kind):
     return name
 
 
+# Each text of the record keeps this many characters of its head and as many
+# of its tail: a 3 MiB message, written twice (headline and traceback), went
+# over air-run's 4 MiB limit for the file and was lost whole.
+_AIR_RUN_KEPT_CHARS = 64 * 1024
+
+
+def _air_run_clean_text(text):
+    """`text` as valid UTF-8 text, cut to a bounded head and tail that says
+    so. A file name that is not UTF-8 (latin-1 "caf\\xe9") reaches Python as
+    surrogate escapes, which no JSON reader takes: it is written as Python
+    prints its bytes, caf\\xe9."""
+    if len(text) > 2 * _AIR_RUN_KEPT_CHARS:
+        cut = len(text) - 2 * _AIR_RUN_KEPT_CHARS
+        text = (text[:_AIR_RUN_KEPT_CHARS] + "\n[air-run: %d characters cut here]\n" % cut
+                + text[-_AIR_RUN_KEPT_CHARS:])
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate that is no escaped byte
+        raw = text.encode("utf-8", "backslashreplace")
+    return raw.decode("utf-8", "backslashreplace")
+
+
 def _air_run_exception_record(kind, value, tb):
     """(headline, traceback text) of an uncaught exception: "RuntimeError:
-    boom" and the lines Python prints for it."""
+    boom" and the lines Python prints for it, each valid UTF-8 and bounded
+    (_air_run_clean_text)."""
     import traceback
 
     try:
@@ -33,7 +61,7 @@ def _air_run_exception_record(kind, value, tb):
         lines = "".join(traceback.format_exception(kind, value, tb))
     except Exception:
         lines = headline + "\n"
-    return headline, lines
+    return _air_run_clean_text(headline), _air_run_clean_text(lines)
 
 
 def _air_run_write_error_file(headline, stack):
@@ -48,10 +76,12 @@ def _air_run_write_error_file(headline, stack):
         import json
         import time
 
-        record = {"message": {"message": headline,
-                              "extraInfo": {"py_callstack": stack, "timestamp": str(int(time.time()))}}}
-        with open(path, "w") as f:
-            json.dump(record, f)
+        record = {"message": {"message": _air_run_clean_text(headline),
+                              "extraInfo": {"py_callstack": _air_run_clean_text(stack),
+                                            "timestamp": str(int(time.time()))}}}
+        # UTF-8 as it is, not \\uXXXX: six bytes a character would undo the bound.
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(record, f, ensure_ascii=False)
         return True
     except Exception:
         return False
@@ -71,7 +101,9 @@ def _air_run_record_errors():
       hook: sys.exit is wrapped to remember the message, and it is written at
       exit as SystemExit (a caller may catch the SystemExit and go on).
 
-    KeyboardInterrupt is not recorded: it is how a stopped rank ends. An
+    Every BaseException is recorded (DCP's CheckpointException is one), but
+    KeyboardInterrupt, which is how a stopped rank ends, and a SystemExit
+    with no message (its exit code says it). An
     exception in another thread is not either: it ends that thread, not the
     rank."""
     import atexit
@@ -90,7 +122,7 @@ def _air_run_record_errors():
         if isinstance(value, SystemExit):
             if value.code is None or isinstance(value.code, int):
                 return
-        elif not isinstance(value, Exception):
+        elif isinstance(value, KeyboardInterrupt):
             return
         seen.append(value)
         _air_run_write_error_file(*_air_run_exception_record(kind, value, tb))

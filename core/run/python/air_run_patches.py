@@ -231,6 +231,21 @@ def _air_run_store_is_local(host, rank):
     return isinstance(host, str) and _air_run_is_local_address(host)
 
 
+def _air_run_store_timeout(host, port, seconds):
+    """The error of a store that never listened within init_process_group's
+    timeout: torch's own kind (DistNetworkError where torch has it, else the
+    TimeoutError of torch 1.13's TCPStore), in torch's words."""
+    kind = TimeoutError
+    try:
+        import torch.distributed as dist
+
+        kind = getattr(dist, "DistNetworkError", TimeoutError)
+    except Exception:
+        pass
+    return kind("The client socket has timed out after %gs while trying to connect to (%s, %d): "
+                "nothing listened there (rank 0's store)" % (seconds, host, port))
+
+
 def _air_run_patch_rendezvous(module, progress):
     """Two things of torch.distributed.rendezvous's _create_c10d_store
     (host, port, rank, world_size, timeout[, use_libuv]), the store that
@@ -251,16 +266,35 @@ def _air_run_patch_rendezvous(module, progress):
         return
 
     def create_store(*args, **kwargs):
+        gone = None
         try:
             given = dict(zip(("hostname", "port", "rank", "world_size", "timeout"), args), **kwargs)
             host, port, rank, timeout = (given.get("hostname"), given.get("port"), given.get("rank"),
                                          given.get("timeout"))
             waits = isinstance(port, int) and port > 0 and isinstance(rank, int)
             if waits and _air_run_store_is_local(host, rank):
+                import time
+
                 seconds = timeout.total_seconds() if hasattr(timeout, "total_seconds") else 1800.0
-                _air_run_wait_for_store(port, seconds)
+                start = time.monotonic()
+                up = _air_run_wait_for_store(port, seconds)
+                waited = time.monotonic() - start
+                # The wait is part of init_process_group's timeout, not before
+                # it: torch's connect gets what is left (10 s and rank 0 never
+                # listening gave up after 19 s).
+                if hasattr(timeout, "total_seconds") and waited >= 0.5:
+                    if up is False and waited >= seconds:
+                        gone = (host, port, seconds)
+                    else:
+                        left = max(timeout - type(timeout)(seconds=waited), type(timeout)(seconds=1))
+                        if len(args) > 4:
+                            args = args[:4] + (left,) + args[5:]
+                        else:
+                            kwargs["timeout"] = left
         except Exception:
             pass  # never in the way of torch's own connect
+        if gone is not None:
+            raise _air_run_store_timeout(*gone)
         try:
             return create(*args, **kwargs)
         except RuntimeError as e:

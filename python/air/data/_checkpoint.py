@@ -25,7 +25,7 @@ import shutil
 import time
 import uuid
 
-from air.data import _dcp
+from air.data import _dcp, _guard
 from air.data._source import local_root
 
 MARKER = ".air-checkpoint"
@@ -230,9 +230,12 @@ class VolumeWriter(dcp.FileSystemWriter):
 
     def finish(self, metadata, results):
         super().finish(metadata, results)
-        _commit(self.staging, self.target, self._sync)
-        if self.keep_last is not None:
-            _prune(os.path.dirname(self.target), self.keep_last)
+        # One commit at a time in a directory (air.data.save already holds
+        # the lock; a VolumeWriter handed to dcp.save takes it here).
+        with _guard.CommitLock(os.path.dirname(self.target)):
+            _commit(self.staging, self.target, self._sync)
+            if self.keep_last is not None:
+                _prune(os.path.dirname(self.target), self.keep_last)
 
 
 def _readable(path):
@@ -289,12 +292,42 @@ def save(state_dict, path=None, keep_last=None, process_group=None):
 
     Collective: every rank of the process group calls it, each with its own
     state_dict. Calling it on rank 0 alone (``if rank == 0: torch.save``'s
-    habit) deadlocks: rank 0 waits in a collective the others never enter."""
-    if path is None:
-        path = _next_default_path(process_group)
-    writer = VolumeWriter(path, keep_last=keep_last)
-    _dcp.save(state_dict, writer, process_group=process_group)
+    habit) deadlocks: rank 0 waits in a collective the others never enter.
+
+    The committing rank holds the directory's lock (``.air-checkpoint.lock``)
+    from the choice of the name to the commit: another run that shares the
+    directory waits, told which run holds it. A disk without room for the
+    ranks' tensors is an OSError (ENOSPC) naming the disk, the folder and
+    the bytes needed and free, raised before anything is written; a save
+    that fails midway leaves no ``.partial`` folder."""
+    no_dist = _dcp._no_dist(process_group)
+    root = _directory(default_root() if path is None else os.path.dirname(_directory(path)))
+    committing = no_dist or _rank(process_group) == 0
+    lock = _guard.CommitLock(root) if committing else None
+    if lock is not None:
+        lock.__enter__()
+    try:
+        if path is None:
+            path = _next_default_path(process_group)
+        writer = VolumeWriter(path, keep_last=keep_last)
+        _guard.check_space(writer.target, state_dict, process_group, no_dist)
+        try:
+            _dcp.save(state_dict, writer, process_group=process_group)
+        except BaseException as e:
+            shutil.rmtree(writer.staging, ignore_errors=True)
+            if isinstance(e, Exception) and _guard.ran_out_of_space(e, writer.target):
+                raise _guard.no_space_error(writer.target, _guard.state_bytes(state_dict),
+                                            _guard.free_bytes(os.path.dirname(writer.target))) from e
+            raise
+    finally:
+        if lock is not None:
+            lock.__exit__(None, None, None)
     return writer.target
+
+
+def _rank(process_group):
+    import torch.distributed as dist
+    return dist.get_rank(process_group)
 
 
 def load(state_dict, path=None, process_group=None):
