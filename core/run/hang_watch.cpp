@@ -3,8 +3,8 @@
 
 #include "core/base/duration.hpp"
 #include "core/os/file_read.hpp"
-#include "core/run/diagnosis.hpp"
-#include "core/run/flight_recorder.hpp"
+#include "core/hang/diagnosis.hpp"
+#include "core/hang/flight_recorder.hpp"
 #include "core/run/progress.hpp"
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 #pragma once
 
 #include "core/run/console.hpp"
-#include "core/run/hang_clock.hpp"
+#include "core/hang/hang_clock.hpp"
 #include "core/run/job_events.hpp"
 #include "core/run/progress_watch.hpp"
 #include "core/run/rank_table.hpp"

@@ -3,7 +3,7 @@
 
 #include "core/base/duration.hpp"
 #include "core/os/signals.hpp"
-#include "core/run/diagnosis.hpp"
+#include "core/hang/diagnosis.hpp"
 #include "core/run/job_preemption.hpp"
 #include "core/run/teardown.hpp"
 

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "core/run/diagnosis.hpp"
+#include "core/hang/diagnosis.hpp"
 #include "core/run/progress.hpp"
 
 #include <chrono>

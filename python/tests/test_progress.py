@@ -4,7 +4,7 @@ the rank's side of step counting and preemption (docs/hangs.md, docs/preemption.
 Outside air-run they do nothing and never stop a loop; inside, they talk to the
 page air-run maps for the rank, which these tests stand in for with a file laid
 out as air-run lays it out (the slot numbers are checked against the C++ side
-by tests/unit/run_diagnosis_test.cpp)."""
+by tests/unit/hang_diagnosis_test.cpp)."""
 
 import mmap
 import os

@@ -1,6 +1,6 @@
-// The hang clock (core/run/hang_clock.hpp): when quiet ranks make a
+// The hang clock (core/hang/hang_clock.hpp): when quiet ranks make a
 // hang, with the start-up allowance and once per quiet spell.
-#include "core/run/hang_clock.hpp"
+#include "core/hang/hang_clock.hpp"
 #include "tests/unit/catch.hpp"
 
 #include <chrono>

@@ -1,5 +1,5 @@
-#include "core/run/diagnosis.hpp"
-#include "core/run/flight_recorder.hpp"
+#include "core/hang/diagnosis.hpp"
+#include "core/hang/flight_recorder.hpp"
 #include "core/run/progress.hpp"
 #include "core/run/stacks.hpp"
 #include "tests/unit/catch.hpp"
