@@ -12,13 +12,13 @@ fi
 # Rank 1 (or $STUCK_RANK) stops in stuck_here() before the all_reduce the others enter.
 write_stuck() {
   cat >stuck.py <<'PY'
-import os, time, torch, torch.distributed as dist
+import os, threading, time, torch, torch.distributed as dist
 dist.init_process_group("gloo")
 rank = dist.get_rank()
 
 
-def stuck_here():
-    time.sleep(3600)
+def stuck_here():  # STUCK_HOW=lock: a callback blocked for ever on a lock
+    threading.Event().wait() if os.environ.get("STUCK_HOW") == "lock" else time.sleep(3600)
 
 
 t = torch.ones(1)
@@ -41,9 +41,45 @@ test_hang_stop_names_the_laggard_and_exits_124() {
   ((SECONDS - start < 60)) || fail "took $((SECONDS - start))s"
   expect_contains "$err" "rank 1 is in stuck_here at stuck.py:7"
   expect_contains "$err" "ranks 0 and 2 wait in all_reduce #4 at <module> at stuck.py:16"
+  expect_named_in_time 4
   expect_eq "$(json_get summary.json 'd["outcome"]["status"], d["outcome"]["hang"]["laggards"]')" "hung [1]"
   expect_eq "$(json_get summary.json 'd["outcome"]["hang"]["ranks"][1]["place"]')" "stuck_here at stuck.py:7"
   expect_eq "$(json_get summary.json 'd["outcome"]["hang"]["ranks"][0]["collective"]')" "all_reduce"
+}
+
+# expect_named_in_time TIMEOUT_S: the diagnosis in $err came at most 5 s after
+# the hang timeout ("no progress for 4.9s").
+expect_named_in_time() {
+  local quiet
+  quiet=$(echo "$err" | sed -nE 's/.*no progress for ([0-9.]+)(m?s).*/\1 \2/p' | head -1)
+  [[ -n $quiet ]] || fail "no diagnosis with its quiet time in: $(echo "$err" | tail -3)"
+  echo "  named after $quiet (hang timeout ${1}s)"
+  awk -v q="${quiet% *}" -v u="${quiet#* }" -v t="$1" 'BEGIN { if (u == "ms") q /= 1000; exit !(q <= t + 5) }' ||
+    fail "named after $quiet, more than ${1}s + 5 s"
+}
+
+test_a_callback_blocked_on_a_lock_is_a_hang() {
+  write_stuck
+  STUCK_HOW=lock run_air --cpu-ranks 2 --python "$TORCH_PYTHON" --hang-timeout 3s --on-hang stop --grace-period 2s \
+    stuck.py
+  expect_rc 124
+  expect_contains "$err" "rank 1 is in stuck_here at stuck.py:7"
+  expect_contains "$err" "rank 0 waits in all_reduce #4"
+  expect_named_in_time 3
+}
+
+test_a_gloo_deadlock_is_a_hang() {
+  # Both ranks receive from the other, neither sends: each waits for ever.
+  cat >deadlock.py <<'PY'
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+print("ready", flush=True)
+dist.recv(torch.zeros(1), src=1 - dist.get_rank())
+PY
+  run_air --cpu-ranks 2 --python "$TORCH_PYTHON" --hang-timeout 3s --on-hang stop --grace-period 2s deadlock.py
+  expect_rc 124
+  expect_contains "$err" "rank 0 waits in recv #1 at <module> at deadlock.py:4"
+  expect_named_in_time 3
 }
 
 test_hang_across_nodes_is_named_by_node_0_and_stops_every_node() {

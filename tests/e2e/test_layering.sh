@@ -22,7 +22,7 @@ rank_of() {
 # Files that must stay pure: no os/ header, no system header.
 pure_files() {
   ls core/spec/*.?pp core/report/*.?pp core/run/plan.?pp core/run/outcome.?pp core/run/live_status.?pp core/hang/hang_clock.?pp core/hang/diagnosis.?pp core/hang/job_hang.?pp \
-    core/hang/flight_recorder.?pp core/cluster/control_message.?pp \
+    core/hang/flight_recorder.?pp core/hang/quiet.?pp core/cluster/control_message.?pp \
     core/cluster/control_options.hpp core/cluster/hang_round.?pp core/cluster/stop_round.?pp \
     core/pyenv/python_env.?pp core/pyenv/pip_progress.?pp core/preflight/health.?pp core/base/text.?pp core/base/duration.?pp \
     core/hw/health_reading.hpp 2>/dev/null | grep -v '^core/report/collect\.'
