@@ -14,13 +14,14 @@ constexpr std::uint64_t k_min_io_bytes = 64 * 1024;
 
 } // namespace
 
-bool worked(const WorkCounters& before, const WorkCounters& after, double elapsed_s, long ticks_per_s) {
+bool worked(const WorkCounters& before, const WorkCounters& after, double elapsed_s, long ticks_per_s,
+            bool cpu_counts) {
   if (!before.readable || !after.readable || elapsed_s <= 0 || ticks_per_s <= 0) return false;
   // Counters of a process group go down when a child exits unreaped: no growth then.
   const std::uint64_t cpu = after.cpu_ticks > before.cpu_ticks ? after.cpu_ticks - before.cpu_ticks : 0;
   const std::uint64_t io = after.io_bytes > before.io_bytes ? after.io_bytes - before.io_bytes : 0;
   const double cpu_s = static_cast<double>(cpu) / static_cast<double>(ticks_per_s);
-  return cpu_s >= k_min_cpu_share * elapsed_s || io >= k_min_io_bytes;
+  return (cpu_counts && cpu_s >= k_min_cpu_share * elapsed_s) || io >= k_min_io_bytes;
 }
 
 QuietVerdict judge_quiet(const std::vector<QuietRank>& ranks) {

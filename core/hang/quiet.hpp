@@ -26,8 +26,12 @@ struct WorkCounters {
 /// its CPU time grew by at least 5 % of that time (a rank that waits in a
 /// collective, or sleeps, uses next to none; its helper threads a tick now
 /// and then), or it read or wrote at least 64 KiB. `ticks_per_s`: the clock
-/// tick rate (sysconf(_SC_CLK_TCK)). Pure.
-bool worked(const WorkCounters& before, const WorkCounters& after, double elapsed_s, long ticks_per_s);
+/// tick rate (sysconf(_SC_CLK_TCK)). Without `cpu_counts` (a rank on a GPU)
+/// only the I/O counts: CUDA spins on the CPU while it waits for the GPU, so
+/// a rank stuck in a synchronize behind an NCCL collective that never ends
+/// burns a core as it waits. Pure.
+bool worked(const WorkCounters& before, const WorkCounters& after, double elapsed_s, long ticks_per_s,
+            bool cpu_counts = true);
 
 /// One rank as the quiet check sees it.
 struct QuietRank {

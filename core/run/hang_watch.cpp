@@ -107,7 +107,8 @@ Quiet HangWatch::judge_quiet_spell(Clock::time_point now) {
     q.exited_ok = r.reaped && out_.ranks[r.index].status.success();
     q.in_collective = p.attached && p.coll_entered_ns != 0;
     q.working = q.running && r.index < counters_.size() &&
-                worked(counters_[r.index], after[r.index], elapsed_s, clock_ticks_per_second());
+                worked(counters_[r.index], after[r.index], elapsed_s, clock_ticks_per_second(),
+                       r.plan->gpu_uuid.empty());
     quiet.push_back(q);
   }
   const QuietVerdict verdict = judge_quiet(quiet);

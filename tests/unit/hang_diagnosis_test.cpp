@@ -206,7 +206,8 @@ TEST_CASE("the shim's progress slots are the ones air-run reads", "[diagnosis]")
   CHECK(air::collective_name(18) == "ddp_all_reduce");
   CHECK(air::collective_name(19) == "work_wait");
   CHECK(air::collective_name(20) == "a collective");
-  CHECK(shim.find("\"recv\", \"monitored_barrier\", \"ddp_all_reduce\", \"work_wait\")") != std::string::npos);
+  CHECK(shim.find("\"recv\", \"monitored_barrier\", \"ddp_all_reduce\", \"work_wait\")") !=
+        std::string::npos);
   CHECK(air::collective_name(0) == "a collective");
 }
 

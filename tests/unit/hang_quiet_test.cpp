@@ -42,6 +42,9 @@ TEST_CASE("a rank works when its CPU time or I/O grows", "[quiet]") {
   air::WorkCounters unreadable;
   CHECK_FALSE(air::worked(counters(0, 0), unreadable, 1.0, 100));
   CHECK_FALSE(air::worked(counters(0, 0), counters(100, 0), 0.0, 100));
+  // On a GPU only I/O is work: CUDA spins a core while it waits for a collective that never ends.
+  CHECK_FALSE(air::worked(counters(100, 0), counters(200, 0), 1.0, 100, false));
+  CHECK(air::worked(counters(100, 0), counters(200, 1 << 20), 1.0, 100, false));
 }
 
 TEST_CASE("ranks that all wait, or sleep outside a collective, are a hang", "[quiet]") {
