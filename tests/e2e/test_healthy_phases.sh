@@ -46,9 +46,8 @@ import os, time, torch, torch.distributed as dist
 dist.init_process_group("gloo")
 print("evaluating", flush=True)
 model, total = torch.nn.Linear(64, 64), torch.zeros(1)
-end = time.monotonic() + float(os.environ["PHASE"])
 with torch.no_grad():
-    while time.monotonic() < end:
+    for _ in range(int(float(os.environ["PHASE"]) / 0.05)):  # as many on every rank
         total += model(torch.randn(8, 64)).sum()
         dist.all_reduce(torch.ones(1))
         time.sleep(0.05)
