@@ -102,6 +102,7 @@ test_hang_across_nodes_is_named_by_node_0_and_stops_every_node() {
   expect_contains "$err0" "the job, across the nodes: no progress for"
   expect_contains "$err0" "rank 3 (node 1) is in stuck_here at stuck.py:7; ranks 0, 1 and 2 wait in all_reduce #4 at <module> at stuck.py:16"
   expect_contains "$err0" "the others wait for rank 3; stopping the run (--on-hang stop)"
+  err=$err0 expect_named_in_time 4
   expect_eq "$(json_get summary0.json 'd["outcome"]["status"], d["outcome"]["hang"]["laggards"]')" "hung [3]"
   expect_eq "$(json_get summary0.json '[(r["rank"], r["node"]) for r in d["outcome"]["hang"]["ranks"]]')" \
     "[(0, 0), (1, 0), (2, 1), (3, 1)]"
@@ -262,6 +263,7 @@ test_ddp_hang_names_the_rank_that_never_reached_backward() {
   expect_rc 124
   expect_contains "$err" "rank 1 is in load_batch at ddp_paced.py:13"
   expect_contains "$err" "ranks 0 and 2 wait in ddp_all_reduce #4 at <module> at ddp_paced.py:21"
+  expect_named_in_time 4
   expect_eq "$(json_get summary.json 'd["outcome"]["hang"]["laggards"], d["outcome"]["hang"]["ranks"][2]["collective"]')" \
     "[1] ddp_all_reduce"
 }
@@ -274,8 +276,9 @@ test_save_on_rank_0_only_is_named_as_mismatched_collectives() {
   # Distributed Checkpoint is imported before the collectives (air.data.save
   # would import it on first use): on a loaded machine that import alone can
   # outlast the hang timeout, and rank 0 is then rightly named for it. The
-  # ranks print nothing, so the start-up allowance applies: 15 s covers the
-  # imports without waiting out the default minute.
+  # ranks print nothing, so until their first collective the start-up
+  # allowance applies: 15 s covers the imports without waiting out the
+  # default minute.
   cat >save_one.py <<'PY'
 import torch, torch.distributed as dist
 import air.data, air.data._dcp; air.data._dcp.import_dcp()
@@ -297,6 +300,7 @@ PY
   expect_rc 124
   expect_contains "$err" "ranks wait in different collectives: rank 0 in broadcast_object_list #2 at save_model at save_one.py:8"
   expect_contains "$err" "ranks 1 and 2 in barrier #2 at <module> at save_one.py:14"
+  expect_named_in_time 4
   expect_eq "$(json_get summary.json 'd["outcome"]["hang"]["laggards"], d["outcome"]["hang"]["ranks"][0]["place"]')" \
     "[] save_model at save_one.py:8"
 }
