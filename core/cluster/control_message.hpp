@@ -1,7 +1,7 @@
 #pragma once
 
 #include "core/base/error.hpp"
-#include "core/run/diagnosis.hpp"
+#include "core/hang/diagnosis.hpp"
 
 #include <cstdint>
 #include <string>

@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <unordered_map>
 
@@ -86,11 +88,18 @@ bool parse_proc_stat(std::string_view text, ProcEntry& entry) {
   long pgid = 0;
   long sid = 0;
   unsigned long long start = 0;
-  // Fields 3-6 and 22 (proc(5)): state, ppid, pgrp, session, ..., starttime.
+  unsigned long long utime = 0;
+  unsigned long long stime = 0;
+  long long cutime = 0;
+  long long cstime = 0;
+  // Fields 3-6, 14-17 and 22 (proc(5)): state, ppid, pgrp, session, ...,
+  // utime, stime, cutime, cstime, ..., starttime.
   if (std::sscanf(rest.c_str(),
-                  " %c %ld %ld %ld %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", &state,
-                  &ppid, &pgid, &sid, &start) != 5)
+                  " %c %ld %ld %ld %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld %*d %*d %*d %*d %llu",
+                  &state, &ppid, &pgid, &sid, &utime, &stime, &cutime, &cstime, &start) != 9)
     return false;
+  entry.cpu_ticks = utime + stime + static_cast<unsigned long long>(std::max(cutime, 0LL)) +
+                    static_cast<unsigned long long>(std::max(cstime, 0LL));
   entry.pid = static_cast<pid_t>(pid);
   entry.ppid = static_cast<pid_t>(ppid);
   entry.pgid = static_cast<pid_t>(pgid);
@@ -98,6 +107,70 @@ bool parse_proc_stat(std::string_view text, ProcEntry& entry) {
   entry.start = start;
   entry.zombie = state == 'Z' || state == 'X';
   return true;
+}
+
+namespace {
+
+/// The text of a small /proc file, "" when it cannot be read.
+std::string read_proc_text(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  std::string text;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0 || text.size() > 64 * 1024) break;
+    text.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return text;
+}
+
+/// The number after `key` ("rchar: ") at a line's start in `text`.
+std::optional<std::uint64_t> field_after(std::string_view text, std::string_view key) {
+  std::size_t at = 0;
+  while ((at = text.find(key, at)) != std::string_view::npos) {
+    if (at == 0 || text[at - 1] == '\n') {
+      unsigned long long value = 0;
+      const std::string rest(text.substr(at + key.size(), 32));
+      if (std::sscanf(rest.c_str(), "%llu", &value) == 1) return value;
+      return std::nullopt;
+    }
+    at += key.size();
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+std::optional<std::uint64_t> read_proc_io_bytes(pid_t pid) {
+  const std::string text = read_proc_text("/proc/" + std::to_string(pid) + "/io");
+  const auto read = field_after(text, "rchar: ");
+  const auto written = field_after(text, "wchar: ");
+  if (!read || !written) return std::nullopt;
+  return *read + *written;
+}
+
+bool status_catches_signal(std::string_view status, int sig) {
+  if (sig < 1 || sig > 64) return false;
+  constexpr std::string_view key = "SigCgt:";
+  std::size_t at = 0;
+  while ((at = status.find(key, at)) != std::string_view::npos && at != 0 && status[at - 1] != '\n')
+    at += key.size();
+  if (at == std::string_view::npos) return false;
+  std::size_t begin = at + key.size();
+  while (begin < status.size() && (status[begin] == ' ' || status[begin] == '\t')) ++begin;
+  std::size_t end = begin;
+  while (end < status.size() && std::isxdigit(static_cast<unsigned char>(status[end]))) ++end;
+  if (end == begin || end - begin > 16) return false;
+  const std::string hex(status.substr(begin, end - begin));
+  const unsigned long long mask = std::strtoull(hex.c_str(), nullptr, 16);
+  return (mask >> (sig - 1)) & 1ULL;
+}
+
+bool catches_signal(pid_t pid, int sig) {
+  return status_catches_signal(read_proc_text("/proc/" + std::to_string(pid) + "/status"), sig);
 }
 
 std::vector<ProcEntry> read_proc_table() {

@@ -3,6 +3,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <vector>
@@ -19,6 +20,9 @@ struct ProcEntry {
   std::uint64_t start = 0;
   bool zombie = false; ///< state Z or X: dead, waiting to be reaped
   pid_t sid = 0;       ///< session id: a process that called setsid() leads a new one
+  /// CPU time in clock ticks: its own (user and system, every thread) and
+  /// that of the children it reaped.
+  std::uint64_t cpu_ticks = 0;
 };
 
 /// Parses one /proc/<pid>/stat text ("pid (comm) S ppid pgrp ...", where comm
@@ -37,6 +41,20 @@ std::vector<ProcEntry> read_proc_table();
 
 /// The entry for `pid`, read alone; false when it is gone.
 bool read_proc_entry(pid_t pid, ProcEntry& entry);
+
+/// The bytes `pid` has read and written through system calls (rchar + wchar
+/// of /proc/<pid>/io: files, pipes and sockets alike); nullopt when it is
+/// gone or its io file cannot be read.
+std::optional<std::uint64_t> read_proc_io_bytes(pid_t pid);
+
+/// Whether the `SigCgt` mask of a /proc/<pid>/status text says that signal
+/// `sig` has a handler installed; false when the text has no such line.
+bool status_catches_signal(std::string_view status, int sig);
+
+/// Whether process `pid` has a handler for `sig` now (/proc/<pid>/status).
+/// A process that called exec after installing one has lost it: the signal's
+/// default action (for a real-time signal, death) would apply.
+bool catches_signal(pid_t pid, int sig);
 
 /// The live (not zombie) processes of `table` whose parent chain reaches one
 /// of `roots`, roots excluded, and none below `skip` (a process and its

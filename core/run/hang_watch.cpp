@@ -2,9 +2,10 @@
 #include "core/run/hang_watch.hpp"
 
 #include "core/base/duration.hpp"
+#include "core/hang/diagnosis.hpp"
+#include "core/hang/flight_recorder.hpp"
+#include "core/hang/rank_activity.hpp"
 #include "core/os/file_read.hpp"
-#include "core/run/diagnosis.hpp"
-#include "core/run/flight_recorder.hpp"
 #include "core/run/progress.hpp"
 
 #include <algorithm>
@@ -22,6 +23,10 @@ constexpr auto k_job_hang_verdict_wait = std::chrono::seconds(30);
 /// At most this much of a rank's Flight Recorder dump is read (2000 entries
 /// of about 500 bytes each).
 constexpr std::size_t k_flight_recorder_max = 4 * 1024 * 1024;
+/// The ranks' work counters are read this long before a quiet spell's limit
+/// (at most half the limit) and again at it: a rank whose CPU time or I/O
+/// grew in between works.
+constexpr auto k_work_window = std::chrono::seconds(1);
 
 /// "12:01:03": a wall-clock time for the diagnosis line.
 std::string clock_time(std::chrono::system_clock::time_point t) {
@@ -42,17 +47,40 @@ HangWatch::HangWatch(const LaunchPlan& plan, RankTable& ranks, RunOutcome& out, 
       teardown_(teardown), hooks_(hooks), tell_(std::move(tell)), stop_(std::move(stop)),
       clock_(plan.hang_timeout, start, plan.hang_startup) {}
 
+HangWatch::Clock::duration HangWatch::work_window() const {
+  return std::min<Clock::duration>(k_work_window, clock_.quiet_limit() / 2);
+}
+
+bool HangWatch::counters_fresh() const { return counters_at_ && counters_spell_ == clock_.last_progress(); }
+
+std::optional<HangWatch::Clock::time_point> HangWatch::quiet_deadline() const {
+  const auto limit = clock_.next_deadline();
+  if (!limit) return limit;
+  if (!counters_fresh()) return *limit - work_window();
+  return std::max(*limit, *counters_at_ + work_window());
+}
+
 std::optional<HangWatch::Clock::time_point> HangWatch::next_deadline(bool tearing_down) const {
-  std::optional<Clock::time_point> next = tearing_down ? std::nullopt : clock_.next_deadline();
+  std::optional<Clock::time_point> next = tearing_down ? std::nullopt : quiet_deadline();
   if (verdict_deadline_ && (!next || *verdict_deadline_ < *next)) next = verdict_deadline_;
   return next;
 }
 
 void HangWatch::tick(Clock::time_point now) {
-  if (!teardown_.active() && out_.status == RunOutcome::Status::succeeded && clock_.due(now) &&
-      !stacks_.waiting()) {
-    begin();
-    tell_(NodeEvent::quiet_ranks());
+  if (!teardown_.active() && out_.status == RunOutcome::Status::succeeded && !stacks_.waiting()) {
+    const auto limit = clock_.next_deadline();
+    if (limit && now >= *limit - work_window() && !counters_fresh()) {
+      std::vector<pid_t> groups;
+      for (const auto& r : ranks_) groups.push_back(r.running() ? r.pid : -1);
+      counters_ = read_work_counters(groups);
+      counters_at_ = now;
+      counters_spell_ = clock_.last_progress();
+    }
+    if (clock_.due(now) && counters_fresh() && now - *counters_at_ >= work_window() &&
+        judge_quiet_spell(now) == Quiet::hang) {
+      begin();
+      tell_(NodeEvent::quiet_ranks());
+    }
   }
   if (verdict_deadline_ && now >= *verdict_deadline_) {
     verdict_deadline_.reset();
@@ -61,6 +89,31 @@ void HangWatch::tick(Clock::time_point now) {
         out_.status == RunOutcome::Status::succeeded)
       conclude(std::move(*out_.hang), {});
   }
+}
+
+/// The spell reached its limit: reads the work counters again and judges.
+/// A working rank, or finished ranks with nobody waiting, begin a new spell.
+Quiet HangWatch::judge_quiet_spell(Clock::time_point now) {
+  std::vector<pid_t> groups;
+  for (const auto& r : ranks_) groups.push_back(r.running() ? r.pid : -1);
+  const std::vector<WorkCounters> after = read_work_counters(groups);
+  const double elapsed_s = std::chrono::duration<double>(now - *counters_at_).count();
+  std::vector<QuietRank> quiet;
+  for (const auto& r : ranks_) {
+    const ProgressReading& p = progress_.reading(r.index);
+    QuietRank q;
+    q.rank = r.plan->rank;
+    q.running = r.running();
+    q.exited_ok = r.reaped && out_.ranks[r.index].status.success();
+    q.in_collective = p.attached && p.coll_entered_ns != 0;
+    q.working = q.running && r.index < counters_.size() &&
+                worked(counters_[r.index], after[r.index], elapsed_s, clock_ticks_per_second(),
+                       r.plan->gpu_uuid.empty());
+    quiet.push_back(q);
+  }
+  const QuietVerdict verdict = judge_quiet(quiet);
+  if (verdict.kind != Quiet::hang) clock_.busy(now);
+  return verdict.kind;
 }
 
 /// No rank made progress for --hang-timeout: ask the ranks for their stacks

@@ -1,7 +1,8 @@
 #pragma once
 
+#include "core/hang/hang_clock.hpp"
+#include "core/hang/quiet.hpp"
 #include "core/run/console.hpp"
-#include "core/run/hang_clock.hpp"
 #include "core/run/job_events.hpp"
 #include "core/run/progress_watch.hpp"
 #include "core/run/rank_table.hpp"
@@ -18,7 +19,9 @@
 namespace air {
 
 /// The hang watch: once the ranks made no progress for --hang-timeout
-/// (HangClock), asks them for their stacks and Flight Recorder traces, names
+/// (HangClock) and really wait (no rank outside a collective works on, and
+/// no finished rank leaves the others' silence nobody's hang:
+/// core/hang/quiet.hpp), asks them for their stacks and Flight Recorder traces, names
 /// the laggards from each one's place in its collectives, prints the
 /// diagnosis and records it; with --on-hang stop, ends the run. Across
 /// nodes (SupervisorHooks::job_wide_hangs) node 0 names the job's laggards
@@ -56,6 +59,15 @@ public:
   void stacks_in() { finish(); }
 
 private:
+  /// How long before the spell's limit the work counters are read.
+  Clock::duration work_window() const;
+  /// Whether the work counters were read for the current quiet spell.
+  bool counters_fresh() const;
+  /// When the quiet check must look next: a window before the spell's
+  /// limit to read the counters, then the limit (at least a window later).
+  std::optional<Clock::time_point> quiet_deadline() const;
+  /// The spell reached its limit: whether the ranks really wait.
+  Quiet judge_quiet_spell(Clock::time_point now);
   void begin();
   void finish();
   HangReport local_report(Clock::time_point now);
@@ -72,6 +84,11 @@ private:
   Tell tell_;
   Stop stop_;
   HangClock clock_;
+  /// The ranks' work counters, read a window before the spell's limit, when,
+  /// and the spell they belong to (its last progress).
+  std::vector<WorkCounters> counters_;
+  std::optional<Clock::time_point> counters_at_;
+  Clock::time_point counters_spell_{};
   /// Across nodes: this node's ranks' places from its latest diagnosis, sent
   /// to node 0; whether that diagnosis was node 0's question rather than
   /// this node's quiet; and, with --on-hang stop, when this node stops on

@@ -1,7 +1,7 @@
 #pragma once
 
-#include "core/run/diagnosis.hpp"
-#include "core/run/job_hang.hpp"
+#include "core/hang/diagnosis.hpp"
+#include "core/hang/job_hang.hpp"
 #include "core/run/job_preemption.hpp"
 #include "core/run/outcome.hpp"
 

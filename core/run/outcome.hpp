@@ -1,7 +1,7 @@
 #pragma once
 
 #include "core/base/exit_status.hpp"
-#include "core/run/diagnosis.hpp"
+#include "core/hang/diagnosis.hpp"
 
 #include <chrono>
 #include <cstdint>

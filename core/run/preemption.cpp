@@ -2,8 +2,8 @@
 #include "core/run/preemption.hpp"
 
 #include "core/base/duration.hpp"
+#include "core/hang/diagnosis.hpp"
 #include "core/os/signals.hpp"
-#include "core/run/diagnosis.hpp"
 #include "core/run/job_preemption.hpp"
 #include "core/run/teardown.hpp"
 

@@ -40,7 +40,12 @@ bool ProgressWatch::poll(Clock::time_point now) {
       lost_.emplace_back(i, std::move(r.lost));
       r = ProgressReading{};
     }
-    if (r.steps != readings_[i].steps) moved = true;
+    // A step, a collective entered (the one before it completed) or one
+    // left: every one is progress, however long the step.
+    const ProgressReading& before = readings_[i];
+    if (r.steps != before.steps || r.coll_seq != before.coll_seq ||
+        (before.coll_entered_ns != 0 && r.coll_entered_ns != before.coll_entered_ns))
+      moved = true;
     readings_[i] = r;
     if (r.attached) counts.push_back(static_cast<double>(r.steps));
     measure_rank_rate(i, now);

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "core/run/diagnosis.hpp"
+#include "core/hang/diagnosis.hpp"
 #include "core/run/progress.hpp"
 
 #include <chrono>
@@ -14,7 +14,7 @@
 namespace air {
 
 /// The supervisor's view of its ranks' progress pages (core/run/progress.hpp):
-/// when any rank last made a step, each rank's latest counters, the step rate
+/// when any rank last made a step or a collective, each rank's latest counters, the step rate
 /// for the live view, and which ranks are stragglers. Reading is a few loads
 /// from shared memory per rank, done once per loop iteration; all calls
 /// happen on the supervisor's thread.
@@ -29,7 +29,8 @@ public:
   /// success, else the error (the rank then runs without step counting).
   std::string create(std::size_t index, const std::string& path);
 
-  /// Reads every mapped page. Returns whether any rank's step count moved.
+  /// Reads every mapped page. Returns whether any rank made progress: a
+  /// step, or a collective entered or completed.
   bool poll(Clock::time_point now);
 
   /// The counters read last for rank `index` (all zero when it has no page).

@@ -131,13 +131,16 @@ void RankOutput::deliver(RankState& r, RankStream& s, std::string_view data, boo
   write_logs(r, s, data, eof);
   const std::size_t lines = take_lines(r, s, data, eof, echo);
   if (echo) update_partial(r, s);
+  if (!data.empty()) {
+    // Any byte is progress, a line's or a `\r` progress bar's that ends none.
+    RankOutcome& o = out_.ranks[r.index];
+    o.last_output_at = Clock::now();
+    hang_.progress(*o.last_output_at);
+  }
   if (lines == 0) {
     if (echo && r.reads_stdin) show_partial(r, s);
     return;
   }
-  RankOutcome& o = out_.ranks[r.index];
-  o.last_output_at = Clock::now();
-  hang_.progress(*o.last_output_at);
   if (echo) {
     console_.write(s.index(), console_batch_, lines);
     if (r.reads_stdin) show_partial(r, s);

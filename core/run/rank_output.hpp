@@ -1,7 +1,7 @@
 #pragma once
 
+#include "core/hang/hang_clock.hpp"
 #include "core/run/console.hpp"
-#include "core/run/hang_clock.hpp"
 #include "core/run/rank_table.hpp"
 #include "core/run/teardown.hpp"
 

@@ -3,6 +3,7 @@
 
 #include "core/base/text.hpp"
 #include "core/base/unique_fd.hpp"
+#include "core/os/proc_table.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -89,7 +90,11 @@ bool StackDumps::request(StackPurpose purpose, Clock::time_point now) {
     ask.offset = -1;
     if (!r.running() || r.plan->stack_file.empty()) continue;
     const long long size = file_size(r.plan->stack_file);
-    if (size < 0) continue; // not armed (yet): the signal would kill it
+    if (size < 0) continue; // not armed (yet)
+    // The handler itself must be installed now: a rank that exec'd another
+    // program (or has yet to arm, its file left from an earlier attempt) has
+    // the signal's default action, and a real-time signal's is death.
+    if (!catches_signal(r.pid, signal_)) continue;
     if (::kill(r.pid, signal_) != 0) continue;
     ask.offset = size;
     ask.seen = size;
@@ -100,6 +105,11 @@ bool StackDumps::request(StackPurpose purpose, Clock::time_point now) {
   purpose_ = purpose;
   deadline_ = now + (purpose == StackPurpose::hang ? k_hang_dump_wait : k_stack_wait);
   return true;
+}
+
+void StackDumps::clear_files() const {
+  for (const auto& r : ranks_)
+    if (!r.plan->stack_file.empty()) ::unlink(r.plan->stack_file.c_str());
 }
 
 std::optional<StackDumps::Clock::time_point> StackDumps::next_deadline(Clock::time_point now) const {

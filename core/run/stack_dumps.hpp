@@ -33,7 +33,9 @@ public:
   StackDumps(RankTable& ranks, int stack_signal)
       : ranks_(ranks), signal_(stack_signal), asks_(ranks.size()) {}
 
-  /// Sends the stack signal to every running rank that armed it. Returns
+  /// Sends the stack signal to every running rank whose handler is
+  /// installed now (its SigCgt mask says so: never one that exec'd another
+  /// program since it armed, which the signal would kill). Returns
   /// whether any was asked; the loop then waits for the dumps.
   bool request(StackPurpose purpose, Clock::time_point now);
   /// Whether dumps are awaited.
@@ -45,6 +47,10 @@ public:
   /// Whether waiting is over: the deadline passed, or every asked rank's
   /// dump has arrived (and, for a hang, `flight_recorder_answered`).
   bool due(Clock::time_point now, bool flight_recorder_answered);
+  /// Removes every rank's stack file before a new attempt's ranks start:
+  /// a rank arms by creating it, so none left from the attempt before may
+  /// pass for armed.
+  void clear_files() const;
   /// Ends the wait and reads the dumps: into `out` for a timeout or a hang;
   /// for Ctrl-\ the lines to show.
   ConsoleBatch collect(RunOutcome& out, Clock::time_point now);

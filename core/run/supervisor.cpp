@@ -214,6 +214,7 @@ void Supervisor::start() {
       for (auto& event : hooks_->check(Clock::now())) job_events_.push_back(std::move(event));
     });
   }
+  stacks_.clear_files(); // an attempt's ranks arm afresh: no file of the one before passes for armed
   spawn_.spawn_all(progress_, *containment_, stdin_,
                    [this](RankState& r, const Error& e) { spawn_failed(r, e); });
   phases::mark("spawn");
@@ -538,7 +539,7 @@ void Supervisor::announce_teardown(int sig) {
   say(teardown_notice(running, sig, plan_.grace_period));
 }
 
-/// Reads the ranks' progress pages: a step is progress (no hang), and every
+/// Reads the ranks' progress pages: a step or a collective is progress (no hang), and every
 /// few seconds the step times say whether a rank is a straggler.
 void Supervisor::watch_progress(Clock::time_point now) {
   if (progress_.poll(now)) hang_.clock().progress(now);

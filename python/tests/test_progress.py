@@ -4,7 +4,7 @@ the rank's side of step counting and preemption (docs/hangs.md, docs/preemption.
 Outside air-run they do nothing and never stop a loop; inside, they talk to the
 page air-run maps for the rank, which these tests stand in for with a file laid
 out as air-run lays it out (the slot numbers are checked against the C++ side
-by tests/unit/run_diagnosis_test.cpp)."""
+by tests/unit/hang_diagnosis_test.cpp)."""
 
 import mmap
 import os
@@ -19,6 +19,7 @@ import air
 
 PAGE = 4096
 STEPS, STOP_STEP, STOP_REQUESTED, STOP_DEADLINE, POLLS_STOP, PID = 1, 8, 9, 10, 11, 14
+COLL_SEQ, COLL_ENTERED = 5, 6
 
 
 def test_outside_air_run_nothing_is_counted_and_nothing_stops():
@@ -97,6 +98,29 @@ print(air.steps(), any(air.should_stop() for _ in range(3)), air.stop_deadline()
 """)
     assert out.split() == ["5", "False", "None"]
     assert slot(POLLS_STOP) == 1
+
+
+def test_every_collective_counts_the_waits_of_async_ones_too(air_run, tmp_path):
+    """Each synchronous collective counts once (its own Work.wait() inside
+    it is not counted again); an async one counts when issued and when its
+    wait() returns: a rank that waits on a Work is inside a collective."""
+    pytest.importorskip("torch.distributed")
+    out, slot = run_with_page(air_run, tmp_path, """
+import socket, sys, torch, torch.distributed as dist
+s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port, rank=0, world_size=1)
+t = torch.ones(1)
+for _ in range(3):
+    dist.all_reduce(t)
+sync = sys._air_run_progress._coll_seq
+for _ in range(2):
+    dist.all_reduce(t, async_op=True).wait()
+dist.barrier()
+print(sync, sys._air_run_progress._coll_seq)
+""")
+    assert out.split() == ["3", "8"]
+    assert slot(COLL_SEQ) == 8
+    assert slot(COLL_ENTERED) == 0
 
 
 @pytest.mark.parametrize("ending", ['sys.exit("bad config")', 'from sys import exit; exit("bad config")'])

@@ -65,7 +65,7 @@ def test_slots_agree_with_the_generated_cpp_header(rank_python):
     assert sorted(slots.values()) == list(range(len(slots)))  # distinct, none left out
     assert 8 * len(slots) <= page
     assert list(air_run_slots._AIR_COLLECTIVES) == names
-    assert names[0] == "all_reduce" and names[-1] == "ddp_all_reduce"
+    assert names[0] == "all_reduce" and names[-2:] == ["ddp_all_reduce", "work_wait"]
 
 
 def test_ddp_all_reduce_is_numbered_as_air_run_names_it(rank_python):
@@ -73,6 +73,7 @@ def test_ddp_all_reduce_is_numbered_as_air_run_names_it(rank_python):
 
     _, _, names = cpp_layout(rank_python)
     assert names[air_run_patches._AIR_OP_DDP - 1] == "ddp_all_reduce"
+    assert names[air_run_patches._AIR_OP_WORK_WAIT - 1] == "work_wait"
 
 
 def test_the_rank_is_counted_by_its_furthest_source(progress):

@@ -12,13 +12,13 @@ fi
 # Rank 1 (or $STUCK_RANK) stops in stuck_here() before the all_reduce the others enter.
 write_stuck() {
   cat >stuck.py <<'PY'
-import os, time, torch, torch.distributed as dist
+import os, threading, time, torch, torch.distributed as dist
 dist.init_process_group("gloo")
 rank = dist.get_rank()
 
 
-def stuck_here():
-    time.sleep(3600)
+def stuck_here():  # STUCK_HOW=lock: a callback blocked for ever on a lock
+    threading.Event().wait() if os.environ.get("STUCK_HOW") == "lock" else time.sleep(3600)
 
 
 t = torch.ones(1)
@@ -41,9 +41,45 @@ test_hang_stop_names_the_laggard_and_exits_124() {
   ((SECONDS - start < 60)) || fail "took $((SECONDS - start))s"
   expect_contains "$err" "rank 1 is in stuck_here at stuck.py:7"
   expect_contains "$err" "ranks 0 and 2 wait in all_reduce #4 at <module> at stuck.py:16"
+  expect_named_in_time 4
   expect_eq "$(json_get summary.json 'd["outcome"]["status"], d["outcome"]["hang"]["laggards"]')" "hung [1]"
   expect_eq "$(json_get summary.json 'd["outcome"]["hang"]["ranks"][1]["place"]')" "stuck_here at stuck.py:7"
   expect_eq "$(json_get summary.json 'd["outcome"]["hang"]["ranks"][0]["collective"]')" "all_reduce"
+}
+
+# expect_named_in_time TIMEOUT_S: the diagnosis in $err came at most 5 s after
+# the hang timeout ("no progress for 4.9s").
+expect_named_in_time() {
+  local quiet
+  quiet=$(echo "$err" | sed -nE 's/.*no progress for ([0-9.]+)(m?s).*/\1 \2/p' | head -1)
+  [[ -n $quiet ]] || fail "no diagnosis with its quiet time in: $(echo "$err" | tail -3)"
+  echo "  named after $quiet (hang timeout ${1}s)"
+  awk -v q="${quiet% *}" -v u="${quiet#* }" -v t="$1" 'BEGIN { if (u == "ms") q /= 1000; exit !(q <= t + 5) }' ||
+    fail "named after $quiet, more than ${1}s + 5 s"
+}
+
+test_a_callback_blocked_on_a_lock_is_a_hang() {
+  write_stuck
+  STUCK_HOW=lock run_air --cpu-ranks 2 --python "$TORCH_PYTHON" --hang-timeout 3s --on-hang stop --grace-period 2s \
+    stuck.py
+  expect_rc 124
+  expect_contains "$err" "rank 1 is in stuck_here at stuck.py:7"
+  expect_contains "$err" "rank 0 waits in all_reduce #4"
+  expect_named_in_time 3
+}
+
+test_a_gloo_deadlock_is_a_hang() {
+  # Both ranks receive from the other, neither sends: each waits for ever.
+  cat >deadlock.py <<'PY'
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+print("ready", flush=True)
+dist.recv(torch.zeros(1), src=1 - dist.get_rank())
+PY
+  run_air --cpu-ranks 2 --python "$TORCH_PYTHON" --hang-timeout 3s --on-hang stop --grace-period 2s deadlock.py
+  expect_rc 124
+  expect_contains "$err" "rank 0 waits in recv #1 at <module> at deadlock.py:4"
+  expect_named_in_time 3
 }
 
 test_hang_across_nodes_is_named_by_node_0_and_stops_every_node() {
@@ -66,6 +102,7 @@ test_hang_across_nodes_is_named_by_node_0_and_stops_every_node() {
   expect_contains "$err0" "the job, across the nodes: no progress for"
   expect_contains "$err0" "rank 3 (node 1) is in stuck_here at stuck.py:7; ranks 0, 1 and 2 wait in all_reduce #4 at <module> at stuck.py:16"
   expect_contains "$err0" "the others wait for rank 3; stopping the run (--on-hang stop)"
+  err=$err0 expect_named_in_time 4
   expect_eq "$(json_get summary0.json 'd["outcome"]["status"], d["outcome"]["hang"]["laggards"]')" "hung [3]"
   expect_eq "$(json_get summary0.json '[(r["rank"], r["node"]) for r in d["outcome"]["hang"]["ranks"]]')" \
     "[(0, 0), (1, 0), (2, 1), (3, 1)]"
@@ -226,6 +263,7 @@ test_ddp_hang_names_the_rank_that_never_reached_backward() {
   expect_rc 124
   expect_contains "$err" "rank 1 is in load_batch at ddp_paced.py:13"
   expect_contains "$err" "ranks 0 and 2 wait in ddp_all_reduce #4 at <module> at ddp_paced.py:21"
+  expect_named_in_time 4
   expect_eq "$(json_get summary.json 'd["outcome"]["hang"]["laggards"], d["outcome"]["hang"]["ranks"][2]["collective"]')" \
     "[1] ddp_all_reduce"
 }
@@ -238,8 +276,9 @@ test_save_on_rank_0_only_is_named_as_mismatched_collectives() {
   # Distributed Checkpoint is imported before the collectives (air.data.save
   # would import it on first use): on a loaded machine that import alone can
   # outlast the hang timeout, and rank 0 is then rightly named for it. The
-  # ranks print nothing, so the start-up allowance applies: 15 s covers the
-  # imports without waiting out the default minute.
+  # ranks print nothing, so until their first collective the start-up
+  # allowance applies: 15 s covers the imports without waiting out the
+  # default minute.
   cat >save_one.py <<'PY'
 import torch, torch.distributed as dist
 import air.data, air.data._dcp; air.data._dcp.import_dcp()
@@ -261,6 +300,7 @@ PY
   expect_rc 124
   expect_contains "$err" "ranks wait in different collectives: rank 0 in broadcast_object_list #2 at save_model at save_one.py:8"
   expect_contains "$err" "ranks 1 and 2 in barrier #2 at <module> at save_one.py:14"
+  expect_named_in_time 4
   expect_eq "$(json_get summary.json 'd["outcome"]["hang"]["laggards"], d["outcome"]["hang"]["ranks"][0]["place"]')" \
     "[] save_model at save_one.py:8"
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The dependency rule of the source tree, checked over every #include line:
 #
-#   cli -> report -> {cluster, pyenv, preflight, mlflow} -> run -> warm -> hw -> spec -> os -> base
+#   cli -> report -> {cluster, pyenv, preflight, mlflow} -> run -> {warm, hang} -> hw -> spec -> os -> base
 #
 # A folder includes only itself and folders to its right; cluster, pyenv and
 # preflight are peers that do not include each other. The pure files include
@@ -13,7 +13,7 @@ cd "$root" || exit 1
 
 rank_of() {
   case $1 in
-  base) echo 0 ;; os) echo 1 ;; spec) echo 2 ;; hw) echo 3 ;; warm) echo 4 ;; run) echo 5 ;;
+  base) echo 0 ;; os) echo 1 ;; spec) echo 2 ;; hw) echo 3 ;; warm | hang) echo 4 ;; run) echo 5 ;;
   cluster | pyenv | preflight | mlflow) echo 6 ;; report) echo 7 ;; cli) echo 8 ;;
   *) echo -1 ;;
   esac
@@ -21,7 +21,8 @@ rank_of() {
 
 # Files that must stay pure: no os/ header, no system header.
 pure_files() {
-  ls core/spec/*.?pp core/report/*.?pp core/run/plan.?pp core/run/outcome.?pp core/run/live_status.?pp core/run/hang_clock.?pp core/cluster/control_message.?pp \
+  ls core/spec/*.?pp core/report/*.?pp core/run/plan.?pp core/run/outcome.?pp core/run/live_status.?pp core/hang/hang_clock.?pp core/hang/diagnosis.?pp core/hang/job_hang.?pp \
+    core/hang/flight_recorder.?pp core/hang/quiet.?pp core/cluster/control_message.?pp \
     core/cluster/control_options.hpp core/cluster/hang_round.?pp core/cluster/stop_round.?pp \
     core/pyenv/python_env.?pp core/pyenv/pip_progress.?pp core/preflight/health.?pp core/base/text.?pp core/base/duration.?pp \
     core/hw/health_reading.hpp 2>/dev/null | grep -v '^core/report/collect\.'
@@ -128,4 +129,4 @@ if [ "$failures" -gt 0 ]; then
   echo "$failures layering violation(s)"
   exit 1
 fi
-[ -n "${AIR_LAYERING_SELF_TEST:-}" ] || echo "layering: every include follows cli -> report -> {cluster, pyenv, preflight, mlflow} -> run -> warm -> hw -> spec -> os -> base"
+[ -n "${AIR_LAYERING_SELF_TEST:-}" ] || echo "layering: every include follows cli -> report -> {cluster, pyenv, preflight, mlflow} -> run -> {warm, hang} -> hw -> spec -> os -> base"

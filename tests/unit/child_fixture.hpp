@@ -33,4 +33,25 @@ inline pid_t child_ignoring(int sig, bool own_group) {
   return pid;
 }
 
+/// A child with a do-nothing handler for `sig` (its SigCgt mask shows it, as
+/// an armed rank's does for the stack signal); waits until it is installed.
+inline pid_t child_catching(int sig) {
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    struct sigaction sa {};
+    sa.sa_handler = [](int) {};
+    ::sigaction(sig, &sa, nullptr);
+    [[maybe_unused]] const auto n = ::write(ready[1], "r", 1);
+    for (;;) ::pause();
+  }
+  char byte;
+  REQUIRE(::read(ready[0], &byte, 1) == 1);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  return pid;
+}
+
 } // namespace air::test

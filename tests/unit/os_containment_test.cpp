@@ -71,6 +71,7 @@ TEST_CASE("proc_table: stat lines with odd command names", "[containment]") {
   CHECK(e.pgid == 42);
   CHECK(e.sid == 40);
   CHECK(e.start == 98765);
+  CHECK(e.cpu_ticks == 7); // utime 3 + stime 4
   CHECK_FALSE(e.zombie);
   REQUIRE(air::parse_proc_stat("9 (x) Z 1 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0", e));
   CHECK(e.zombie);
@@ -255,4 +256,26 @@ TEST_CASE("supervise: a console nobody reads stops neither the timeout nor the r
   CHECK(o.exit_code() == 124);
   CHECK(o.console_lines_dropped > 0);
   CHECK(took < std::chrono::seconds(6)); // 1 s timeout, 1 s grace, 1 s console stall, slack
+}
+
+TEST_CASE("proc_table: the SigCgt mask says which signals have a handler", "[containment]") {
+  // Python with faulthandler on SIGRTMIN+3 (37) and its own SIGINT (2) handler.
+  const std::string armed = "Name:\tpython3\nSigIgn:\t0000000001001000\nSigCgt:\t0000001000000002\n";
+  CHECK(air::status_catches_signal(armed, 37));
+  CHECK(air::status_catches_signal(armed, 2));
+  CHECK_FALSE(air::status_catches_signal(armed, 15));
+  // After exec (sleep): no handler left, the real-time signal would kill it.
+  CHECK_FALSE(air::status_catches_signal("Name:\tsleep\nSigCgt:\t0000000000000000\n", 37));
+  CHECK_FALSE(air::status_catches_signal("Name:\tx\n", 37));
+  CHECK_FALSE(air::status_catches_signal(armed, 0));
+  // A live process: a handler shows once installed, and not once gone.
+  const int sig = SIGRTMIN + 5;
+  CHECK_FALSE(air::catches_signal(getpid(), sig));
+  struct sigaction sa {
+  }, old{};
+  sa.sa_handler = [](int) {};
+  REQUIRE(::sigaction(sig, &sa, &old) == 0);
+  CHECK(air::catches_signal(getpid(), sig));
+  ::sigaction(sig, &old, nullptr);
+  CHECK_FALSE(air::catches_signal(getpid(), sig));
 }

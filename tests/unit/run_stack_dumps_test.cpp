@@ -35,8 +35,8 @@ const std::string k_main_head = "Current thread 0x00007f0 (most recent call firs
                                 "  File \"/work/stuck.py\", line ";
 const std::string k_main_rest = "12 in <module>\n";
 
-/// One running rank, a child that ignores k_signal as an armed rank survives
-/// it, whose stack file starts as `before`; asked for its stack at t0.
+/// One running rank, a child with a handler for k_signal as an armed rank
+/// has, whose stack file starts as `before`; asked for its stack at t0.
 struct AskedRank {
   air::test::TempDir dir;
   std::string file;
@@ -44,7 +44,7 @@ struct AskedRank {
   air::RunOutcome out;
   std::optional<air::RankTable> ranks;
   std::optional<air::StackDumps> dumps;
-  pid_t pid = air::test::child_ignoring(k_signal, false);
+  pid_t pid = air::test::child_catching(k_signal);
   Clock::time_point t0 = Clock::now();
 
   explicit AskedRank(const std::string& before = "") : file(dir.write("stack", before)) {
@@ -62,6 +62,25 @@ struct AskedRank {
 };
 
 } // namespace
+
+TEST_CASE("a rank whose handler is not installed is never asked for its stack", "[stacks]") {
+  // Its stack file exists (it armed, then exec'd another program, or the file
+  // is an earlier attempt's), but the signal has no handler there: its
+  // default action would kill it. This child ignores it, so the test survives
+  // a signal sent all the same.
+  air::test::TempDir dir;
+  air::LaunchPlan plan = air::test::bare_plan(1);
+  plan.ranks[0].stack_file = dir.write("stack", "");
+  air::RunOutcome out;
+  air::RankTable ranks(plan, air::ConsoleOptions{}, out);
+  const pid_t pid = air::test::child_ignoring(k_signal, false);
+  ranks.started(ranks[0], pid);
+  air::StackDumps dumps(ranks, k_signal);
+  CHECK_FALSE(dumps.request(air::StackPurpose::show, Clock::now()));
+  CHECK_FALSE(dumps.waiting());
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+}
 
 TEST_CASE("a dump is whole by its look when it ends with the main thread's outermost frame", "[stacks]") {
   CHECK(air::stack_dump_ends_main_thread(k_thread + k_main_head + k_main_rest));

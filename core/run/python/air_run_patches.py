@@ -10,6 +10,8 @@ from air_run_slots import _AIR_COLLECTIVES
 # ---- air-run embeds this file from the next line on ----
 # DDP's gradient all-reduce: the collective op number air-run names it by.
 _AIR_OP_DDP = _AIR_COLLECTIVES.index("ddp_all_reduce") + 1
+# An async collective's wait (`dist.all_reduce(t, async_op=True).wait()`).
+_AIR_OP_WORK_WAIT = _AIR_COLLECTIVES.index("work_wait") + 1
 
 
 def _air_run_patch_optimizers(module, progress):
@@ -72,6 +74,17 @@ def _air_run_patch_collectives(module, progress):
         fn = getattr(module, name, None)
         if callable(fn) and not getattr(fn, "_air_run_timed", False):
             setattr(module, name, progress.timed(fn, op))
+    # An async collective returns a Work at once; the rank waits for it in
+    # Work.wait(), which is timed as a collective of its own: a rank there is
+    # waiting, and each wait that returns is progress. The synchronous
+    # collectives call it inside their own timing, where it counts once.
+    try:
+        work = getattr(sys.modules.get("torch._C._distributed_c10d"), "Work", None)
+        wait = getattr(work, "wait", None)
+        if callable(wait) and not getattr(wait, "_air_run_timed", False):
+            work.wait = progress.timed(wait, _AIR_OP_WORK_WAIT)
+    except Exception:  # a torch whose Work takes no attribute: uncounted waits
+        pass
     init = getattr(module, "init_process_group", None)
     if init is None:
         return

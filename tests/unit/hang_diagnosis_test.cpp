@@ -1,5 +1,5 @@
-#include "core/run/diagnosis.hpp"
-#include "core/run/flight_recorder.hpp"
+#include "core/hang/diagnosis.hpp"
+#include "core/hang/flight_recorder.hpp"
 #include "core/run/progress.hpp"
 #include "core/run/stacks.hpp"
 #include "tests/unit/catch.hpp"
@@ -208,8 +208,10 @@ TEST_CASE("the shim's progress slots are the ones air-run reads", "[diagnosis]")
   CHECK(air::collective_name(1) == "all_reduce");
   CHECK(air::collective_name(17) == "monitored_barrier");
   CHECK(air::collective_name(18) == "ddp_all_reduce");
-  CHECK(air::collective_name(19) == "a collective");
-  CHECK(shim.find("\"recv\", \"monitored_barrier\", \"ddp_all_reduce\")") != std::string::npos);
+  CHECK(air::collective_name(19) == "work_wait");
+  CHECK(air::collective_name(20) == "a collective");
+  CHECK(shim.find("\"recv\", \"monitored_barrier\", \"ddp_all_reduce\", \"work_wait\")") !=
+        std::string::npos);
   CHECK(air::collective_name(0) == "a collective");
 }
 

@@ -1,6 +1,6 @@
-// The hang clock (core/run/hang_clock.hpp): when quiet ranks make a
+// The hang clock (core/hang/hang_clock.hpp): when quiet ranks make a
 // hang, with the start-up allowance and once per quiet spell.
-#include "core/run/hang_clock.hpp"
+#include "core/hang/hang_clock.hpp"
 #include "tests/unit/catch.hpp"
 
 #include <chrono>
@@ -48,4 +48,17 @@ TEST_CASE("progress starts a new quiet spell, diagnosed once", "[hang_clock]") {
   clock.progress(clock_t0 + 20s);
   CHECK_FALSE(clock.diagnosed());
   CHECK(*clock.next_deadline() == clock_t0 + 25s);
+}
+
+TEST_CASE("a working rank starts a new spell but keeps the start-up allowance", "[hang_clock]") {
+  air::HangClock clock(5s, clock_t0);
+  clock.busy(clock_t0 + 60s); // still importing torch at the allowance's end
+  CHECK(clock.quiet_limit() == 60s);
+  CHECK_FALSE(clock.due(clock_t0 + 100s));
+  CHECK(*clock.next_deadline() == clock_t0 + 120s);
+  clock.progress(clock_t0 + 130s);
+  clock.diagnosing();
+  clock.busy(clock_t0 + 140s); // a diagnosed spell ends too
+  CHECK_FALSE(clock.diagnosed());
+  CHECK(*clock.next_deadline() == clock_t0 + 145s);
 }

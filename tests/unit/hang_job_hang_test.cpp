@@ -1,5 +1,5 @@
 // A hang diagnosed across nodes: the nodes' places put together on node 0.
-#include "core/run/job_hang.hpp"
+#include "core/hang/job_hang.hpp"
 #include "tests/unit/catch.hpp"
 
 #include <map>

@@ -1,4 +1,4 @@
-#include "core/run/flight_recorder.hpp"
+#include "core/hang/flight_recorder.hpp"
 
 #include <nlohmann/json.hpp>
 

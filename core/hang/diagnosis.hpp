@@ -34,7 +34,7 @@ struct HangRank {
   std::string since;                ///< wall-clock "12:01:03" when it entered it
   std::string place;                ///< user_place of its stack ("" when unknown)
   std::uint64_t steps = 0;
-  /// From its Flight Recorder dump (NCCL, core/run/flight_recorder.hpp): the
+  /// From its Flight Recorder dump (NCCL, core/hang/flight_recorder.hpp): the
   /// last collective it enqueued in the default group, its name and state.
   std::optional<std::uint64_t> nccl_enqueued;
   std::string nccl_op;

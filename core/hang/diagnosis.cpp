@@ -1,4 +1,4 @@
-#include "core/run/diagnosis.hpp"
+#include "core/hang/diagnosis.hpp"
 
 #include <fmt/format.h>
 

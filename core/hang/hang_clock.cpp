@@ -1,5 +1,5 @@
 // The hang clock: when quiet ranks make a hang.
-#include "core/run/hang_clock.hpp"
+#include "core/hang/hang_clock.hpp"
 
 #include <algorithm>
 

@@ -5,8 +5,8 @@
 
 namespace air {
 
-/// The hang watch's clock: when a rank last made progress (a step or a
-/// line), and when no progress for --hang-timeout makes a hang to diagnose,
+/// The hang watch's clock: when a rank last made progress (a step, a
+/// collective, an output byte), and when no progress for --hang-timeout makes a hang to diagnose,
 /// once per quiet spell. Pure: the time comes from the caller.
 class HangClock {
 public:
@@ -21,8 +21,15 @@ public:
             Clock::duration startup = std::chrono::seconds(60))
       : timeout_(timeout), startup_(startup), last_progress_(start) {}
 
-  /// A rank made a step or printed a line at `now`: a new spell begins.
+  /// A rank made a step, a collective or output at `now`: a new spell begins.
   void progress(Clock::time_point now);
+  /// A rank worked at `now` (its CPU time or I/O grew, core/hang/quiet.hpp)
+  /// without a step, a collective or output: a new spell begins, but the
+  /// start-up allowance holds (importing torch is work too).
+  void busy(Clock::time_point now) {
+    last_progress_ = now;
+    diagnosed_ = false;
+  }
   /// How long the ranks may be quiet before a hang is diagnosed: --hang-timeout,
   /// with the start-up allowance until the first sign of progress.
   Clock::duration quiet_limit() const;

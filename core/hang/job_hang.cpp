@@ -1,4 +1,4 @@
-#include "core/run/job_hang.hpp"
+#include "core/hang/job_hang.hpp"
 
 #include <algorithm>
 #include <set>

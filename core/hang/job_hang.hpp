@@ -1,13 +1,13 @@
 #pragma once
 
-#include "core/run/diagnosis.hpp"
+#include "core/hang/diagnosis.hpp"
 
 #include <map>
 #include <vector>
 
 // A hang diagnosed across nodes: node 0's agent gathers every node's ranks'
 // places (core/cluster/control.hpp) and names the job's laggards with the same
-// rules as one node's diagnosis (core/run/diagnosis.hpp). Pure.
+// rules as one node's diagnosis (core/hang/diagnosis.hpp). Pure.
 
 namespace air {
 
