@@ -73,6 +73,7 @@ TEST_CASE("summary document shape", "[summary]") {
                                                       "summary_file",
                                                       "json",
                                                       "junit_file",
+                                                      "html",
                                                       "tail_lines",
                                                       "mlflow.tracking_uri",
                                                       "mlflow.experiment",
