@@ -329,7 +329,6 @@ std::string rate_path(const Json& steps, double offset, const Axis& axis, double
   // where a restart counts from 0 again, so attempts do not join.
   std::string d;
   bool open = false;
-  double last_x = 0;
   for (std::size_t i = 1; i < steps.size(); ++i) {
     const double t0 = steps[i - 1][0].get<double>() + offset, t1 = steps[i][0].get<double>() + offset;
     const double dv = steps[i][1].get<double>() - steps[i - 1][1].get<double>();
@@ -342,10 +341,8 @@ std::string rate_path(const Json& steps, double offset, const Axis& axis, double
     if (!open) d += fmt::format("M{} {}", f1(axis.x(t0)), f1(y_base));
     d += fmt::format("V{}H{}", f1(y), f1(axis.x(t1)));
     open = true;
-    last_x = axis.x(t1);
   }
   if (open) d += fmt::format("V{}Z", f1(y_base));
-  (void)last_x;
   if (d.empty()) return {};
   return fmt::format("<path class=\"rate\" d=\"{}\"/>", d);
 }

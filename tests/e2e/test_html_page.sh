@@ -115,4 +115,12 @@ test_two_nodes_summaries_make_one_page() {
   expect_contains "$(cat job.html)" "(1)"
 }
 
+test_github_step_summary_says_where_the_page_lies() {
+  GITHUB_ACTIONS=true GITHUB_STEP_SUMMARY=$PWD/step.md GITHUB_SERVER_URL=https://github.com \
+    GITHUB_REPOSITORY=org/repo GITHUB_RUN_ID=42 run_air --cpu-ranks 1 --html page.html --no-python true
+  expect_rc 0
+  expect_contains "$(cat step.md)" 'The run as a picture: `page.html`'
+  expect_contains "$(cat step.md)" "https://github.com/org/repo/actions/runs/42#artifacts"
+}
+
 run_tests
