@@ -384,11 +384,18 @@ std::string lane_svg(const Page& page, const Lane& lane, std::size_t index, cons
         out += marker("first-step", axis.x(first), mid,
                       fmt::format("rank {}: first step at {}", head.rank, seconds_text(first)));
       }
-      if (s + 1 < spans.size() && has_num(span, "ended_s"))
-        out += marker("exit-stopped", axis.x(end), mid,
-                      fmt::format("rank {}: attempt {} ended at {}", head.rank, num(span, "attempt"),
-                                  seconds_text(end)),
+      if (s + 1 < spans.size() && has_num(span, "ended_s")) {
+        // An earlier attempt's end: a cross on the rank whose failure ended it.
+        const Json* ended = nullptr;
+        for (const Json& a : arr(obj(*page.main, "outcome"), "attempts"))
+          if (num(a, "attempt", -1) == num(span, "attempt")) ended = &a;
+        const bool cause = ended != nullptr && num(*ended, "root_cause_rank", -1) == head.rank;
+        const std::string why = cause ? ": " + str(*ended, "reason") : std::string();
+        out += marker(cause ? "exit-failed" : "exit-stopped", axis.x(end), mid,
+                      fmt::format("rank {}: attempt {} ended at {}{}", head.rank, num(span, "attempt"),
+                                  seconds_text(end), why),
                       " data-attempt-end=\"1\"");
+      }
     }
     for (const Json& q : arr(*head.lane, "quiet")) {
       if (!q.is_array() || q.size() != 2 || !q[0].is_number() || !q[1].is_number()) continue;
@@ -449,7 +456,8 @@ std::string attempts_svg(const Page& page, const Axis& axis, double height) {
     const bool last = i + 1 == attempts.size();
     std::string why = status;
     if (!str(a, "reason").empty()) why += ": " + str(a, "reason");
-    if (!str(a, "error").empty()) why += " (" + str(a, "error") + ")";
+    if (!str(a, "error").empty() && why.find(str(a, "error")) == std::string::npos)
+      why += " (" + str(a, "error") + ")";
     if (!last) why += "; restarted";
     // Labels take turns on two rows and are cut to their band (about 6
     // units a character), so that short attempts side by side stay legible.

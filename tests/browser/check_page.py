@@ -213,7 +213,7 @@ def main(argv):
     try:
         # One browser: the DOM after loading, and the screenshot of it.
         dom = run_chromium(chromium, listener.port,
-                           ["--window-size=1280,900", "--screenshot=" + shot, "--dump-dom", url])
+                           ["--window-size=1000,700", "--screenshot=" + shot, "--dump-dom", url])
     finally:
         listener.close()
     fetched = [c for c in listener.connections if not (c and BROWSER_OWN.match(c[0]))]

@@ -247,9 +247,11 @@ hang_timeout: 90s
 hang_startup: 2m
 on_hang: stop
 preload: [torch, numpy]
+html: out/run.html
 )");
   const auto& s = r.spec;
   CHECK(r.warnings.empty());
+  CHECK(s.html_file.value == "out/run.html");
   CHECK(s.accelerator_type.value == "GPU_8xH100");
   CHECK(where(s.accelerator_type.origin) == "job.yaml:2:1");
   CHECK(s.num_accelerators.value == std::optional<int>(8));
