@@ -44,13 +44,14 @@ bool report_not_written(const char* what, const Error& error) {
 /// written is an error of air-run itself: a green exit code must mean the
 /// files a CI step reads exist. Devices, FIFOs and terminals are written in
 /// place, never replaced (core/os/output_file.hpp).
-bool write_report_file(const std::string& path, const std::string& content, const char* what) {
+bool write_report_file(const std::string& path, const std::string& content, const char* what,
+                       bool durable = true) {
   const OutputTarget target = output_target(path);
   const auto dir = std::filesystem::path(target.path).parent_path();
   if (target.kind == OutputTarget::Kind::replace && !dir.empty()) {
     if (auto made = make_directories(dir.string()); !made) return report_not_written(what, made.error());
   }
-  if (auto written = write_output_file(path, content); !written)
+  if (auto written = write_output_file(path, content, durable); !written)
     return report_not_written(what, written.error());
   return true;
 }
@@ -91,7 +92,9 @@ bool publish_reports(const RunReport& report, const LaunchSpec& spec, const Envi
   phases::mark("summary");
   // The run as a picture, drawn from the summary alone, as `air-run report` draws it later.
   if (!spec.html_file.value.empty()) {
-    written &= write_report_file(spec.html_file.value, html_page({document}), "HTML page");
+    // Not fsync'ed: the summary is, and the page is drawn again from it
+    // (`air-run report`); two fsyncs would cost the run's end more than drawing it.
+    written &= write_report_file(spec.html_file.value, html_page({document}), "HTML page", false);
     phases::mark("html");
   }
   if (!spec.junit_file.value.empty())

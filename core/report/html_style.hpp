@@ -24,7 +24,7 @@ svg text{font:11px system-ui,sans-serif;fill:#111}
 .quiet{fill:url(#hatch);stroke:#555;stroke-width:.5}
 .hatch{stroke:#333;stroke-width:1.5}.dot{fill:#555}
 .rate{fill:none;stroke:#1d3f6e;stroke-width:1.4}
-.marker{fill:#111;stroke:#111}.marker .cross{stroke-width:2.2;fill:none;stroke:#b00}
+.marker{fill:#111;stroke:#111}.marker text{stroke:none}.marker .cross{stroke-width:2.2;fill:none;stroke:#b00}
 .m-exit-ok circle{fill:#fff;stroke-width:1.6}.m-exit-stopped rect{fill:#888}
 .m-first-step path{fill:#1d6e2f;stroke:none}.m-start rect{stroke:none}
 .exit-label{font-weight:600}
