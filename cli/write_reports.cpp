@@ -94,7 +94,7 @@ bool publish_reports(const RunReport& report, const LaunchSpec& spec, const Envi
   if (!spec.html_file.value.empty()) {
     // Not fsync'ed: the summary is, and the page is drawn again from it
     // (`air-run report`); two fsyncs would cost the run's end more than drawing it.
-    written &= write_report_file(spec.html_file.value, html_page({document}), "HTML page", false);
+    written &= write_report_file(spec.html_file.value, html_page_of({&document}), "HTML page", false);
     phases::mark("html");
   }
   if (!spec.junit_file.value.empty())

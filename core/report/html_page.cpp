@@ -148,10 +148,10 @@ bool well_formed_series(const Json& s) {
   return true;
 }
 
-Page read_page(const std::vector<Json>& summaries) {
+Page read_page(const std::vector<const Json*>& summaries) {
   Page page;
-  for (const Json& doc : summaries)
-    if (doc.is_object()) page.docs.push_back(&doc);
+  for (const Json* doc : summaries)
+    if (doc != nullptr && doc->is_object()) page.docs.push_back(doc);
   std::stable_sort(page.docs.begin(), page.docs.end(), [](const Json* a, const Json* b) {
     return num(obj(*a, "launch"), "node_rank") < num(obj(*b, "launch"), "node_rank");
   });
@@ -795,6 +795,12 @@ std::string html_escape(const std::string& text) {
 }
 
 std::string html_page(const std::vector<Json>& summaries) {
+  std::vector<const Json*> docs;
+  for (const Json& doc : summaries) docs.push_back(&doc);
+  return html_page_of(docs);
+}
+
+std::string html_page_of(const std::vector<const Json*>& summaries) {
   const Page page = read_page(summaries);
   std::string out = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                     "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">";
@@ -812,7 +818,7 @@ std::string html_page(const std::vector<Json>& summaries) {
                      lanes.size(), arr(obj(*page.main, "outcome"), "attempts").size());
   if (lanes.size() < page.ranks.size())
     out += fmt::format(
-        "<p class=\"grouped\">{} ranks drawn as {} lanes: ranks that ended alike on a node share one; "
+        "<p class=\"grouped\">{} ranks drawn as {} lane(s): ranks that ended alike on a node share one; "
         "the root cause, failed ranks, stragglers and ranks behind in a hang keep their own.</p>",
         page.ranks.size(), lanes.size());
   out += timeline_svg(page, lanes) + legend_html() + "</section>";

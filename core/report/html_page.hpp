@@ -22,6 +22,9 @@ inline constexpr std::size_t k_html_lane_limit = 64;
 /// (one for a single-node run), in any order; fields a summary lacks are left
 /// out of the page, never an error. Pure; never throws.
 std::string html_page(const std::vector<nlohmann::ordered_json>& summaries);
+/// The same for summaries held elsewhere, without copying them (the end of a
+/// run draws from the summary it just wrote); null entries are skipped.
+std::string html_page_of(const std::vector<const nlohmann::ordered_json*>& summaries);
 
 /// "2026-04-07T10:13:24.123Z" as seconds since the Unix epoch; 0 when it
 /// does not read as such a time. Pure.
