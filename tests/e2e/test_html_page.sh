@@ -24,6 +24,28 @@ test_clean_run_page_matches_report_from_its_summary() {
   cmp -s page.html stdout.html || fail "air-run report on stdout differs"
 }
 
+test_steps_and_quiet_stretches_are_recorded() {
+  cat >steps.py <<'PY'
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import air
+for _ in range(25):
+    air.step()
+    time.sleep(0.1)
+print("quiet now", flush=True)
+time.sleep(6.5)
+PY
+  run_air --cpu-ranks 1 --python python3 --summary s.json --html page.html steps.py "$AIR_SOURCE_DIR/python"
+  expect_rc 0
+  # Readings once a second: the count rose to 25, the first step came, one quiet stretch of 5 s or more.
+  expect_eq "$(json_get s.json 'd["timeline"]["ranks"][0]["steps"][-1][1]')" 25.0
+  expect_eq "$(json_get s.json 'len(d["timeline"]["ranks"][0]["steps"]) >= 3')" True
+  expect_eq "$(json_get s.json 'd["timeline"]["ranks"][0]["spans"][0]["first_step_s"] is not None')" True
+  expect_eq "$(json_get s.json '[q[1] - q[0] >= 5 for q in d["timeline"]["ranks"][0]["quiet"]]')" "[True]"
+  expect_eq "$(count page.html 'data-kind="quiet"')" 1
+  expect_eq "$(count page.html 'class="rate"')" 1
+}
+
 test_crash_and_restart_draw_two_attempts() {
   cat >rank.sh <<'SH'
 #!/bin/sh
