@@ -48,6 +48,8 @@ Examples:
   air-run --accelerator-type GPU_8xH100 train.py
   air-run --no-python -n 2 ./my_binary
   air-run --check [--json]                 preflight: GPU health and NCCL all-reduce bandwidth
+  air-run --html run.html train.py         also draw the run as one HTML page (docs/html.md)
+  air-run report run.json [node1.json...] --html run.html   the same page later, from summaries
 Precedence: flags > AIR_RUN_* environment (the manual lists them) > spec file > defaults.
 Exit codes: 0 ok, 2 bad flags/spec or hardware mismatch (nothing launched), a failing rank's
 code (128+N for signal N), 124 timeout, 125 air-run could not launch or write a requested
@@ -149,6 +151,8 @@ int run_command_line(int argc, char** argv) {
     code = list_gpus_command(options);
   } else if (options.list_envs || options.prune_envs) {
     code = envs_command(options);
+  } else if (is_report_command(options)) {
+    code = report_command(options);
   } else if (options.torch_distributor) {
     code = torch_distributor_command(options);
   } else {

@@ -21,6 +21,14 @@ Expected<int> check_command(const CliOptions& options);
 /// environments in the cache directory the spec, flags and variables select.
 Expected<int> envs_command(const CliOptions& options);
 
+/// Whether the command line is `air-run report ...` (cli/cmd_report.cpp):
+/// the first word after the options is `report` and no file of that name is
+/// in the working directory.
+bool is_report_command(const CliOptions& options);
+/// `air-run report SUMMARY.json [MORE.json ...] [--html PATH]`: the run's
+/// HTML page drawn from its summaries (docs/html.md); to stdout without --html.
+Expected<int> report_command(const CliOptions& options);
+
 /// `air-run --torch-distributor script.py ARGS`: runs an unchanged
 /// TorchDistributor script once, with `pyspark.ml.torch.distributor` provided by air.
 Expected<int> torch_distributor_command(const CliOptions& options);

@@ -129,6 +129,7 @@ Status check_writable_outputs(const LaunchSpec& spec, bool create, LaunchFacts& 
   if (!ok && facts.spec) {
     if (refused_key == "summary_file") facts.spec->summary_file.value.clear();
     if (refused_key == "junit_file") facts.spec->junit_file.value.clear();
+    if (refused_key == "html") facts.spec->html_file.value.clear();
   }
   return ok;
 }

@@ -49,7 +49,7 @@ Expected<std::string> make_torchrun_log_dir(const LaunchSpec& spec, const std::s
 /// The paths a run writes, as given (with placeholders), and their check:
 /// an unknown placeholder is a usage error before anything starts.
 struct PathTemplates {
-  std::string log_dir, summary_file, junit_file;
+  std::string log_dir, summary_file, junit_file, html_file;
   /// --log-dir as given, before air-run's per-run folder: torchrun's -r/-t
   /// files go to `<this>/<run id>_XXXXXX`, as torchrun puts them.
   std::string given_log_dir;
@@ -58,9 +58,10 @@ struct PathTemplates {
     AIR_TRY(check_placeholders(spec.log_dir.value, {"run_id", "node_rank", "rank"}, "log_dir (--log-dir)"));
     AIR_TRY(check_placeholders(spec.summary_file.value, {"run_id", "node_rank"}, "summary_file (--summary)"));
     AIR_TRY(check_placeholders(spec.junit_file.value, {"run_id", "node_rank"}, "junit_file (--junit)"));
+    AIR_TRY(check_placeholders(spec.html_file.value, {"run_id", "node_rank"}, "html (--html)"));
     // A per-run subfolder by default: a second run never overwrites the first.
     return PathTemplates{with_run_folder(spec.log_dir.value), spec.summary_file.value, spec.junit_file.value,
-                         spec.log_dir.value};
+                         spec.html_file.value, spec.log_dir.value};
   }
 
   /// The folder torchrun's -r/-t files go under: the log directory as given
@@ -75,6 +76,7 @@ struct PathTemplates {
     spec.log_dir.value = fill_run_placeholders(log_dir, run_id, node_rank);
     spec.summary_file.value = fill_run_placeholders(summary_file, run_id, node_rank);
     spec.junit_file.value = fill_run_placeholders(junit_file, run_id, node_rank);
+    spec.html_file.value = fill_run_placeholders(html_file, run_id, node_rank);
   }
 };
 

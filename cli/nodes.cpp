@@ -99,7 +99,8 @@ Expected<ClusterContext> resolve_cluster(LaunchSpec& spec, const Environment& en
 }
 
 void expand_after_join(LaunchSpec& spec, const ClusterContext& c) {
-  for (auto* path : {&spec.summary_file.value, &spec.junit_file.value, &spec.log_dir.value})
+  for (auto* path :
+       {&spec.summary_file.value, &spec.junit_file.value, &spec.html_file.value, &spec.log_dir.value})
     *path = expand_node_placeholders(*path, c);
 }
 

@@ -83,6 +83,8 @@ Status check_output_paths(const LaunchSpec& spec, bool create, std::string* refu
     return refuse(ok.error(), "summary_file");
   if (auto ok = check_report_file(spec.junit_file.value, "JUnit file", create); !ok)
     return refuse(ok.error(), "junit_file");
+  if (auto ok = check_report_file(spec.html_file.value, "HTML page", create); !ok)
+    return refuse(ok.error(), "html");
   if (auto ok = check_log_dir(spec.log_dir.value); !ok) return refuse(ok.error(), "log_dir");
   return ok_status();
 }

@@ -1,10 +1,12 @@
 #include "cli/write_reports.hpp"
 
+#include "core/base/phase_clock.hpp"
 #include "core/os/host.hpp"
 #include "core/os/output_file.hpp"
 #include "core/pyenv/cache.hpp"
 #include "core/report/annotations.hpp"
 #include "core/report/collect.hpp"
+#include "core/report/html_page.hpp"
 #include "core/report/junit.hpp"
 #include "core/report/summary.hpp"
 #include "core/report/text.hpp"
@@ -42,13 +44,14 @@ bool report_not_written(const char* what, const Error& error) {
 /// written is an error of air-run itself: a green exit code must mean the
 /// files a CI step reads exist. Devices, FIFOs and terminals are written in
 /// place, never replaced (core/os/output_file.hpp).
-bool write_report_file(const std::string& path, const std::string& content, const char* what) {
+bool write_report_file(const std::string& path, const std::string& content, const char* what,
+                       bool durable = true) {
   const OutputTarget target = output_target(path);
   const auto dir = std::filesystem::path(target.path).parent_path();
   if (target.kind == OutputTarget::Kind::replace && !dir.empty()) {
     if (auto made = make_directories(dir.string()); !made) return report_not_written(what, made.error());
   }
-  if (auto written = write_output_file(path, content); !written)
+  if (auto written = write_output_file(path, content, durable); !written)
     return report_not_written(what, written.error());
   return true;
 }
@@ -61,14 +64,39 @@ bool write_report_stream(int fd, const std::string& content, const char* what) {
   return true;
 }
 
+/// The step summary's line about the HTML page: GitHub shows no local file,
+/// so it says where the page lies (the artifact to upload), with the run's
+/// page on GitHub when the workflow's variables name it.
+std::string html_step_summary_note(const std::string& path, const Environment& env) {
+  std::string note = fmt::format("\nThe run as a picture: `{}` (one self-contained HTML page; upload it with "
+                                 "actions/upload-artifact to open it from the run's page",
+                                 path);
+  const std::string server = env_or(env, "GITHUB_SERVER_URL"), repo = env_or(env, "GITHUB_REPOSITORY"),
+                    run = env_or(env, "GITHUB_RUN_ID");
+  if (!server.empty() && !repo.empty() && !run.empty())
+    note += fmt::format(": [artifacts]({}/{}/actions/runs/{}#artifacts)", server, repo, run);
+  return note + ").\n";
+}
+
 /// Writes what a run's report goes to besides the terminal: the summary and
 /// JUnit files, GitHub's annotations and step summary, the JSON on stdout.
 /// Returns false when any of them could not be written.
 bool publish_reports(const RunReport& report, const LaunchSpec& spec, const Environment& env) {
   bool written = true;
-  const std::string summary = summary_text(report);
+  const nlohmann::ordered_json document = summary_json(report);
+  // replace: rank output may hold invalid UTF-8, which dump() would throw on.
+  const std::string summary =
+      document.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
   if (!spec.summary_file.value.empty())
     written &= write_report_file(spec.summary_file.value, summary, "summary");
+  phases::mark("summary");
+  // The run as a picture, drawn from the summary alone, as `air-run report` draws it later.
+  if (!spec.html_file.value.empty()) {
+    // Not fsync'ed: the summary is, and the page is drawn again from it
+    // (`air-run report`); two fsyncs would cost the run's end more than drawing it.
+    written &= write_report_file(spec.html_file.value, html_page_of({&document}), "HTML page", false);
+    phases::mark("html");
+  }
   if (!spec.junit_file.value.empty())
     written &= write_report_file(spec.junit_file.value, junit_xml(report), "JUnit report");
   std::fflush(stdout); // what went through stdio comes first
@@ -83,7 +111,9 @@ bool publish_reports(const RunReport& report, const LaunchSpec& spec, const Envi
                                      "GitHub annotations");
     // The job's summary page: GitHub appends what each step adds to this file.
     if (const std::string page = env_or(env, "GITHUB_STEP_SUMMARY"); !page.empty()) {
-      if (auto appended = append_to_file(page, github_step_summary(report)); !appended)
+      std::string text = github_step_summary(report);
+      if (!spec.html_file.value.empty()) text += html_step_summary_note(spec.html_file.value, env);
+      if (auto appended = append_to_file(page, text); !appended)
         written = report_not_written("GITHUB_STEP_SUMMARY", appended.error());
     }
   }
@@ -125,12 +155,12 @@ void report_refused_launch(const LaunchFacts& facts, const Error& error, int exi
                            const Environment& env) {
   if (!facts.spec) return;
   LaunchSpec spec = *facts.spec;
-  const bool wanted = !spec.summary_file.value.empty() || !spec.junit_file.value.empty() || spec.json.value ||
-                      github_actions_enabled(env);
+  const bool wanted = !spec.summary_file.value.empty() || !spec.junit_file.value.empty() ||
+                      !spec.html_file.value.empty() || spec.json.value || github_actions_enabled(env);
   if (!wanted) return;
   LaunchPlan plan;
   plan.run_id = facts.run_id.empty() ? make_run_id() : facts.run_id;
-  for (auto* path : {&spec.summary_file.value, &spec.junit_file.value}) {
+  for (auto* path : {&spec.summary_file.value, &spec.junit_file.value, &spec.html_file.value}) {
     if (!check_placeholders(*path, {"run_id", "node_rank"}, "report path")) return; // the path is the error
     *path = fill_run_placeholders(*path, plan.run_id, facts.node_rank);
   }

@@ -124,6 +124,7 @@ case $what in
       git                             # the layering test lists the sources (git ls-files)
       zsh                             # checks the generated zsh completion parses
       slurm-wlm munge                 # real Slurm for the multi-node end-to-end test
+      chromium                        # headless: loads the run's HTML page (tests/e2e/test_html_browser.sh)
     )
     ;;
   *) echo "usage: scripts/install-deps.sh [--list] [build|demo|test|package]" >&2; exit 2 ;;

@@ -48,7 +48,7 @@ Status write_all(int fd, std::string_view content, const std::string& path) {
 
 } // namespace
 
-Status write_file_atomically(const std::string& path, std::string_view content) {
+Status write_file_atomically(const std::string& path, std::string_view content, bool durable) {
   if (path.empty()) return Error{ErrorKind::system, "cannot write a file with an empty path"};
   std::string tmp;
   int fd = -1;
@@ -62,13 +62,14 @@ Status write_file_atomically(const std::string& path, std::string_view content) 
   Status written = write_all(fd, content, path);
   // fsync before rename: otherwise a crash can leave the new name pointing at
   // an empty file on file systems that reorder metadata and data.
-  if (written && ::fsync(fd) != 0) written = write_error(path, "fsync", errno);
+  if (written && durable && ::fsync(fd) != 0) written = write_error(path, "fsync", errno);
   if (::close(fd) != 0 && written) written = write_error(path, "close", errno);
   if (written && ::rename(tmp.c_str(), path.c_str()) != 0) written = write_error(path, "rename", errno);
   if (!written) {
     ::unlink(tmp.c_str());
     return written;
   }
+  if (!durable) return ok_status();
   // Make the rename itself durable; a directory that cannot be fsync'ed (some
   // network file systems) does not make the write fail.
   const int dir_fd = ::open(directory_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -14,6 +14,10 @@ namespace air {
 /// is removed on every failure path. The new file gets mode 0666 minus umask.
 /// Errors (system kind) name the path and the failing call:
 /// "cannot write out/summary.json: open: No such file or directory".
-Status write_file_atomically(const std::string& path, std::string_view content);
+/// `durable` false leaves out both fsyncs: the rename still shows readers the
+/// old file or the whole new one, but a power loss right after may lose the
+/// new one. For what is cheap to draw again (the HTML page, from the summary),
+/// where two fsyncs cost more than drawing it (20 ms on a busy disk).
+Status write_file_atomically(const std::string& path, std::string_view content, bool durable = true);
 
 } // namespace air

@@ -103,11 +103,11 @@ OutputTarget output_target(const std::string& path) {
   return target;
 }
 
-Status write_output_file(const std::string& path, std::string_view content) {
+Status write_output_file(const std::string& path, std::string_view content, bool durable) {
   const OutputTarget target = output_target(path);
   switch (target.kind) {
   case OutputTarget::Kind::replace:
-    return write_file_atomically(target.path, content);
+    return write_file_atomically(target.path, content, durable);
   case OutputTarget::Kind::stream:
     return write_to_fd(target.fd, content, path);
   case OutputTarget::Kind::in_place:

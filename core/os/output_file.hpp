@@ -33,7 +33,8 @@ OutputTarget output_target(const std::string& path);
 /// and `/dev/stdout` goes down air-run's own stdout. Every byte is checked: a
 /// full device, a closed pipe (EPIPE, never SIGPIPE) or a short write is an
 /// error naming the path: "cannot write /dev/full: write: No space left on device".
-Status write_output_file(const std::string& path, std::string_view content);
+/// `durable` false: a regular file is replaced without fsync (write_file_atomically).
+Status write_output_file(const std::string& path, std::string_view content, bool durable = true);
 
 /// Appends `content` to `path` (created when missing) in one checked write
 /// sequence; for files others append to as well (GitHub's step summary).

@@ -2,6 +2,7 @@
 
 #include "core/base/duration.hpp"
 #include "core/report/shown_tail.hpp"
+#include "core/report/timeline_json.hpp"
 
 #include <cctype>
 #include <cmath>
@@ -245,6 +246,7 @@ Json spec_settings_json(const LaunchSpec& s) {
   out["summary_file"] = setting(s.summary_file, s.summary_file.value);
   out["json"] = setting(s.json, s.json.value);
   out["junit_file"] = setting(s.junit_file, s.junit_file.value);
+  out["html"] = setting(s.html_file, s.html_file.value);
   out["tail_lines"] = setting(s.tail_lines, s.tail_lines.value);
   out["mlflow.tracking_uri"] = setting(s.mlflow_tracking_uri, without_userinfo(s.mlflow_tracking_uri.value));
   out["mlflow.experiment"] = setting(s.mlflow_experiment, s.mlflow_experiment.value);
@@ -360,6 +362,8 @@ Json summary_json(const RunReport& report) {
   doc["python_env"] = report.python_env != nullptr && report.python_env->active
                           ? python_env_json(*report.python_env)
                           : Json(nullptr);
+  // The bounded series the HTML page draws; null for a refused launch.
+  doc["timeline"] = refused ? Json(nullptr) : timeline_json(o.timeline, o.started_at);
   return doc;
 }
 

@@ -160,7 +160,9 @@ RunOutcome run_attempts(LaunchPlan& plan, const ConsoleOptions& console, Supervi
     // With CPUs to spare, the first attempt starts fresh while the interpreter
     // imports beside it (core/warm/warm_choice.hpp); restarts fork from it.
     const bool forks = attempt != first_attempt || plan.preload_first_attempt;
+    RunTimeline timeline_so_far = std::move(outcome.timeline);
     outcome = supervise(plan, console, supervisor_hooks, forks ? warm.get() : nullptr);
+    outcome.timeline.prepend(timeline_so_far);
     // Every rank has stopped: what they saved is what a new launch resumes
     // from, however the run ended (a Ctrl-C too, not only a preemption).
     if (!plan.checkpoint_dir.empty())

@@ -2,6 +2,7 @@
 
 #include "core/base/exit_status.hpp"
 #include "core/hang/diagnosis.hpp"
+#include "core/run/timeline.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -185,6 +186,9 @@ struct RunOutcome {
   std::vector<Straggler> stragglers;
   /// Set when a signal asked the ranks to stop at one step (status preempted).
   std::optional<PreemptionReport> preemption;
+  /// Each rank's and GPU's bounded series over the whole run, every attempt
+  /// included (core/run/timeline.hpp): what the HTML page draws.
+  RunTimeline timeline;
 
   /// air-run's exit code per the exit-code table in docs/supervision.md: 0, rank's code / 128+N, 124,
   /// 126/127, 128+N; after a remote failure, the failing node's code.

@@ -22,6 +22,7 @@
 #include "core/run/stdin_relay.hpp"
 #include "core/run/stragglers.hpp"
 #include "core/run/teardown.hpp"
+#include "core/run/timeline_recorder.hpp"
 #include "core/warm/warm_start.hpp"
 
 #include <poll.h>
@@ -84,7 +85,7 @@ public:
             plan, ranks_, out_, console_, progress_, stacks_, teardown_, hooks,
             [this](const NodeEvent& e) { tell_job(e); }, [this] { begin_teardown(SIGTERM); }, start_),
         output_(plan, ranks_, console_, out_, teardown_, hang_.clock()), stragglers_(ranks_),
-        spawn_(ranks_, out_, console_, warm, plan.timeout),
+        timeline_(ranks_, plan.node_rank, plan.attempt), spawn_(ranks_, out_, console_, warm, plan.timeout),
         preemption_(
             plan, ranks_, out_, console_, progress_, teardown_, exits_, hooks,
             [this](const NodeEvent& e) { tell_job(e); }, [this](int sig) { interrupt(sig); }),
@@ -151,6 +152,8 @@ private:
   RankOutput output_;
   StdinRelay stdin_;
   Stragglers stragglers_;
+  /// The bounded series the HTML page draws (core/run/timeline_recorder.hpp).
+  TimelineRecorder timeline_;
   RankSpawn spawn_;
   Preemption preemption_;
   WarmStart* warm_ = nullptr;
@@ -461,6 +464,7 @@ void Supervisor::interrupt(int sig) {
 /// A preemption signal: node 0 picks the step across nodes, else this node
 /// does; false when no rank here polls (the signal then ends the run as usual).
 bool Supervisor::preempt(int sig) {
+  timeline_.mark_preempted(Clock::now());
   return preemption_.ask_job(sig) || preemption_.begin(sig, plan_.grace_period);
 }
 
@@ -544,6 +548,7 @@ void Supervisor::announce_teardown(int sig) {
 void Supervisor::watch_progress(Clock::time_point now) {
   if (progress_.poll(now)) hang_.clock().progress(now);
   say_lost_progress();
+  timeline_.tick(now, progress_, out_);
   if (teardown_.active()) return;
   const ConsoleBatch batch = stragglers_.tick(progress_, now);
   if (!console_.options().quiet) console_.write(batch);
@@ -573,6 +578,7 @@ void Supervisor::finalize() {
   say_lost_progress();
   for (auto& r : ranks_)
     if (progress_.reading(r.index).attached) out_.ranks[r.index].steps = progress_.reading(r.index).steps;
+  out_.timeline = timeline_.finish(now, progress_, out_);
   settle_preemption(out_);
   stragglers_.finish(progress_);
   out_.stragglers = progress_.stragglers();

@@ -120,6 +120,7 @@ Shown show_output_key(const LaunchSpec& s, std::string_view k) {
   if (k == "isolate_gpus") return {show_bool(s.isolate_gpus.value), s.isolate_gpus.origin};
   if (k == "run_id") return {show_string(s.run_id.value), s.run_id.origin};
   if (k == "summary_file") return {show_string(s.summary_file.value), s.summary_file.origin};
+  if (k == "html") return {show_string(s.html_file.value), s.html_file.origin};
   if (k == "json") return {show_bool(s.json.value), s.json.origin};
   if (k == "live") return {show_bool(s.live.value), s.live.origin};
   if (k == "quiet") return {show_bool(s.quiet.value), s.quiet.origin};

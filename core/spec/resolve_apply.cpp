@@ -121,6 +121,7 @@ bool apply_output_key(LaunchSpec& s, std::string_view k, const Value& v, const O
   if (k == "stdin") return put(s.stdin_rank, std::optional<int>(integer(v)), o);
   if (k == "timestamps") return put(s.timestamps, std::get<bool>(v), o);
   if (k == "junit_file") return put(s.junit_file, std::get<std::string>(v), o);
+  if (k == "html") return put(s.html_file, std::get<std::string>(v), o);
   if (k == "tail_lines") return put(s.tail_lines, integer(v), o);
   if (k == "no_prefix") return put(s.no_prefix, std::get<bool>(v), o);
   return false;

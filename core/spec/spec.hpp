@@ -152,6 +152,7 @@ struct LaunchSpec {
   Setting<std::string> summary_file;        ///< JSON summary path, "" = none
   Setting<bool> json;                       ///< print the JSON summary on stdout
   Setting<std::string> junit_file;          ///< JUnit XML path, "" = none
+  Setting<std::string> html_file;           ///< the run's HTML page (core/report/html_page.hpp), "" = none
   Setting<int> tail_lines{50, {}};          ///< output lines kept per rank for reports
   Setting<std::string> mlflow_tracking_uri; ///< "" = no MLflow tracking
   Setting<std::string> mlflow_experiment;   ///< experiment name, "" = see core/mlflow/settings.hpp

@@ -24,8 +24,8 @@ void anchor_spec_paths(LaunchSpec& spec) {
   const auto spec_dir = std::filesystem::path(spec.spec_path).parent_path();
   if (spec_dir.empty()) return; // the file is in the working directory: nothing changes
 
-  for (Setting<std::string>* path :
-       {&spec.log_dir, &spec.summary_file, &spec.junit_file, &spec.env_cache_dir, &spec.checkpoint_dir})
+  for (Setting<std::string>* path : {&spec.log_dir, &spec.summary_file, &spec.junit_file, &spec.html_file,
+                                     &spec.env_cache_dir, &spec.checkpoint_dir})
     anchor(spec_dir, *path);
   // A program name without '/' is looked up in PATH, as a shell does.
   if (spec.python.origin.kind == Origin::Kind::file && spec.python.value.find('/') != std::string::npos)

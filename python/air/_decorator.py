@@ -63,7 +63,8 @@ class DistributedFunction:
     """
 
     def __init__(self, fn, num_accelerators=None, accelerator_type=None,
-                 timeout=DEFAULT_TIMEOUT, grace_period=None, python=None, env=None):
+                 timeout=DEFAULT_TIMEOUT, grace_period=None, python=None, env=None,
+                 show_page=True):
         if not callable(fn):
             raise TypeError("@distributed must decorate a callable, not %r" % (fn,))
         functools.update_wrapper(self, fn)
@@ -79,6 +80,7 @@ class DistributedFunction:
         self.python = _options.check_python(python)
         self.env = _options.check_env(env)
         self.last_summary = None  # air-run's JSON summary of the latest .distributed() call
+        self.show_page = bool(show_page)  # in a Jupyter kernel: the run's page under the cell
 
     def __call__(self, *args, **kwargs):
         with _world_of_one():
@@ -100,6 +102,7 @@ class DistributedFunction:
                 num_ranks=self.num_accelerators, accelerator_type=self.accelerator_type,
                 timeout=self.timeout, grace_period=self.grace_period, python=self.python,
                 extra_env=self.env, summary_sink=self._keep_summary,
+                page_sink=show_run_page if self.show_page and in_kernel() else None,
                 run_name="%s.distributed" % getattr(self._fn, "__name__", "function"))
         except Exception as error:
             if not for_caller(error):
@@ -128,7 +131,8 @@ class DistributedFunction:
             if found is self:
                 return (_by_name, (module_name, qualname))
         return (DistributedFunction, (self._fn, self.num_accelerators, self.accelerator_type,
-                                      self.timeout, self.grace_period, self.python, self.env))
+                                      self.timeout, self.grace_period, self.python, self.env,
+                                      self.show_page))
 
     def __repr__(self):
         return "<distributed function %s (num_accelerators=%r, accelerator_type=%r)>" % (
@@ -172,6 +176,35 @@ def _free_port():
         return s.getsockname()[1]
 
 
+def in_kernel():
+    """Whether this process is an IPython kernel (Jupyter), where HTML shows."""
+    if "IPython" not in sys.modules:
+        return False
+    try:
+        from IPython import get_ipython
+        shell = get_ipython()
+        return shell is not None and hasattr(shell, "kernel")
+    except Exception:
+        return False
+
+
+def show_run_page(page):
+    """In a notebook, the run's HTML page (air-run --html) under the cell, in
+    an iframe of its own: its style sheet stays out of the notebook's, and it
+    loads nothing. Returns True when it was displayed."""
+    if not page or not in_kernel():
+        return False
+    try:
+        import html
+        from IPython.display import HTML, display
+        display(HTML('<iframe class="air-run-page" title="air-run: the run" sandbox="" '
+                     'style="width:100%%;height:640px;border:1px solid #ccc" srcdoc="%s"></iframe>'
+                     % html.escape(page, quote=True)))
+        return True
+    except Exception:
+        return False
+
+
 def show_run_link(summary):
     """In a notebook, the MLflow run's link as a clickable line under the cell.
 
@@ -211,7 +244,7 @@ def _describe(fn):
 
 def distributed(fn=None, *, num_accelerators=None, accelerator_type=None,
                 timeout=DEFAULT_TIMEOUT, gpus=None, gpu_type=None, remote=None,
-                grace_period=None, python=None, env=None):
+                grace_period=None, python=None, env=None, show_page=True):
     """Decorator: ``@distributed(num_accelerators=None, accelerator_type=None,
     timeout=10800)``; also usable bare as ``@distributed``.
 
@@ -229,6 +262,9 @@ def distributed(fn=None, *, num_accelerators=None, accelerator_type=None,
     grace_period: seconds between SIGTERM and SIGKILL when air-run stops ranks.
     python: interpreter for the ranks (default: this one, sys.executable).
     env: extra environment variables for every rank.
+    show_page: in a Jupyter kernel, show the run's page (its timeline, one
+        lane per rank; docs/html.md) under the cell after each .distributed()
+        call; False turns it off. Outside a kernel nothing is drawn.
     """
     _check_remote(remote)
     num_accelerators, accelerator_type = _resolve_options(
@@ -237,7 +273,8 @@ def distributed(fn=None, *, num_accelerators=None, accelerator_type=None,
     def wrap(f):
         return DistributedFunction(f, num_accelerators=num_accelerators,
                                    accelerator_type=accelerator_type, timeout=timeout,
-                                   grace_period=grace_period, python=python, env=env)
+                                   grace_period=grace_period, python=python, env=env,
+                                   show_page=show_page)
 
     if fn is not None:
         return wrap(fn)

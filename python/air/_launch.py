@@ -443,13 +443,15 @@ def _error_for(launch, records, values, rank):
 
 def call_on_ranks(target, args, kwargs, *, what, num_ranks=None, accelerator_type=None,
                   timeout=None, grace_period=None, python=None, extra_env=None,
-                  placement=None, summary_sink=None, run_name=None):
+                  placement=None, summary_sink=None, run_name=None, page_sink=None):
     """Runs target(*args, **kwargs) once per rank through air-run and returns
     the list of return values in rank order (see results_or_raise).
     `placement` replaces the flags placement_flags() would choose;
     `summary_sink` receives air-run's JSON summary (a dict) before the outcome
     is turned into values or an exception; `run_name` names the MLflow run
-    when tracking is configured (see mlflow_environment)."""
+    when tracking is configured (see mlflow_environment); `page_sink`, when
+    given, receives the run's HTML page (air-run --html) as text, "" when
+    air-run wrote none."""
     from air._payload import dump_call, target_modules
 
     timeout_text = format_timeout(timeout)
@@ -473,14 +475,28 @@ def call_on_ranks(target, args, kwargs, *, what, num_ranks=None, accelerator_typ
                  "--summary", summary]
         if grace_period is not None:
             argv += ["--grace-period", format_grace_period(grace_period)]
+        page = os.path.join(workdir, "page.html")
+        if page_sink is not None:
+            argv += ["--html", page]
         argv += ["-m", "air._worker", payload, outdir]
         launch = run_air_run(argv, env, summary, _grace_seconds(grace_period))
         if summary_sink is not None:
             summary_sink(launch.summary)
+        if page_sink is not None:
+            page_sink(_read_text(page))
         return results_or_raise(launch, outdir, world_hint=num_ranks or _count(placement),
                                 timeout_text=timeout_text)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _read_text(path):
+    """The file's text, "" when it is missing or unreadable."""
+    try:
+        with open(path, "r", encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
 
 
 def _count(placement):

@@ -34,7 +34,8 @@ TEST_CASE("summary document shape", "[summary]") {
   CHECK(ordered_keys(doc) == std::vector<std::string>{"schema_version", "air_run_version", "run_id", "host",
                                                       "started_at", "ended_at", "duration_s", "spec",
                                                       "hardware", "selection", "launch", "outcome",
-                                                      "stragglers", "ranks", "mlflow", "python_env"});
+                                                      "stragglers", "ranks", "mlflow", "python_env",
+                                                      "timeline"});
   CHECK(doc["schema_version"] == 1);
   CHECK(doc["air_run_version"] == AIR_VERSION);
   CHECK(doc["run_id"] == "r1");
@@ -73,6 +74,7 @@ TEST_CASE("summary document shape", "[summary]") {
                                                       "summary_file",
                                                       "json",
                                                       "junit_file",
+                                                      "html",
                                                       "tail_lines",
                                                       "mlflow.tracking_uri",
                                                       "mlflow.experiment",

@@ -93,6 +93,7 @@ TEST_CASE("key table has one row per LaunchSpec field, unique names", "[spec]") 
                                              "run_id",
                                              "summary_file",
                                              "json",
+                                             "html",
                                              "junit_file",
                                              "tail_lines",
                                              "mlflow.tracking_uri",
@@ -246,9 +247,11 @@ hang_timeout: 90s
 hang_startup: 2m
 on_hang: stop
 preload: [torch, numpy]
+html: out/run.html
 )");
   const auto& s = r.spec;
   CHECK(r.warnings.empty());
+  CHECK(s.html_file.value == "out/run.html");
   CHECK(s.accelerator_type.value == "GPU_8xH100");
   CHECK(where(s.accelerator_type.origin) == "job.yaml:2:1");
   CHECK(s.num_accelerators.value == std::optional<int>(8));
@@ -412,6 +415,7 @@ TEST_CASE("describe_spec prints key = value (origin) in table order", "[spec]") 
       "run_id = \"\"  (default)",
       "summary_file = \"\"  (default)",
       "json = false  (default)",
+      "html = \"\"  (default)",
       "junit_file = \"\"  (default)",
       "tail_lines = 50  (default)",
       "mlflow.tracking_uri = none  (default)",
