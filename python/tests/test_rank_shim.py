@@ -603,3 +603,21 @@ def test_air_run_s_teardown_ends_a_rank_blocked_in_native_code():
         """)
     assert out.returncode == -signal.SIGTERM, (out.stdout, out.stderr)
     assert "signalled" in out.stdout and "returned" not in out.stdout
+
+
+def test_a_program_that_takes_the_wakeup_fd_leaves_the_decision_to_the_handler():
+    # asyncio sets its own wakeup fd once its loop handles a signal: the
+    # shim's thread hears nothing more, so its handler decides again.
+    out = run_sigterm_case("""\
+        p.should_stop()
+        assert p.sigterm.watching
+        r, w = os.pipe()
+        os.set_blocking(w, False)
+        signal.set_wakeup_fd(w)
+        slot(s._AIR_SLOT_TEARING_DOWN, 1)
+        sigterm()
+        time.sleep(0.2)
+        print("alive", flush=True)
+        """)
+    assert out.returncode == -signal.SIGTERM, (out.stdout, out.stderr)
+    assert "alive" not in out.stdout

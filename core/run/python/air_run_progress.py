@@ -270,6 +270,7 @@ class _AirRunSigterm:
         self._anchor = 0.0  # when its burst began
         self._interrupted = False  # a SIGTERM is part of it
         self._dying = False
+        self._wakeup = -1  # the write end the thread's wakeup fd is
         register = getattr(os, "register_at_fork", None)
         if register is not None:
             register(after_in_child=self._arm_in_child)
@@ -319,6 +320,7 @@ class _AirRunSigterm:
             os.close(w)
             return
         os.set_blocking(r, True)
+        self._wakeup = w
         self.watching = True
 
         def loop():
@@ -387,8 +389,25 @@ class _AirRunSigterm:
             pass
 
     def _on_signal(self, signum, frame):
+        if self.watching and not self._still_watching():
+            self.watching = False  # the program (asyncio) took the wakeup fd since
         if not self.watching:
             self._hear(signum)
+
+    def _still_watching(self):
+        """Whether the wakeup fd is still the thread's (main thread only)."""
+        import signal
+
+        try:
+            current = signal.set_wakeup_fd(-1)
+        except (ValueError, OSError):
+            return False
+        ours = current == self._wakeup
+        if ours:
+            signal.set_wakeup_fd(current, warn_on_full_buffer=False)
+        elif current != -1:
+            signal.set_wakeup_fd(current)
+        return ours
 
     def _hear(self, sig):
         """One stop signal, from the watching thread or the handler."""
