@@ -5,9 +5,12 @@
 #include "core/os/signals.hpp"
 #include "core/run/diagnosis.hpp"
 #include "core/run/job_preemption.hpp"
+#include "core/run/stop_signals.hpp"
 #include "core/run/teardown.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <ctime>
 #include <utility>
 
 namespace air {
@@ -66,6 +69,7 @@ void Preemption::stop_polling_ranks(int sig, std::uint64_t stop_step, Clock::dur
   if (grace < Clock::duration::zero()) grace = Clock::duration::zero();
   report.signal = sig;
   report.stop_step = stop_step;
+  report.cause = slurm_stop_cause(sig, std::getenv("SLURM_JOB_END_TIME"), std::time(nullptr));
   report.deadline_s = std::chrono::duration<double>(grace).count();
   const auto deadline = std::chrono::system_clock::now() + grace;
   const std::int64_t deadline_ns =
@@ -97,7 +101,8 @@ void Preemption::stop_polling_ranks(int sig, std::uint64_t stop_step, Clock::dur
                                 : std::string();
   out_.status = RunOutcome::Status::preempted;
   out_.interrupt_signal = sig;
-  out_.reason = "preempted by " + signal_name(sig) + where + "; " +
+  out_.reason = "preempted by " + signal_name(sig) +
+                (report.cause == "time_limit" ? " (Slurm's time limit)" : "") + where + "; " +
                 (report.job_wide ? "every node's ranks stop at " : "ranks stop at ") + step_words;
   say_stop(report, where, passed, grace);
   out_.preemption = std::move(report);
