@@ -287,6 +287,18 @@ std::optional<RemoteFailure> ControlChannel::lost(Peer& peer, bool was_closed, C
   }
   if (why.empty()) return std::nullopt;
   RemoteFailure f;
+  if (own_silence_ > options_.heartbeat_timeout) {
+    // This agent was the silent one (frozen, its machine paused): the others
+    // counted it as lost and went on, so it names itself, not the peer it
+    // finds gone on waking.
+    f.node_rank = options_.node_rank;
+    f.node_name = node_plain_name(options_, options_.node_rank, options_.node_name);
+    f.exit_code = 1;
+    f.reason =
+        fmt::format("its agent was frozen for {}, past the heartbeat timeout: the other nodes lost it",
+                    format_duration(std::chrono::duration_cast<std::chrono::milliseconds>(own_silence_)));
+    return f;
+  }
   f.node_rank = peer.node_rank;
   f.node_name = node_plain_name(options_, peer.node_rank, peer.name);
   f.exit_code = 1;
@@ -295,6 +307,10 @@ std::optional<RemoteFailure> ControlChannel::lost(Peer& peer, bool was_closed, C
 }
 
 std::optional<RemoteFailure> ControlChannel::pump(Clock::time_point now) {
+  // The supervisor passes here at least once a second (heartbeats are due
+  // every second): a gap past the heartbeat timeout is this agent's own.
+  own_silence_ = last_pump_ == Clock::time_point{} ? Clock::duration::zero() : now - last_pump_;
+  last_pump_ = now;
   std::optional<RemoteFailure> failure;
   const bool server = options_.node_rank == 0;
   for (auto& peer : peers_) {
