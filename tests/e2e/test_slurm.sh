@@ -255,7 +255,7 @@ test_dry_run_in_a_step_shows_slurm_s_values_and_origins() {
   expect_contains "$out$err" "nnodes = 2  (env SLURM_STEP_NUM_NODES)"
   expect_contains "$out$err" "node_rank = 1  (env SLURM_NODEID)"
   expect_contains "$out$err" "master_addr = 127.0.0.1  (env SLURM_STEP_NODELIST)"
-  expect_contains "$out$err" "grace_period = 3.3s  (env Slurm KillWait (2/3 of it))"
+  expect_contains "$out$err" "grace_period = 3.333s  (env Slurm KillWait (2/3 of it))"
 }
 
 test_two_agents_on_one_node_is_an_error() {

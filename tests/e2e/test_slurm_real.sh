@@ -241,6 +241,14 @@ summary() {
   json_get "$W/$1-summary-0-$2.json" "$3"
 }
 
+# say_case CASE ID: what the case took, as Slurm and air-run saw it: the
+# job's start and end (jobcomp), and air-run's stop and end lines.
+say_case() {
+  sed -n "s/.*JobId=$2 .*JobState=\([A-Z_]*\) .*StartTime=\([^ ]*\) EndTime=\([^ ]*\) .*/    jobcomp: \1 \2 -> \3/p" \
+    "$SLURM_DIR/jobcomp.txt"
+  grep -E "^air-run: (SIG|run |Slurm job)" "$W/$1.out" | sed 's/^/    /'
+}
+
 # expect_resumed CASE STEP: the job's next run went on from STEP on every rank.
 expect_resumed() {
   local r
@@ -276,6 +284,7 @@ test_time_limit_stops_every_rank_at_one_step() {
   states=$(completed_states "$TIMELIMIT_JOB")
   echo "  time limit: job $TIMELIMIT_JOB ended ${took}s after sbatch (--time=1), jobcomp: $states; stop step $step"
   echo "  summaries: node 0 $(summary timelimit 0 'd["outcome"]["status"], d["outcome"]["reason"]'); node 1 $(summary timelimit 1 'd["outcome"]["status"], d["outcome"]["preemption"]["stopped_ranks"]')"
+  say_case timelimit "$TIMELIMIT_JOB"
   expect_eq "$states" "TIMEOUT"
   expect_eq "$(summary timelimit 0 'd["outcome"]["status"], d["outcome"]["preemption"]["stopped_ranks"], d["outcome"]["preemption"]["cause"]')" \
     "preempted [0, 1] time_limit"
@@ -302,6 +311,7 @@ test_usr1_warning_with_exec_srun_stops_saves_and_requeues() {
   echo "  summary: node 0 $(summary usr1 0 'd["outcome"]["status"], d["outcome"]["preemption"]["signal"], d["outcome"]["preemption"]["cause"], d["outcome"]["preemption"]["requeue"]')"
   expect_eq "$(summary usr1 0 'd["outcome"]["status"], d["outcome"]["preemption"]["signal"], d["outcome"]["preemption"]["stopped_ranks"], d["outcome"]["preemption"]["cause"], d["outcome"]["preemption"]["requeue"]')" \
     "preempted SIGUSR1 [0, 1] time_limit_warning requeued"
+  say_case usr1 "$USR1_JOB"
   expect_eq "$(job_state "$USR1_JOB")" "COMPLETED"
   expect_resumed usr1 "$step"
 }
@@ -328,6 +338,7 @@ test_partition_preemption_requeues_and_resumes() {
   release "$job" || fail "job $job was not requeued: $(job_state "$job")" || return
   wait_for "[[ \$(job_state $job) == COMPLETED || \$(job_state $job) == FAILED ]]" 150 ||
     fail "the requeued run did not end: $(job_state "$job")" || return
+  say_case preempt "$job"
   expect_eq "$(job_state "$job")" "COMPLETED"
   expect_resumed preempt "$step"
 }
@@ -346,6 +357,7 @@ test_scancel_stops_every_rank_at_one_step() {
   local step
   step=$(expect_stopped_at_one_step scancel) || return
   echo "  scancel: job $job ended $((SECONDS - start))s after scancel at step $step, jobcomp: $(completed_states "$job")"
+  say_case scancel "$job"
   expect_eq "$(completed_states "$job")" "CANCELLED"
   expect_eq "$(summary scancel 0 'd["outcome"]["status"], d["outcome"]["preemption"]["stopped_ranks"]')" "preempted [0, 1]"
 }
