@@ -343,10 +343,11 @@ TEST_CASE("an agent that was frozen names itself as the lost node, not node 0", 
   auto lost = air_test::poll_channel(*node0, 3s);
   REQUIRE(lost.has_value());
   CHECK(lost->node_name == "beta");
-  std::this_thread::sleep_for(100ms);
+  std::this_thread::sleep_for(300ms);
   // Node 1 wakes to node 0's closed connection: it was the one lost.
   auto f = air_test::poll_channel(*node1, 3s);
   REQUIRE(f.has_value());
+  INFO(f->reason);
   CHECK(f->node_rank == 1);
   CHECK(f->node_name == "beta");
   CHECK(f->reason.rfind("its agent was frozen for ", 0) == 0);
