@@ -421,8 +421,9 @@ expect_one_stop_step() {
 test_sigterm_to_one_node_stops_every_node_at_one_step() {
   preempt_two_nodes 1 || return
   expect_one_stop_step
-  expect_contains "$(cat node1.err)" "SIGTERM: agreeing on one stop step with the other nodes"
-  expect_contains "$(cat node0.err)" "SIGTERM on node 1: asking ranks 0 and 1 to stop at step $(cat stopped0)"
+  # Each node's lines name the node that prints them.
+  expect_contains "$(cat node1.err)" "air-run (node 1): SIGTERM: agreeing on one stop step with the other nodes"
+  expect_contains "$(cat node0.err)" "air-run (node 0): SIGTERM on node 1: asking ranks 0 and 1 to stop at step $(cat stopped0)"
   expect_eq "$(json_get summary0.json 'd["outcome"]["preemption"]["signal_node"], d["outcome"]["preemption"]["asked_ranks"]')" \
     "1 [0, 1]"
   expect_eq "$(json_get summary1.json 'd["outcome"]["preemption"]["asked_ranks"]')" "[2, 3]"
