@@ -731,7 +731,7 @@ TEST_CASE("supervise: SIGINT is forwarded as SIGINT; a second one kills at once"
   std::this_thread::sleep_for(200ms);
   ::kill(child.pid, SIGINT); // within the first one's burst: the same request
   std::this_thread::sleep_for(air::k_stop_burst);
-  ::kill(child.pid, SIGINT); // a second one after it: now
+  ::kill(child.pid, SIGINT);          // a second one after it: now
   CHECK(child.wait_exit(10s) == 130); // well before the 60 s grace period
   CHECK(read_file(child.summary_path) == "3 2 interrupted by SIGINT | signal 9 (SIGKILL) 1");
 }
