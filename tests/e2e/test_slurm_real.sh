@@ -246,7 +246,7 @@ summary() {
 say_case() {
   sed -n "s/.*JobId=$2 .*JobState=\([A-Z_]*\) .*StartTime=\([^ ]*\) EndTime=\([^ ]*\) .*/    jobcomp: \1 \2 -> \3/p" \
     "$SLURM_DIR/jobcomp.txt"
-  grep -E "^air-run: (SIG|run |Slurm job)" "$W/$1.out" | sed 's/^/    /'
+  grep -E "^air-run( \(node [0-9]+\))?: (SIG|run |Slurm job)" "$W/$1.out" | sed 's/^/    /'
 }
 
 # expect_resumed CASE STEP: the job's next run went on from STEP on every rank.
