@@ -220,6 +220,7 @@ private:
     auto cluster = resolve_cluster(spec_, env_, options_.dry_run);
     if (!cluster) return cluster.error();
     cluster_ = std::move(*cluster);
+    show_placement_in_dry_run();
     ctx_.run_id = spec_.run_id.value.empty() ? make_run_id() : spec_.run_id.value;
     ctx_.master_port = cluster_.master_port;
     ctx_.node_rank = std::max(0, cluster_.node_rank); // c10d: -1 until the join (a dry run shows node 0)
@@ -247,6 +248,21 @@ private:
     keep_run_dir_ = !spec_.log_dir.value.empty() && spec_.log_dir.value.find("{rank}") == std::string::npos;
     ctx_.run_dir = keep_run_dir_ ? spec_.log_dir.value : fmt::format("/tmp/air-run-{}", ctx_.run_id);
     return go_on();
+  }
+
+  /// The dry run's spec lines were taken as the user gave the spec, before
+  /// Slurm's variables (or KillWait) placed this node: the lines of the
+  /// settings the placement derived show their values and origins now
+  /// (`nnodes = 2  (env SLURM_STEP_NUM_NODES)`).
+  void show_placement_in_dry_run() {
+    const std::vector<std::string> placed = describe_spec(spec_);
+    if (placed.size() != spec_lines_.size()) return;
+    for (std::size_t i = 0; i < placed.size(); ++i) {
+      for (const char* key : {"nnodes = ", "node_rank = ", "master_addr = ", "master_port = ", "run_id = ",
+                              "grace_period = "}) {
+        if (placed[i].rfind(key, 0) == 0) spec_lines_[i] = placed[i];
+      }
+    }
   }
 
   /// --dry-run: the plan and what a launch checks before its first rank (so a
@@ -462,6 +478,7 @@ private:
     });
     RunOutcome outcome = run_attempts(*plan_, console, channel_, attempt_hooks);
     if (channel_ != nullptr) channel_->finish(outcome); // every node agrees on the end (and its exit code)
+    requeue_after_warning(cluster_, outcome, env_);     // after Slurm's warning: the next run resumes
     const int code = report_run(spec_, hardware_, selection_, *plan_, outcome, env_, tracker_.get(),
                                 python_env_.active ? &python_env_ : nullptr);
     phases::mark("report");

@@ -1,9 +1,11 @@
 #include "cli/nodes.hpp"
 
+#include "core/base/text.hpp"
 #include "core/cluster/slurm.hpp"
 #include "core/os/capture.hpp"
 #include "core/os/host.hpp"
 #include "core/os/trusted_path.hpp"
+#include "core/run/stop_signals.hpp"
 #include "core/spec/rendezvous.hpp"
 
 #include <fmt/format.h>
@@ -13,6 +15,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
 
 namespace air::cli {
 
@@ -36,6 +40,23 @@ std::string slurm_node_address(const std::string& node, const Environment& env) 
   const auto text = capture({"scontrol", "show", "node", "-o", node}, env);
   if (!text) return node;
   return parse_scontrol_node_addr(*text).value_or(node);
+}
+
+/// Slurm 22.05 (Debian 12's) does not set SLURM_JOB_END_TIME, by which a SIGTERM
+/// is told to be the time limit (docs/preemption.md): air-run's own process
+/// gets it from the job's EndTime instead (`scontrol show job`). Nothing
+/// when it is set, or scontrol says nothing.
+void note_job_end_time(const std::string& job_id, const Environment& env) {
+  if (job_id.empty() || std::getenv("SLURM_JOB_END_TIME") != nullptr) return;
+  const auto text = capture({"scontrol", "show", "job", "-o", job_id}, env);
+  if (!text) return;
+  const auto end = parse_scontrol_end_time(*text);
+  if (!end) return;
+  std::tm tm{};
+  if (::strptime(end->c_str(), "%Y-%m-%dT%H:%M:%S", &tm) == nullptr) return;
+  tm.tm_isdst = -1; // scontrol prints local time: this node's zone, which the job's nodes share
+  const std::time_t at = std::mktime(&tm);
+  if (at > 0) ::setenv("SLURM_JOB_END_TIME", std::to_string(at).c_str(), 0);
 }
 
 } // namespace
@@ -62,6 +83,8 @@ Expected<ClusterContext> resolve_cluster(LaunchSpec& spec, const Environment& en
       }
     }
   }
+
+  if (c.source == "slurm" && !dry_run) note_job_end_time(c.job_id, env);
 
   if (c.c10d) {
     // Only the agent that ends up hosting the join (node 0) hands its port to
@@ -113,6 +136,31 @@ std::string describe_cluster(const ClusterContext& c, int ranks_per_node) {
                      c.num_nodes, c.node_name, ranks, ranks_per_node * c.num_nodes, c.master_host,
                      c.master_port, c.control_port, c.source, c.job_id.empty() ? "" : " job " + c.job_id) +
          (c.gpus.empty() ? "" : ", GPUs " + c.gpus + " from Slurm");
+}
+
+void requeue_after_warning(const ClusterContext& c, RunOutcome& outcome, const Environment& env) {
+  if (c.source != "slurm" || c.job_id.empty() || c.node_rank != 0) return;
+  if (outcome.status != RunOutcome::Status::preempted || !outcome.preemption) return;
+  PreemptionReport& p = *outcome.preemption;
+  if (!is_warning_signal(p.signal) || p.polling_ranks.empty() ||
+      p.stopped_ranks.size() != p.polling_ranks.size())
+    return; // nothing complete to resume from: the job ends as it is
+  auto run = run_captured({"scontrol", "requeue", c.job_id}, env, k_helper_timeout);
+  if (run && !run->timed_out && run->status.success()) {
+    p.requeue = "requeued";
+    std::fputs(fmt::format("air-run: Slurm job {} requeued (scontrol requeue): its next run resumes from "
+                           "step {}\n",
+                           c.job_id, p.stop_step)
+                   .c_str(),
+               stderr);
+    return;
+  }
+  std::string why = !run             ? run.error().message
+                    : run->timed_out ? "scontrol requeue did not answer within 10s"
+                                     : std::string(trim(run->err.empty() ? run->out : run->err));
+  if (why.empty()) why = "scontrol requeue failed";
+  p.requeue = why;
+  std::fputs(fmt::format("air-run: Slurm job {} was not requeued: {}\n", c.job_id, why).c_str(), stderr);
 }
 
 void report_setup_failure(ControlChannel* control, const Error& error) {

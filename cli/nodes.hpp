@@ -4,6 +4,7 @@
 #include "core/base/error.hpp"
 #include "core/cluster/control.hpp"
 #include "core/cluster/placement.hpp"
+#include "core/run/outcome.hpp"
 #include "core/spec/spec.hpp"
 
 #include <memory>
@@ -47,5 +48,15 @@ void expand_after_join(LaunchSpec& spec, const ClusterContext& cluster);
 /// its plan failed) with the exit code `error` will give, and closes the
 /// channel; they stop with that code. Does nothing without a channel.
 void report_setup_failure(ControlChannel* control, const Error& error);
+
+/// Under Slurm, on node 0, once a stop on Slurm's warning signal (SIGUSR1 or
+/// SIGUSR2: `--signal=B:USR1@N`) ended with every asked rank stopped at the
+/// agreed step: asks Slurm to requeue the job (`scontrol requeue`), so that
+/// its next run resumes from the checkpoint just written rather than the
+/// job ending FAILED at 128+N. Records how it went in the outcome's
+/// preemption (`requeue`: "requeued", or why not) and says so on stderr.
+/// A job that may not be requeued (`--no-requeue`, an interactive srun)
+/// gets scontrol's refusal recorded.
+void requeue_after_warning(const ClusterContext& cluster, RunOutcome& outcome, const Environment& env);
 
 } // namespace air::cli

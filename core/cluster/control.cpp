@@ -287,6 +287,22 @@ std::optional<RemoteFailure> ControlChannel::lost(Peer& peer, bool was_closed, C
   }
   if (why.empty()) return std::nullopt;
   RemoteFailure f;
+  // Woken from a freeze the others took for a loss: a peer lost now (its
+  // connection closed, or silent since: what was buffered is read first) is
+  // this node's own absence, within a timeout of waking.
+  if (frozen_for_ > Clock::duration::zero() &&
+      now - woke_at_ <= options_.heartbeat_timeout + options_.heartbeat_interval) {
+    // This agent was the silent one (frozen, its machine paused): the others
+    // counted it as lost and went on, so it names itself, not the peer it
+    // finds gone on waking.
+    f.node_rank = options_.node_rank;
+    f.node_name = node_plain_name(options_, options_.node_rank, options_.node_name);
+    f.exit_code = 1;
+    f.reason =
+        fmt::format("its agent was frozen for {}, past the heartbeat timeout: the other nodes lost it",
+                    format_duration(std::chrono::duration_cast<std::chrono::milliseconds>(frozen_for_)));
+    return f;
+  }
   f.node_rank = peer.node_rank;
   f.node_name = node_plain_name(options_, peer.node_rank, peer.name);
   f.exit_code = 1;
@@ -295,6 +311,19 @@ std::optional<RemoteFailure> ControlChannel::lost(Peer& peer, bool was_closed, C
 }
 
 std::optional<RemoteFailure> ControlChannel::pump(Clock::time_point now) {
+  // The supervisor passes here at least once a second (heartbeats are due
+  // every second): a gap past the heartbeat timeout is this agent's own.
+  // The others count this node lost once its last heartbeat is a timeout
+  // old: that heartbeat may have gone out up to an interval after its last
+  // pass, so a silence of (timeout - interval) may already have done it.
+  const auto silence = last_pump_ == Clock::time_point{} ? Clock::duration::zero() : now - last_pump_;
+  last_pump_ = now;
+  const auto counted_lost =
+      std::max(options_.heartbeat_timeout - options_.heartbeat_interval, options_.heartbeat_timeout / 2);
+  if (silence > counted_lost) {
+    frozen_for_ = silence;
+    woke_at_ = now;
+  }
   std::optional<RemoteFailure> failure;
   const bool server = options_.node_rank == 0;
   for (auto& peer : peers_) {

@@ -182,6 +182,13 @@ private:
   std::string mlflow_run_id_;
   std::vector<std::unique_ptr<Peer>> peers_; ///< node 0: one per other node; others: node 0
   std::chrono::steady_clock::time_point next_heartbeat_{};
+  /// The previous pass over the connections: a pass far later than that
+  /// means this agent itself was frozen (SIGSTOP, a paused machine).
+  std::chrono::steady_clock::time_point last_pump_{};
+  /// This node's own last silence long enough for the others to count it
+  /// lost (zero: none), and when it ended.
+  std::chrono::steady_clock::duration frozen_for_{};
+  std::chrono::steady_clock::time_point woke_at_{};
   bool failure_reported_ = false;       ///< this node's failure (or node 0's abort) is out
   std::optional<RemoteFailure> remote_; ///< the failure elsewhere that stopped this node
   bool finished_ = false;               ///< client: node 0 said finish

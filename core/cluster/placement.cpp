@@ -55,7 +55,10 @@ Status apply_slurm(LaunchSpec& spec, const SlurmEnv& slurm, ClusterContext& c) {
   c.job_id = slurm.job_id;
   c.gpus = slurm.gpus;
   c.node_name = slurm.node_name;
-  if (spec.nnodes.is_default()) derive(spec.nnodes, slurm.num_nodes, "SLURM_STEP_NUM_NODES");
+  if (spec.nnodes.is_default()) {
+    derive(spec.nnodes, slurm.num_nodes, "SLURM_STEP_NUM_NODES");
+    derive(spec.nnodes_min, slurm.num_nodes, "SLURM_STEP_NUM_NODES"); // a plain N, not 1:N
+  }
   if (spec.node_rank.is_default()) derive(spec.node_rank, slurm.node_id, "SLURM_NODEID");
   if (spec.nnodes.value == slurm.num_nodes) c.nodes = slurm.nodes;
   // On one node the loopback default is always reachable; node names may not resolve.

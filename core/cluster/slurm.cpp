@@ -267,4 +267,13 @@ std::optional<int> parse_scontrol_kill_wait(std::string_view text) {
   return static_cast<int>(*n);
 }
 
+std::optional<std::string> parse_scontrol_end_time(std::string_view text) {
+  auto value = value_after(text, "EndTime");
+  // 2026-12-07T03:26:04: digits where the format has them.
+  if (!value || value->size() != 19 || (*value)[4] != '-' || (*value)[10] != 'T') return std::nullopt;
+  for (std::size_t i : {0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18})
+    if ((*value)[i] < '0' || (*value)[i] > '9') return std::nullopt;
+  return value;
+}
+
 } // namespace air

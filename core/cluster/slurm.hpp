@@ -70,4 +70,10 @@ std::optional<std::string> parse_scontrol_node_addr(std::string_view text);
 /// KillWait in seconds from `scontrol show config` output ("KillWait = 30 sec").
 std::optional<int> parse_scontrol_kill_wait(std::string_view text);
 
+/// EndTime in `scontrol show job -o ID` output ("2026-12-07T03:26:04", the
+/// controller's local time): when the time limit ends the job. For a Slurm
+/// that does not set SLURM_JOB_END_TIME (22.05, Debian 12's). nullopt when absent
+/// or not a time ("Unknown", "None").
+std::optional<std::string> parse_scontrol_end_time(std::string_view text);
+
 } // namespace air

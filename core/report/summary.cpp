@@ -184,6 +184,8 @@ Json preemption_json(const std::optional<PreemptionReport>& p) {
   out["signal_node"] = p->job_wide ? Json(p->signal_node) : Json(nullptr);
   out["missing_nodes"] = p->missing_nodes;
   out["fallback"] = p->fallback;
+  out["cause"] = string_or_null(p->cause);
+  out["requeue"] = string_or_null(p->requeue);
   return out;
 }
 

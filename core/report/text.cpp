@@ -187,6 +187,12 @@ std::string format_preemption(const RunOutcome& o) {
            "\n";
   if (p.fallback)
     out += "  node 0 did not pick a stop step in time: this node's own, which other nodes may not share\n";
+  if (p.cause == "time_limit") out += "  the signal is Slurm's time limit (SLURM_JOB_END_TIME)\n";
+  if (p.cause == "time_limit_warning") out += "  the signal is Slurm's warning before the time limit\n";
+  if (p.requeue == "requeued")
+    out += "  Slurm requeued the job (scontrol requeue): its next run resumes from the checkpoint\n";
+  else if (!p.requeue.empty())
+    out += "  the job was not requeued: " + p.requeue + "\n";
   return out;
 }
 

@@ -87,6 +87,20 @@ void settle_preemption(RunOutcome& o) {
     else if (r.status.success())
       r.stopped_by_air_run = false;
   }
+  if (o.status != RunOutcome::Status::preempted || p.polling_ranks.empty()) return;
+  const std::string where =
+      p.stop_step > 0 ? "step " + std::to_string(p.stop_step) : std::string("their next should_stop()");
+  const std::string signal = signal_name(p.signal) + (p.cause == "time_limit" ? " (Slurm's time limit)" : "");
+  if (p.stopped_ranks.empty()) {
+    // Nothing was saved at the agreed step: not the preemption the status names.
+    o.status = RunOutcome::Status::interrupted;
+    o.reason = "stopped by " + signal + ", but no rank stopped at " + where + ": the " +
+               (p.polling_ranks.size() == 1 ? "rank" : std::to_string(p.polling_ranks.size()) + " ranks") +
+               " asked to stop there ended otherwise";
+  } else if (p.stopped_ranks.size() < p.polling_ranks.size()) {
+    o.reason = "preempted by " + signal + "; " + std::to_string(p.stopped_ranks.size()) + " of the " +
+               std::to_string(p.polling_ranks.size()) + " ranks asked stopped at " + where;
+  }
 }
 
 std::string remote_failure_reason(const RemoteFailure& f) {

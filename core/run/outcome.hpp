@@ -87,6 +87,13 @@ struct PreemptionReport {
   /// RankOutcome says how: a signal air-run did not send (a scheduler that
   /// signals every process), an error, SIGKILL after the grace period.
   std::vector<int> stopped_ranks;
+  /// What the signal meant, where air-run can tell: "time_limit" (a SIGTERM
+  /// at or after Slurm's SLURM_JOB_END_TIME), "time_limit_warning" (SIGUSR1
+  /// or SIGUSR2 before it: --signal=USR1@N); "" otherwise.
+  std::string cause;
+  /// Node 0 under Slurm, after a warning every asked rank stopped for: ""
+  /// (not asked), "requeued" (`scontrol requeue` took it), or why it failed.
+  std::string requeue;
 };
 
 /// Whether rank `r`, asked to stop at `stop_step` (0: at its next
@@ -197,7 +204,9 @@ struct RunOutcome {
 
 /// Once the ranks have ended, fills `o.preemption->stopped_ranks` (when
 /// set); an asked rank that exited 0 before the step ended on its own, not
-/// stopped by air-run. Pure.
+/// stopped by air-run. A stop that no asked rank reached is no preemption
+/// (status interrupted, its reason says so); one that some missed names how
+/// many stopped. Pure.
 void settle_preemption(RunOutcome& o);
 
 /// The status's name in the JSON summary, JUnit and annotations: "timed_out".

@@ -5,12 +5,25 @@
 #include "core/hang/diagnosis.hpp"
 #include "core/os/signals.hpp"
 #include "core/run/job_preemption.hpp"
+#include "core/run/stop_signals.hpp"
 #include "core/run/teardown.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <ctime>
 #include <utility>
 
 namespace air {
+namespace {
+
+/// "air-run: ", or "air-run (node 1): " across nodes: every node prints its
+/// own lines of one job's stop, and "SIGTERM on node 1: asking ranks 0 and
+/// 1..." must not read as node 1's.
+std::string who_says(const LaunchPlan& plan) {
+  return plan.num_nodes > 1 ? "air-run (node " + std::to_string(plan.node_rank) + "): " : "air-run: ";
+}
+
+} // namespace
 
 std::optional<Preemption::Clock::time_point> Preemption::next_deadline() const {
   if (!pending_) return std::nullopt;
@@ -66,6 +79,7 @@ void Preemption::stop_polling_ranks(int sig, std::uint64_t stop_step, Clock::dur
   if (grace < Clock::duration::zero()) grace = Clock::duration::zero();
   report.signal = sig;
   report.stop_step = stop_step;
+  report.cause = slurm_stop_cause(sig, std::getenv("SLURM_JOB_END_TIME"), std::time(nullptr));
   report.deadline_s = std::chrono::duration<double>(grace).count();
   const auto deadline = std::chrono::system_clock::now() + grace;
   const std::int64_t deadline_ns =
@@ -97,7 +111,8 @@ void Preemption::stop_polling_ranks(int sig, std::uint64_t stop_step, Clock::dur
                                 : std::string();
   out_.status = RunOutcome::Status::preempted;
   out_.interrupt_signal = sig;
-  out_.reason = "preempted by " + signal_name(sig) + where + "; " +
+  out_.reason = "preempted by " + signal_name(sig) +
+                (report.cause == "time_limit" ? " (Slurm's time limit)" : "") + where + "; " +
                 (report.job_wide ? "every node's ranks stop at " : "ranks stop at ") + step_words;
   say_stop(report, where, passed, grace);
   out_.preemption = std::move(report);
@@ -111,13 +126,13 @@ void Preemption::say_stop(const PreemptionReport& report, const std::string& whe
   if (!console_.options().quiet) {
     std::string lines;
     if (!report.polling_ranks.empty())
-      lines += "air-run: " + signal_name(sig) + where + ": asking rank" +
+      lines += who_says(plan_) + signal_name(sig) + where + ": asking rank" +
                (report.polling_ranks.size() > 1 ? "s " : " ") + rank_words(report.polling_ranks) +
                " to stop" + (stop_step > 0 ? " at step " + std::to_string(stop_step) : std::string()) +
                (report.job_wide ? " (the job's, from node 0)" : "") + ", up to " +
                format_duration(std::chrono::duration_cast<Millis>(grace)) + "; " + kill_now_hint(sig) + "\n";
     for (const auto& p : passed)
-      lines += "air-run: " + p + ", past the job's stop step: it stops at its next should_stop()\n";
+      lines += who_says(plan_) + p + ", past the job's stop step: it stops at its next should_stop()\n";
     if (!lines.empty()) console_.write(1, lines, 1 + passed.size());
   }
 }
@@ -135,7 +150,7 @@ bool Preemption::ask_job(int sig) {
   tell_(NodeEvent::preempted_by(sig, mine,
                                 std::chrono::duration_cast<std::chrono::milliseconds>(plan_.grace_period)));
   if (!console_.options().quiet) {
-    const std::string line = "air-run: " + signal_name(sig) +
+    const std::string line = who_says(plan_) + signal_name(sig) +
                              ": agreeing on one stop step with the other nodes (node 0 picks it)\n";
     console_.write(1, line, 1);
   }
@@ -153,7 +168,8 @@ void Preemption::follow_job(Clock::time_point now) {
   pending_.reset();
   if (!console_.options().quiet) {
     const std::string line =
-        "air-run: node 0 did not pick a stop step within " + format_duration(k_preempt_decision_wait) +
+        who_says(plan_) + "node 0 did not pick a stop step within " +
+        format_duration(k_preempt_decision_wait) +
         ": this node's ranks stop at a step of its own, which other nodes may not share\n";
     console_.write(1, line, 1);
   }
@@ -173,8 +189,7 @@ void Preemption::apply_job_stop(const JobStop& stop) {
   Clock::duration grace = stop.grace;
   if (pending) grace = std::min(grace, pending->at + plan_.grace_period - now);
   if (!stop.missing_nodes.empty() && !console_.options().quiet) {
-    const std::string line = std::string("air-run: ") +
-                             (stop.missing_nodes.size() == 1 ? "node " : "nodes ") +
+    const std::string line = who_says(plan_) + (stop.missing_nodes.size() == 1 ? "node " : "nodes ") +
                              rank_words(stop.missing_nodes) + " sent no step count within " +
                              format_duration(k_preempt_counts_wait) + ": the stop step was picked without " +
                              (stop.missing_nodes.size() == 1 ? "it" : "them") + "\n";

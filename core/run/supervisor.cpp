@@ -20,6 +20,7 @@
 #include "core/run/signal_actions.hpp"
 #include "core/run/stack_dumps.hpp"
 #include "core/run/stdin_relay.hpp"
+#include "core/run/stop_signals.hpp"
 #include "core/run/stragglers.hpp"
 #include "core/run/teardown.hpp"
 #include "core/run/timeline_recorder.hpp"
@@ -132,6 +133,7 @@ private:
   void say_lost_progress();
 
   bool preempt(int sig);
+  void on_interrupt(int sig);
 
   const LaunchPlan& plan_;
   SupervisorHooks* hooks_ = nullptr;
@@ -156,6 +158,7 @@ private:
   TimelineRecorder timeline_;
   RankSpawn spawn_;
   Preemption preemption_;
+  StopSignals stop_signals_;
   WarmStart* warm_ = nullptr;
   SignalGuard* signals_ = nullptr;
   std::unique_ptr<Containment> containment_;
@@ -416,40 +419,61 @@ void Supervisor::handle_signals() {
     case SignalAction::forward:
       // Schedulers (Slurm --signal) send these as warnings: ranks that call
       // air.should_stop() are asked to stop at one step (preemption); the
-      // others get the signal passed on.
-      if ((sig == SIGUSR1 || sig == SIGUSR2) && preemption_.echo_of_job_preemption()) break;
-      if ((sig == SIGUSR1 || sig == SIGUSR2) && !teardown_.active() &&
-          out_.status == RunOutcome::Status::succeeded && (preemption_.pending() || preempt(sig)))
+      // others get the signal passed on. Once a stop is on, one more warning
+      // (srun's copy, the next one) changes nothing.
+      if (is_warning_signal(sig) && stop_signals_.heard()) {
+        stop_signals_.hear(sig, Clock::now());
         break;
+      }
+      if (is_warning_signal(sig) && preemption_.echo_of_job_preemption()) {
+        stop_signals_.hear(sig, Clock::now());
+        break;
+      }
+      if (is_warning_signal(sig) && !teardown_.active() && out_.status == RunOutcome::Status::succeeded &&
+          (preemption_.pending() || preempt(sig))) {
+        stop_signals_.hear(sig, Clock::now());
+        break;
+      }
       for (auto& r : ranks_)
         if (r.running()) signal_group(r.pid, sig);
       break;
     case SignalAction::teardown:
-      if (sig == SIGTERM && preemption_.echo_of_job_preemption()) {
-        // the job stops for it already, at its step
-      } else if (teardown_.active()) {
-        // A second interrupt means "now": skip the rest of the grace period.
-        if (!teardown_.killed()) {
-          out_.kill_requested = true;
-          kill_all();
-        }
-      } else if (preemption_.pending()) {
-        // A second signal while node 0 decides means "now", as during a
-        // grace period: this node's ranks stop here, at once.
-        const int first = preemption_.take_pending();
-        if (!preemption_.begin(first, plan_.grace_period)) interrupt(first);
-        out_.kill_requested = true;
-        kill_all();
-      } else if (exits_.settling()) {
-        begin_teardown(sig); // a rank already failed: that stays the outcome
-      } else if (sig == SIGTERM && preempt(sig)) {
-        // the ranks that ask stop at one step (the job's, when node 0 picks
-        // it); the others got SIGTERM
-      } else {
-        interrupt(sig);
-      }
+      on_interrupt(sig);
       break;
     }
+  }
+}
+
+/// SIGTERM, SIGINT or SIGHUP. Signals of one burst (slurmd's SIGTERM,
+/// SIGCONT, SIGTERM; a wrapper's copy) are one request (StopSignals); a
+/// second one later means "now".
+void Supervisor::on_interrupt(int sig) {
+  if (sig == SIGTERM && preemption_.echo_of_job_preemption()) {
+    stop_signals_.hear(sig, Clock::now()); // the job stops for it already, at its step
+    return;
+  }
+  const StopVerdict verdict = stop_signals_.hear(sig, Clock::now());
+  if (verdict == StopVerdict::same || verdict == StopVerdict::follows) return; // one request
+  if (teardown_.active()) {
+    // A second interrupt means "now": skip the rest of the grace period.
+    if (!teardown_.killed()) {
+      out_.kill_requested = true;
+      kill_all();
+    }
+  } else if (preemption_.pending()) {
+    // A second signal while node 0 decides means "now", as during a
+    // grace period: this node's ranks stop here, at once.
+    const int first = preemption_.take_pending();
+    if (!preemption_.begin(first, plan_.grace_period)) interrupt(first);
+    out_.kill_requested = true;
+    kill_all();
+  } else if (exits_.settling()) {
+    begin_teardown(sig); // a rank already failed: that stays the outcome
+  } else if (sig == SIGTERM && preempt(sig)) {
+    // the ranks that ask stop at one step (the job's, when node 0 picks
+    // it); the others got SIGTERM
+  } else {
+    interrupt(sig);
   }
 }
 

@@ -343,6 +343,7 @@ import air_run_progress, air_run_slots as s
 page = bytearray(4096)
 p = air_run_progress._AirRunProgress(page, "unused")
 p.sigterm.WAIT_S = 0.5
+p.sigterm.BURST_S = 0.3
 def slot(index, value):
     struct.pack_into("<Q", page, 8 * index, value)
 def sigterm():
@@ -389,11 +390,11 @@ def test_a_sigterm_air_run_never_got_ends_the_rank_after_the_wait():
 
 @pytest.mark.parametrize("case", ["tearing_down", "second", "not_polled"])
 def test_sigterm_goes_through_at_once(case):
-    # air-run's own teardown marks the page first; a second SIGTERM means
-    # "now"; a rank that never asked should_stop() has no handler at all.
+    # air-run's own teardown marks the page first; a second SIGTERM after the
+    # burst means "now"; a rank that never asked should_stop() has no handler.
     body = {
         "tearing_down": "p.should_stop()\nslot(s._AIR_SLOT_TEARING_DOWN, 1)\nsigterm()\n",
-        "second": "p.should_stop()\nsigterm()\nprint('deferred', flush=True)\nsigterm()\n",
+        "second": "p.should_stop()\nsigterm()\nprint('deferred', flush=True)\ntime.sleep(0.4)\nsigterm()\n",
         "not_polled": "sigterm()\n",
     }[case]
     out = run_sigterm_case(body + "time.sleep(0.2)\nprint('alive')\n")
@@ -540,3 +541,121 @@ def test_the_store_wait_is_part_of_the_timeout_not_added_to_it(rank_python, tmp_
     took = float(done.stdout.split("TOOK ")[1])
     assert 5.5 <= took < 9.0, done.stdout  # about twice the timeout before (11 s)
     assert "ERROR " in done.stdout and "timed out after 6s" in done.stdout
+
+
+@pytest.mark.parametrize("first, anchor, interrupted, sig, now, verdict", [
+    (0, 0.0, False, signal.SIGTERM, 5.0, "first"),
+    (0, 0.0, False, signal.SIGUSR1, 5.0, "first"),
+    # Slurm's SIGTERM, SIGCONT, SIGTERM; a wrapper's copy: one request.
+    (signal.SIGTERM, 5.0, True, signal.SIGTERM, 5.01, "same"),
+    (signal.SIGTERM, 5.0, True, signal.SIGTERM, 5.99, "same"),
+    # A deliberate second interrupt, later.
+    (signal.SIGTERM, 5.0, True, signal.SIGTERM, 6.0, "now"),
+    # A warning never means now; the time limit's SIGTERM after it is the same
+    # request, once; a SIGTERM later than that burst is "now".
+    (signal.SIGTERM, 5.0, True, signal.SIGUSR1, 60.0, "same"),
+    (signal.SIGUSR1, 5.0, False, signal.SIGUSR1, 60.0, "same"),
+    (signal.SIGUSR1, 5.0, False, signal.SIGTERM, 45.0, "follows"),
+    (signal.SIGUSR1, 45.0, True, signal.SIGTERM, 45.005, "same"),
+    (signal.SIGUSR1, 45.0, True, signal.SIGTERM, 47.0, "now"),
+])
+def test_which_stop_signals_are_one_request(rank_python, first, anchor, interrupted, sig, now, verdict):
+    import air_run_progress
+
+    assert air_run_progress._air_run_stop_verdict(first, anchor, interrupted, sig, now, 1.0) == verdict
+
+
+def test_slurm_s_sigterm_sigcont_sigterm_is_one_request():
+    # slurmd on a time limit or a preemption: SIGTERM, SIGCONT, SIGTERM within
+    # milliseconds. The rank lives on to the stop step.
+    out = run_sigterm_case("""\
+        p.should_stop()
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGCONT)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+        slot(s._AIR_SLOT_STOP_STEP, 1)
+        slot(s._AIR_SLOT_STOP_REQUESTED, 1)
+        time.sleep(0.8)  # past the burst and the wait
+        p.count("opt", 1)
+        print("stopped", p.should_stop(), flush=True)
+        """)
+    assert out.returncode == 0, (out.stdout, out.stderr)
+    assert "stopped True" in out.stdout
+
+
+@pytest.mark.parametrize("name", ["SIGUSR1", "SIGUSR2"])
+def test_a_polling_rank_defers_slurm_s_warning(name):
+    # srun forwards --signal=B:USR1@N to every process of the step: a rank
+    # that polls stops at the step like for SIGTERM; one that does not poll
+    # keeps the default disposition (it dies of it, as without air-run).
+    body = """\
+        if POLL:
+            p.should_stop()
+        os.kill(os.getpid(), signal.%s)
+        time.sleep(0.05)
+        slot(s._AIR_SLOT_STOP_STEP, 1)
+        slot(s._AIR_SLOT_STOP_REQUESTED, 1)
+        time.sleep(0.8)
+        p.count("opt", 1)
+        print("stopped", p.should_stop(), flush=True)
+        """ % name
+    polled = run_sigterm_case(body.replace("POLL", "True"))
+    assert polled.returncode == 0, (polled.stdout, polled.stderr)
+    assert "stopped True" in polled.stdout
+    unpolled = run_sigterm_case(body.replace("POLL", "False"))
+    assert unpolled.returncode == -getattr(signal, name), (unpolled.stdout, unpolled.stderr)
+
+
+def test_a_program_s_own_usr1_handler_is_left_alone():
+    out = run_sigterm_case("""\
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+        p.should_stop()
+        assert p.sigterm.armed and signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN
+        os.kill(os.getpid(), signal.SIGUSR1)
+        time.sleep(0.8)  # past the wait: ignored, not deferred
+        print("alive", flush=True)
+        """)
+    assert out.returncode == 0, (out.stdout, out.stderr)
+    assert "alive" in out.stdout
+
+
+def test_air_run_s_teardown_ends_a_rank_blocked_in_native_code():
+    # A gloo collective never returns to the interpreter, so no Python handler
+    # runs: the shim's thread lets air-run's own SIGTERM through at once.
+    out = run_sigterm_case("""\
+        import ctypes
+        p.should_stop()
+        assert p.sigterm.watching
+        libc = ctypes.CDLL(None)
+        mutex = ctypes.create_string_buffer(64)  # PTHREAD_MUTEX_INITIALIZER: zeros
+        libc.pthread_mutex_lock(mutex)
+        def teardown():
+            time.sleep(0.3)
+            slot(s._AIR_SLOT_TEARING_DOWN, 1)
+            print("signalled", time.monotonic(), flush=True)
+            os.kill(os.getpid(), signal.SIGTERM)
+        threading.Thread(target=teardown).start()
+        libc.pthread_mutex_lock(mutex)  # a native call that never returns
+        print("returned", flush=True)
+        """)
+    assert out.returncode == -signal.SIGTERM, (out.stdout, out.stderr)
+    assert "signalled" in out.stdout and "returned" not in out.stdout
+
+
+def test_a_program_that_takes_the_wakeup_fd_leaves_the_decision_to_the_handler():
+    # asyncio sets its own wakeup fd once its loop handles a signal: the
+    # shim's thread hears nothing more, so its handler decides again.
+    out = run_sigterm_case("""\
+        p.should_stop()
+        assert p.sigterm.watching
+        r, w = os.pipe()
+        os.set_blocking(w, False)
+        signal.set_wakeup_fd(w)
+        slot(s._AIR_SLOT_TEARING_DOWN, 1)
+        sigterm()
+        time.sleep(0.2)
+        print("alive", flush=True)
+        """)
+    assert out.returncode == -signal.SIGTERM, (out.stdout, out.stderr)
+    assert "alive" not in out.stdout

@@ -32,6 +32,8 @@ test_second_ctrl_c_skips_the_grace_period() {
   wait_for '[[ $(grep -c "up " stdout) -ge 2 ]]' 10 || fail "ranks did not start"
   kill -INT $air
   wait_for 'grep -q "air-run: stopping" stderr' 2 || fail "no teardown notice"
+  kill -INT $air # within the first one's burst (a second): the same request
+  sleep 1.2      # a person presses again after reading the notice
   kill -INT $air
   finish_air 10 # well inside the 60 s grace period
   expect_rc 130

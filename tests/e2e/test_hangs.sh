@@ -461,8 +461,9 @@ expect_one_stop_step() {
 test_sigterm_to_one_node_stops_every_node_at_one_step() {
   preempt_two_nodes 1 || return
   expect_one_stop_step
-  expect_contains "$(cat node1.err)" "SIGTERM: agreeing on one stop step with the other nodes"
-  expect_contains "$(cat node0.err)" "SIGTERM on node 1: asking ranks 0 and 1 to stop at step $(cat stopped0)"
+  # Each node's lines name the node that prints them.
+  expect_contains "$(cat node1.err)" "air-run (node 1): SIGTERM: agreeing on one stop step with the other nodes"
+  expect_contains "$(cat node0.err)" "air-run (node 0): SIGTERM on node 1: asking ranks 0 and 1 to stop at step $(cat stopped0)"
   expect_eq "$(json_get summary0.json 'd["outcome"]["preemption"]["signal_node"], d["outcome"]["preemption"]["asked_ranks"]')" \
     "1 [0, 1]"
   expect_eq "$(json_get summary1.json 'd["outcome"]["preemption"]["asked_ranks"]')" "[2, 3]"
@@ -592,6 +593,101 @@ test_sigterm_to_every_process_with_dataloader_workers() {
   [[ -d ckpt/checkpoint-000001 ]] || fail "no checkpoint"
 }
 
+test_slurm_s_sigterm_sigcont_sigterm_is_one_stop_request() {
+  # What slurmd sends every process of the step on a time limit and on a
+  # preemption: SIGTERM, SIGCONT, SIGTERM within milliseconds. Neither air-run
+  # nor a rank may read the second SIGTERM as "kill now".
+  start_ddp_preemptible --grace-period 60s || return
+  local pids
+  pids="$air $(descendants "$air")"
+  # shellcheck disable=SC2086 # one word per pid
+  { kill -TERM $pids; kill -CONT $pids; kill -TERM $pids; }
+  finish_air 90
+  expect_rc 143
+  [[ -s stopped0 && -s stopped1 ]] || fail "a rank did not stop: $(tail -5 stderr)" || return
+  expect_eq "$(cat stopped0)" "$(cat stopped1)"
+  expect_eq "$(json_get summary.json 'd["outcome"]["status"], d["outcome"]["preemption"]["stopped_ranks"], [r["exit"]["code"] for r in d["ranks"]]')" \
+    "preempted [0, 1] [0, 0]"
+  [[ -d ckpt/checkpoint-000001 ]] || fail "no checkpoint"
+  expect_not_contains "$(cat stderr)" "second interrupt"
+}
+
+test_a_second_sigterm_after_the_burst_still_kills_now() {
+  # Ranks whose save takes a minute: a second SIGTERM, later than the first
+  # one's burst, kills them at once ("now"); one inside it (above) does not.
+  cat >slow_save.py <<'PY'
+import sys, time
+import air
+while True:
+    time.sleep(0.02)
+    air.step()
+    if air.steps() == 10:
+        print("at step 10", flush=True)
+    if air.should_stop():
+        print("saving", flush=True)
+        time.sleep(60)
+        sys.exit(0)
+PY
+  PYTHONPATH=$AIR_SOURCE_DIR/python "$AIR_RUN" --cpu-ranks 2 --python "$TORCH_PYTHON" --grace-period 90s \
+    --summary summary.json slow_save.py >stdout 2>stderr &
+  air=$!
+  wait_for "[[ \$(grep -c 'at step 10' stdout) -ge 2 ]]" 60 || fail "the ranks did not start" || return
+  kill -TERM "$air"
+  kill -TERM "$air" # within the burst: the same request
+  wait_for "[[ \$(grep -c saving stdout) -ge 2 ]]" 30 || fail "the ranks were not asked to stop" || return
+  sleep 1.5 # past the first signal's burst
+  local start=$SECONDS
+  kill -TERM "$air"
+  finish_air 60
+  ((SECONDS - start < 20)) || fail "the second SIGTERM took $((SECONDS - start))s"
+  expect_rc 143
+  expect_eq "$(json_get summary.json '[r["exit"]["signal_name"] for r in d["ranks"]]')" "['SIGKILL', 'SIGKILL']"
+  expect_contains "$(cat stderr)" "killed (SIGKILL) at the second interrupt: ranks 0-1"
+}
+
+test_usr1_to_every_process_stops_the_ranks_at_one_step() {
+  # srun forwards Slurm's --signal=B:USR1@N to every process of the step: the
+  # polling ranks defer it (its default would kill them) and stop at one step.
+  start_ddp_preemptible --grace-period 60s || return
+  # shellcheck disable=SC2046 # one word per pid
+  kill -USR1 "$air" $(descendants "$air")
+  finish_air 90
+  expect_rc 138
+  [[ -s stopped0 && -s stopped1 ]] || fail "a rank did not stop: $(tail -5 stderr)" || return
+  expect_eq "$(cat stopped0)" "$(cat stopped1)"
+  expect_eq "$(json_get summary.json 'd["outcome"]["status"], d["outcome"]["preemption"]["signal"], d["outcome"]["preemption"]["stopped_ranks"]')" \
+    "preempted SIGUSR1 [0, 1]"
+  [[ -d ckpt/checkpoint-000001 ]] || fail "no checkpoint"
+}
+
+test_air_run_s_teardown_ends_a_rank_blocked_in_a_collective() {
+  # Rank 1 waits in a gloo all_reduce that rank 0 never joins; both poll
+  # should_stop(). air-run's own SIGTERM (--timeout) must end rank 1 at once,
+  # not at the grace period's SIGKILL 60 s later: no Python handler runs there.
+  cat >blocked.py <<'PY'
+import time
+import torch, torch.distributed as dist
+import air
+dist.init_process_group("gloo")
+for _ in range(3):
+    air.step()
+    air.should_stop()
+print("rank %d polls" % dist.get_rank(), flush=True)
+if dist.get_rank() == 1:
+    dist.all_reduce(torch.ones(1))
+while True:
+    time.sleep(0.1)
+PY
+  PYTHONPATH=$AIR_SOURCE_DIR/python "$AIR_RUN" --cpu-ranks 2 --python "$TORCH_PYTHON" --timeout 20s \
+    --grace-period 60s --summary summary.json blocked.py >stdout 2>stderr &
+  air=$!
+  finish_air 120
+  expect_rc 124
+  expect_eq "$(grep -c polls stdout)" "2"
+  expect_eq "$(json_get summary.json '[r["exit"]["signal_name"] for r in d["ranks"]], d["duration_s"] < 50')" \
+    "['SIGTERM', 'SIGTERM'] True"
+}
+
 test_sigterm_to_a_polling_rank_alone_still_ends_it() {
   # air-run never hears of it, so no stop step comes: the rank dies of it
   # once its shim gave up waiting for one (5 s), and the run fails on it.
@@ -634,8 +730,10 @@ PY
   finish_air 60
   expect_rc 143
   expect_contains "$(cat stdout)" "rank handler at step"
+  # No rank stopped at the step: nothing was saved there, so no preemption.
   expect_eq "$(json_get summary.json 'd["outcome"]["status"], d["outcome"]["preemption"]["stopped_ranks"], d["ranks"][0]["exit"]["code"]')" \
-    "preempted [] 7"
+    "interrupted [] 7"
+  expect_contains "$(json_get summary.json 'd["outcome"]["reason"]')" "but no rank stopped at step"
   expect_contains "$(cat stderr)" "rank 0 did not stop at step"
 }
 

@@ -247,6 +247,17 @@ test_sbatch_cpu_smoke_script() {
   [[ -f $(echo runs/*/logs/*/rank3.log) ]] || fail "no rank3.log under runs/*/logs/<run_id>"
 }
 
+test_dry_run_in_a_step_shows_slurm_s_values_and_origins() {
+  # What the placement took from Slurm, as docs/multinode.md promises: not
+  # the defaults the spec had before.
+  srun_air --dry-run --no-python true
+  expect_rc 0
+  expect_contains "$out$err" "nnodes = 2  (env SLURM_STEP_NUM_NODES)"
+  expect_contains "$out$err" "node_rank = 1  (env SLURM_NODEID)"
+  expect_contains "$out$err" "master_addr = 127.0.0.1  (env SLURM_STEP_NODELIST)"
+  expect_contains "$out$err" "grace_period = 3.333s  (env Slurm KillWait (2/3 of it))"
+}
+
 test_two_agents_on_one_node_is_an_error() {
   sl timeout 60 srun -N1 --ntasks-per-node=2 "$AIR_RUN" --no-python true >"$TESTDIR/stdout" 2>"$TESTDIR/stderr"
   rc=$?

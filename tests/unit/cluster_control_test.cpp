@@ -336,6 +336,23 @@ TEST_CASE("an agent that stops talking is noticed after the heartbeat timeout", 
   ::close(fd);
 }
 
+TEST_CASE("an agent that was frozen names itself as the lost node, not node 0", "[control]") {
+  auto [node0, node1] = join_two(air_test::free_port());
+  CHECK_FALSE(air_test::poll_channel(*node1, 100ms).has_value()); // a pass before the freeze
+  // Node 1 is frozen (no pass, no heartbeat): node 0 counts it as lost.
+  auto lost = air_test::poll_channel(*node0, 3s);
+  REQUIRE(lost.has_value());
+  CHECK(lost->node_name == "beta");
+  std::this_thread::sleep_for(300ms);
+  // Node 1 wakes to node 0's closed connection: it was the one lost.
+  auto f = air_test::poll_channel(*node1, 3s);
+  REQUIRE(f.has_value());
+  INFO(f->reason);
+  CHECK(f->node_rank == 1);
+  CHECK(f->node_name == "beta");
+  CHECK(f->reason.rfind("its agent was frozen for ", 0) == 0);
+}
+
 TEST_CASE("disagreeing nodes are refused, naming the node, on both sides", "[control]") {
   const int port = air_test::free_port();
   auto server =

@@ -316,3 +316,12 @@ TEST_CASE("smaller bounds, as the fuzz target passes them, hold at their edge", 
   CHECK(air::expand_tasks_per_node("2(x10)", small)->size() == 10);
   CHECK_FALSE(air::expand_tasks_per_node("2(x10),1", small).ok());
 }
+
+TEST_CASE("the job's end time is read from scontrol show job", "[slurm]") {
+  using air::parse_scontrol_end_time;
+  CHECK(parse_scontrol_end_time("JobId=2 JobName=usr1 RunTime=00:00:05 TimeLimit=00:02:00 "
+                                "StartTime=2026-12-07T03:25:06 EndTime=2026-12-07T03:27:06 Deadline=N/A") ==
+        "2026-12-07T03:27:06");
+  CHECK_FALSE(parse_scontrol_end_time("JobId=2 EndTime=Unknown Deadline=N/A").has_value());
+  CHECK_FALSE(parse_scontrol_end_time("JobId=2 StartTime=2026-12-07T03:25:06").has_value());
+}

@@ -292,7 +292,20 @@ TEST_CASE("summary validates against docs/summary.schema.json", "[summary]") {
   CHECK(preemption["signal_node"] == 1);
   CHECK(preemption["missing_nodes"] == Json::array({2}));
   CHECK(preemption["fallback"] == false);
+  CHECK(preemption["cause"].is_null());
+  CHECK(preemption["requeue"].is_null());
   CHECK(validate(preempted_report, "preempted.json") == 0);
+
+  // Slurm's warning, after which node 0 requeued the job.
+  p.signal = 10;
+  p.cause = "time_limit_warning";
+  p.requeue = "requeued";
+  preempted.outcome.preemption = p;
+  air::RunReport warned_report = air::test::sample_report(preempted);
+  const Json warned = air::summary_json(warned_report)["outcome"]["preemption"];
+  CHECK(warned["cause"] == "time_limit_warning");
+  CHECK(warned["requeue"] == "requeued");
+  CHECK(validate(warned_report, "warned.json") == 0);
 
   // A restarted run: every attempt with its root cause.
   air::test::SampleRun restarted;

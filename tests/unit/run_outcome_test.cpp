@@ -60,3 +60,40 @@ TEST_CASE("an asked rank stopped at the stop step only when it exited 0 there", 
   CHECK(o.ranks[3].stopped_by_air_run);            // not asked: left as the teardown judged it
   CHECK(air::stopped_at_stop_step(o.ranks[2], 0)); // "at its next should_stop()": any clean exit
 }
+
+TEST_CASE("a stop that no asked rank reached is no preemption", "[outcome][preempt]") {
+  using air::ExitStatus;
+  air::RunOutcome o;
+  o.status = air::RunOutcome::Status::preempted;
+  o.interrupt_signal = SIGTERM;
+  o.reason = "preempted by SIGTERM on node 0; every node's ranks stop at step 931";
+  air::RankOutcome r0, r1;
+  r0.rank = 0;
+  r0.status = ExitStatus::killed_by(SIGKILL);
+  r0.steps = 915;
+  r1.rank = 1;
+  r1.status = ExitStatus::killed_by(SIGTERM);
+  r1.steps = 915;
+  o.ranks = {r0, r1};
+  air::PreemptionReport p;
+  p.signal = SIGTERM;
+  p.stop_step = 931;
+  p.polling_ranks = {0, 1};
+  p.cause = "time_limit";
+  o.preemption = p;
+  air::settle_preemption(o);
+  CHECK(o.status == air::RunOutcome::Status::interrupted);
+  CHECK(o.exit_code() == 143);
+  CHECK(o.reason == "stopped by SIGTERM (Slurm's time limit), but no rank stopped at step 931: the 2 ranks "
+                    "asked to stop there ended otherwise");
+  SECTION("one that some reached says how many") {
+    air::RunOutcome partial = o;
+    partial.status = air::RunOutcome::Status::preempted;
+    partial.preemption->cause.clear();
+    partial.ranks[0].status = ExitStatus::exited_with(0);
+    partial.ranks[0].steps = 931;
+    air::settle_preemption(partial);
+    CHECK(partial.status == air::RunOutcome::Status::preempted);
+    CHECK(partial.reason == "preempted by SIGTERM; 1 of the 2 ranks asked stopped at step 931");
+  }
+}

@@ -1,6 +1,7 @@
 // The supervisor driven for real: fixture processes, real pipes and signals.
 // Console output is captured in temp files through ConsoleOptions.
 #include "core/os/oom.hpp"
+#include "core/run/stop_signals.hpp"
 #include "core/run/supervisor.hpp"
 #include "tests/unit/catch.hpp"
 #include "tests/unit/temp_dir.hpp"
@@ -743,7 +744,9 @@ TEST_CASE("supervise: SIGINT is forwarded as SIGINT; a second one kills at once"
   REQUIRE(child.wait_for_lines(1));
   ::kill(child.pid, SIGINT);
   std::this_thread::sleep_for(200ms);
-  ::kill(child.pid, SIGINT);
+  ::kill(child.pid, SIGINT); // within the first one's burst: the same request
+  std::this_thread::sleep_for(air::k_stop_burst);
+  ::kill(child.pid, SIGINT);          // a second one after it: now
   CHECK(child.wait_exit(10s) == 130); // well before the 60 s grace period
   CHECK(read_file(child.summary_path) == "3 2 interrupted by SIGINT | signal 9 (SIGKILL) 1");
 }

@@ -194,76 +194,184 @@ class _AirRunProgress:
         self._q.pack_into(self._mm, 8 * _AIR_SLOT_FR_ARMED, 1)
 
 
-class _AirRunSigterm:
-    """Keeps a rank that calls air.should_stop() alive through a SIGTERM sent
-    straight to it, so that it stops at the step air-run agrees on.
+def _air_run_stop_verdict(first_sig, anchor, interrupted, sig, now, burst_s):
+    """What a stop signal `sig` heard at `now` (monotonic seconds) means,
+    given the request so far: its first signal `first_sig` (0: none yet),
+    `anchor`, when that request's burst began, and whether a terminating
+    signal (SIGTERM) is part of it (`interrupted`). Pure; the agent's
+    core/run/stop_signals.cpp makes the same decision.
 
-    Slurm (scancel, the time limit, preemption) signals every process of the
-    step at once, the ranks with air-run: without this, a rank dies of the
-    signal mid-step while air-run, signalled in the same instant, asks it to
-    stop at the next one. The handler defers the signal instead: air-run got
-    it too and writes the stop step into the page, where should_stop() finds
-    it. The signal goes through at once (the default action: the rank dies of
-    SIGTERM) when air-run tears the run down itself (the page says so before
-    it signals), on a second SIGTERM ("now", as for air-run), and when no
-    stop request comes within WAIT_S: a signal air-run never got.
+    "first": a new stop request. "same": part of the request already heard:
+    Slurm's SIGTERM, SIGCONT, SIGTERM of one time limit or preemption, a
+    wrapper's forwarded copy (within `burst_s` of `anchor`), or a warning
+    signal (SIGUSR1/SIGUSR2 never mean "now"). "follows": the SIGTERM that
+    follows a warning (the time limit after --signal=USR1@N): the same
+    request, whose burst begins anew. "now": a second interrupt, later."""
+    import signal
+
+    if not first_sig:
+        return "first"
+    if sig in (signal.SIGUSR1, signal.SIGUSR2):
+        return "same"
+    if now - anchor < burst_s:
+        return "same"
+    if first_sig in (signal.SIGUSR1, signal.SIGUSR2) and not interrupted:
+        return "follows"
+    return "now"
+
+
+class _AirRunSigterm:
+    """Keeps a rank that calls air.should_stop() alive through a stop signal
+    (SIGTERM, SIGUSR1, SIGUSR2) sent straight to it, so that it stops at the
+    step air-run agrees on.
+
+    Slurm (scancel, the time limit, preemption, --signal=USR1@N, srun's
+    forwarded signals) signals every process of the step at once, the ranks
+    with air-run: without this, a rank dies of the signal mid-step while
+    air-run, signalled in the same instant, asks it to stop at the next one.
+    The handler defers the signal instead: air-run got it too and writes the
+    stop step into the page, where should_stop() finds it. Signals of one
+    burst (Slurm's SIGTERM, SIGCONT, SIGTERM within milliseconds, a wrapper's
+    copy: BURST_S) are one request. The signal goes through at once (its
+    default action: the rank dies of it) when air-run tears the run down
+    itself (the page says so before it signals), on a second SIGTERM later
+    than the burst ("now", as for air-run), and when no stop request comes
+    within WAIT_S: a signal air-run never got.
+
+    A Python handler runs between bytecodes, so the decision is taken by a
+    thread that reads the signal's byte from signal.set_wakeup_fd: a rank
+    blocked in native code (a gloo collective) still dies at once of
+    air-run's own SIGTERM. Where the program (asyncio) owns the wakeup fd
+    already, the handler decides, between bytecodes.
 
     Processes forked from the rank (DataLoader workers, also those of an
     epoch that began before the first should_stop()) get the handler at
     the fork and defer alike while their rank polls: Slurm signals them too,
     and a rank whose workers died fails its next batch instead of reaching
     the stop step. The rank ends its workers as it exits. Until the rank
-    polls, a child's SIGTERM goes through at once, as before.
-
-    A Python handler runs between bytecodes: a rank inside a long native call
-    defers only once it returns (air-run's SIGKILL at the end of the grace
-    period ends one that never does)."""
+    polls, a child's signal goes through at once, as before."""
 
     WAIT_S = 5.0  # air-run picks the step at once; across nodes node 0 takes up to 2 s
+    BURST_S = 1.0  # Slurm's pair comes within 3-10 ms; a person's second Ctrl-C after reading the line
+    NAMES = ("SIGTERM", "SIGUSR1", "SIGUSR2")
 
     def __init__(self, progress):
+        import threading
+
         self._progress = progress
         self._pid = os.getpid()
+        self._lock = threading.Lock()
         self.pending = True  # arm() has yet to run on the main thread
-        self.armed = False
+        self.armed = False  # SIGTERM's handler is the shim's
+        self.handled = set()  # the signals whose handler is the shim's
+        self.watching = False  # a thread decides as the signal lands
         self.deferred = False
+        self._first = 0  # the request's first signal
+        self._anchor = 0.0  # when its burst began
+        self._interrupted = False  # a SIGTERM is part of it
+        self._dying = False
+        self._wakeup = -1  # the write end the thread's wakeup fd is
         register = getattr(os, "register_at_fork", None)
         if register is not None:
             register(after_in_child=self._arm_in_child)
 
+    def _signals(self):
+        import signal
+
+        return [getattr(signal, name) for name in self.NAMES]
+
     def arm(self):
-        """Installs the handler when SIGTERM's is the default: a program's
-        own handler is left alone. Only the main thread may set one, so
-        should_stop() calls this until it is asked there."""
+        """Installs the handler for each stop signal whose disposition is the
+        default: a program's own handler (or SIG_IGN) is left alone. Only the
+        main thread may set one, so should_stop() calls this until it is
+        asked there."""
         import signal
         import threading
 
         if threading.current_thread() is not threading.main_thread():
             return
         self.pending = False
-        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, self._on_sigterm)
-            self.armed = True
+        for sig in self._signals():
+            if signal.getsignal(sig) == signal.SIG_DFL:
+                signal.signal(sig, self._on_signal)
+                self.handled.add(int(sig))
+        self.armed = int(signal.SIGTERM) in self.handled
+        if self.handled:
+            self._watch()
+
+    def _watch(self):
+        """The thread that decides as a signal lands, through the wakeup fd
+        (left to the program when it set one)."""
+        import signal
+        import threading
+
+        try:
+            r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        except (AttributeError, OSError):
+            return
+        try:
+            old = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        except (ValueError, OSError, TypeError):
+            old = None
+        if old != -1:  # someone's already (or no wakeup fd at all): theirs stays
+            if old is not None:
+                signal.set_wakeup_fd(old)
+            os.close(r)
+            os.close(w)
+            return
+        os.set_blocking(r, True)
+        self._wakeup = w
+        self.watching = True
+
+        def loop():
+            while True:
+                try:
+                    data = os.read(r, 64)
+                except InterruptedError:
+                    continue
+                except OSError:
+                    return
+                if not data:
+                    return
+                for sig in data:
+                    if sig in self.handled:
+                        self._hear(sig)
+
+        threading.Thread(target=loop, name="air-run-stop-signals", daemon=True).start()
 
     def _arm_in_child(self):
         """In a process just forked from the rank: the handler, unless the
-        program set one of its own."""
+        program set one of its own. No watching thread there (the rank's own
+        would read the child's signals): the handler decides."""
         import signal
+        import threading
 
+        self._lock = threading.Lock()
+        self.watching = False
+        self.deferred = False
+        self._dying = False
+        self._first = 0
+        self._interrupted = False
         try:
-            if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, self._on_sigterm):
-                signal.signal(signal.SIGTERM, self._on_sigterm)
-                self.pending = False
-                self.armed = True
-        except (ValueError, OSError):  # forked from a thread that is not the main one
+            signal.set_wakeup_fd(-1)
+        except (ValueError, OSError):
             pass
+        for sig in self._signals():
+            try:
+                if signal.getsignal(sig) in (signal.SIG_DFL, self._on_signal):
+                    signal.signal(sig, self._on_signal)
+                    self.pending = False
+                    self.handled.add(int(sig))
+            except (ValueError, OSError):  # forked from a thread that is not the main one
+                pass
+        self.armed = int(signal.SIGTERM) in self.handled
 
     def lets_through(self):
-        """Whether a SIGTERM that arrives now ends the process at once. A
-        forked child defers only while its rank polls; air-run's teardown,
-        marked on the page they share, or WAIT_S without a stop request end
-        it otherwise."""
-        if self.deferred or self._progress.tearing_down():
+        """Whether a stop signal that arrives now ends the process at once
+        whatever came before it. A forked child defers only while its rank
+        polls; air-run's teardown, marked on the page they share, ends it
+        otherwise."""
+        if self._progress.tearing_down():
             return True
         # A child once its rank stops: the rank is ending its workers.
         return os.getpid() != self._pid and (not self._progress.polls() or self._progress.stopping())
@@ -275,40 +383,78 @@ class _AirRunSigterm:
         import signal
 
         try:
-            if self.armed and signal.getsignal(signal.SIGTERM) == self._on_sigterm:
-                signal.signal(signal.SIGTERM, self._on_sigterm)
+            if self.armed and signal.getsignal(signal.SIGTERM) == self._on_signal:
+                signal.signal(signal.SIGTERM, self._on_signal)
         except (ValueError, OSError):
             pass
 
-    def _on_sigterm(self, signum, frame):
-        if self.lets_through():
-            self._die()
-            return
-        self.deferred = True
-        import threading
+    def _on_signal(self, signum, frame):
+        if self.watching and not self._still_watching():
+            self.watching = False  # the program (asyncio) took the wakeup fd since
+        if not self.watching:
+            self._hear(signum)
 
-        timer = threading.Timer(self.WAIT_S, self._expire)
-        timer.daemon = True  # a rank that stops and exits does not wait for it
-        timer.start()
+    def _still_watching(self):
+        """Whether the wakeup fd is still the thread's (main thread only)."""
+        import signal
+
+        try:
+            current = signal.set_wakeup_fd(-1)
+        except (ValueError, OSError):
+            return False
+        ours = current == self._wakeup
+        if ours:
+            signal.set_wakeup_fd(current, warn_on_full_buffer=False)
+        elif current != -1:
+            signal.set_wakeup_fd(current)
+        return ours
+
+    def _hear(self, sig):
+        """One stop signal, from the watching thread or the handler."""
+        import threading
+        import time
+
+        import signal
+
+        with self._lock:
+            if self._dying or self.lets_through():
+                verdict = "now"
+            else:
+                now = time.monotonic()
+                verdict = _air_run_stop_verdict(self._first, self._anchor, self._interrupted, sig, now,
+                                                self.BURST_S)
+                if verdict == "first":
+                    self._first, self._anchor = sig, now
+                elif verdict == "follows":
+                    self._anchor = now
+                self._interrupted = self._interrupted or sig == signal.SIGTERM
+            if verdict == "first":
+                self.deferred = True
+                timer = threading.Timer(self.WAIT_S, self._expire)
+                timer.daemon = True  # a rank that stops and exits does not wait for it
+                timer.start()
+        if verdict == "now":
+            self._die(sig)
 
     def _expire(self):
-        """WAIT_S after a deferred SIGTERM: without a stop request air-run
-        never got the signal, and the rank dies of it as it would have."""
+        """WAIT_S after a deferred signal: without a stop request air-run
+        never got it, and the rank dies of it as it would have."""
         if not self._progress.stop_requested():
-            self._die()
+            self._die(self._first)
 
-    def _die(self):
-        """Dies of SIGTERM (its default action). From the timer's thread the
-        C handler is reset through libc, since only the main thread may call
-        signal.signal and it may be inside a long native call; where that
-        fails, the signal reaches the main thread's handler, which lets it
-        through (deferred is set)."""
+    def _die(self, sig):
+        """Dies of `sig` (its default action). From a thread other than the
+        main one the C handler is reset through libc, since only the main
+        thread may call signal.signal and it may be inside a long native
+        call; where that fails, the signal reaches the main thread's handler,
+        which lets it through (deferred is set)."""
         import signal
         import threading
 
         self.deferred = True
+        self._dying = True  # whatever comes next goes through
         if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(sig, signal.SIG_DFL)
         else:
             try:
                 import ctypes
@@ -316,10 +462,10 @@ class _AirRunSigterm:
                 libc = ctypes.CDLL(None)
                 libc.signal.restype = ctypes.c_void_p
                 libc.signal.argtypes = [ctypes.c_int, ctypes.c_void_p]
-                libc.signal(int(signal.SIGTERM), None)  # None: NULL, that is SIG_DFL
+                libc.signal(int(sig), None)  # None: NULL, that is SIG_DFL
             except Exception:
                 pass
-        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), sig)
 
 
 def _air_run_progress():

@@ -1,0 +1,365 @@
+#!/usr/bin/env bash
+# Slurm's own stop signals against the stop protocol, with no simulated
+# signal: a private Slurm (munged, slurmctld and two slurmd, node1 and node2,
+# on 127.0.0.1 with ports of their own, as in test_slurm.sh), KillWait 10 s,
+# partition preemption with requeue. Each job runs one air-run per node and 2
+# gloo ranks each (4 ranks, /usr/bin/python3 with torch) that poll
+# air.should_stop() and save with air.data.save. Each case must end with every
+# rank stopped at one step with a complete checkpoint, and the next run
+# resumes from it (AIR_RESUME_FROM, air.steps()):
+#
+# - the time limit (`--time=1`: slurmd's SIGTERM, SIGCONT, SIGTERM);
+# - `--signal=B:USR1@60 --requeue` with `exec srun` (air-run requeues the job);
+# - a partition preemption with PreemptMode=REQUEUE (SIGTERM, SIGCONT, SIGTERM);
+# - scancel.
+#
+# The two nodes share this machine rather than a network namespace each:
+# the daemons and agents talk over loopback, as in test_slurm.sh. Each case
+# prints its times, the job states (jobcomp/filetxt, no slurmdbd needed) and
+# what the summaries said. Needs root and Debian's slurm-wlm and munge
+# (scripts/install-deps.sh); skips with the reason otherwise (77).
+source "$(dirname "$0")/lib.sh"
+
+skip() {
+  if [[ ${AIR_REQUIRE_SLURM:-0} == 1 ]]; then
+    echo "FAIL: Slurm required (AIR_REQUIRE_SLURM=1) but: $*" >&2
+    exit 1
+  fi
+  echo "skip: $*"
+  exit 77
+}
+
+for tool in munged slurmctld slurmd srun sbatch scontrol scancel squeue; do
+  command -v "$tool" >/dev/null 2>&1 || skip "$tool not found (install Debian's slurm-wlm and munge)"
+done
+[[ $(id -u) == 0 ]] || skip "needs root to run slurmd"
+"$TORCH_PYTHON" -c 'import torch.distributed' 2>/dev/null || skip "$TORCH_PYTHON has no torch"
+
+SLURM_DIR=$(mktemp -d "${TMPDIR:-/tmp}/air-slurm-real-XXXXXX")
+CONF=$SLURM_DIR/slurm.conf
+W=$SLURM_DIR/work # the jobs' files: both nodes are this machine, so it is shared
+DAEMON_PIDS=()
+KILL_WAIT=10
+
+sl() { SLURM_CONF=$CONF "$@"; }
+
+cleanup() {
+  local pid
+  if [[ -f $CONF ]]; then
+    timeout 10 env SLURM_CONF="$CONF" scancel --full --quiet $(timeout 5 env SLURM_CONF="$CONF" squeue -h -o %i 2>/dev/null) \
+      >/dev/null 2>&1 || true
+  fi
+  for pid in "${DAEMON_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+  for _ in $(seq 50); do
+    local alive=0
+    for pid in "${DAEMON_PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    ((alive)) || break
+    sleep 0.1
+  done
+  for pid in "${DAEMON_PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+  for pid in "${DAEMON_PIDS[@]}"; do wait "$pid" 2>/dev/null; done
+  for pid in $(grep -lzxF "SLURM_CONF=$CONF" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3); do
+    [[ $pid != "$$" ]] && kill -KILL "$pid" 2>/dev/null
+  done
+  if ((failures > 0)); then
+    echo "Slurm logs and job files kept in $SLURM_DIR" >&2
+  else
+    rm -rf "$SLURM_DIR"
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_ports() {
+  /usr/bin/python3 - "$1" <<'PY'
+import socket, sys
+socks = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+PY
+}
+
+start_cluster() {
+  mkdir -p "$SLURM_DIR"/{state,log,munge,spool/node1,spool/node2} "$W"
+  chmod 700 "$SLURM_DIR/munge"
+  head -c 1024 /dev/urandom >"$SLURM_DIR/munge/munge.key"
+  chmod 600 "$SLURM_DIR/munge/munge.key"
+  local socket=$SLURM_DIR/munge/munge.socket
+  munged --foreground --force --key-file="$SLURM_DIR/munge/munge.key" --socket="$socket" \
+    --pid-file="$SLURM_DIR/munge/munged.pid" --log-file="$SLURM_DIR/log/munged.log" \
+    --seed-file="$SLURM_DIR/munge/seed" >"$SLURM_DIR/log/munged.out" 2>&1 &
+  DAEMON_PIDS+=($!)
+
+  local ctld_port port1 port2
+  read -r ctld_port port1 port2 <<<"$(free_ports 3)"
+  cat >"$CONF" <<EOF
+ClusterName=airreal
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort=$ctld_port
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$socket
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation=$SLURM_DIR/state
+SlurmdSpoolDir=$SLURM_DIR/spool/%n
+SlurmctldPidFile=$SLURM_DIR/slurmctld.pid
+SlurmdPidFile=$SLURM_DIR/slurmd-%n.pid
+SlurmctldLogFile=$SLURM_DIR/log/slurmctld.log
+SlurmdLogFile=$SLURM_DIR/log/slurmd-%n.log
+PlugStackConfig=$SLURM_DIR/plugstack.conf
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SwitchType=switch/none
+MpiDefault=none
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/filetxt
+JobCompLoc=$SLURM_DIR/jobcomp.txt
+ReturnToService=2
+KillWait=$KILL_WAIT
+OverTimeLimit=0
+InactiveLimit=0
+JobRequeue=1
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+NodeName=node1 NodeAddr=127.0.0.1 Port=$port1 CPUs=2 State=UNKNOWN
+NodeName=node2 NodeAddr=127.0.0.1 Port=$port2 CPUs=2 State=UNKNOWN
+PartitionName=low Nodes=ALL Default=YES PriorityTier=1 PreemptMode=REQUEUE MaxTime=INFINITE State=UP
+PartitionName=high Nodes=ALL PriorityTier=2 PreemptMode=OFF MaxTime=INFINITE State=UP
+EOF
+  : >"$SLURM_DIR/plugstack.conf"
+
+  wait_for "[[ -S $socket ]]" 10 || return 1
+  sl slurmctld -D >"$SLURM_DIR/log/slurmctld.out" 2>&1 &
+  DAEMON_PIDS+=($!)
+  sl slurmd -D -N node1 >"$SLURM_DIR/log/slurmd-node1.out" 2>&1 &
+  DAEMON_PIDS+=($!)
+  sl slurmd -D -N node2 >"$SLURM_DIR/log/slurmd-node2.out" 2>&1 &
+  DAEMON_PIDS+=($!)
+  wait_for "[[ \$(sl sinfo -h -N -o '%N %T' 2>/dev/null | sort -u | grep -c ' idle') == 2 ]]" 30
+}
+
+started=$SECONDS
+if ! start_cluster; then
+  tail -n 5 "$SLURM_DIR"/log/* >&2 2>/dev/null
+  failures=1 # keep the logs
+  skip "the Slurm daemons did not come up in 30s (logs in $SLURM_DIR/log)"
+fi
+echo "Slurm cluster up in $((SECONDS - started))s"
+
+# The training loop of every job: a DDP model, a step every ~50 ms, a stop at
+# the agreed step with a checkpoint. A run that finds a checkpoint to resume
+# (AIR_RESUME_FROM) loads it, says at which step it goes on, and ends.
+cat >"$W/train.py" <<'PY'
+import os, sys, time
+import torch, torch.distributed as dist
+import air, air.data
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+tag = os.environ["CASE"]
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+if os.environ.get("AIR_RESUME_FROM"):
+    air.data.load({"weight": model.module.weight.data})
+    print("%s rank %d resumed from %s at step %d" % (tag, rank, os.environ["AIR_RESUME_FROM"], air.steps()),
+          flush=True)
+    dist.barrier()
+    sys.exit(0)
+while True:
+    optimizer.zero_grad()
+    model(torch.ones(4, 8)).sum().backward()  # DDP's all-reduce
+    optimizer.step()                          # counted: air.steps()
+    time.sleep(0.05)
+    if air.steps() == 10:
+        print("%s rank %d at step 10" % (tag, rank), flush=True)
+    if air.should_stop():
+        air.data.save({"weight": model.module.weight.data})
+        print("%s rank %d stopped at step %d" % (tag, rank, air.steps()), flush=True)
+        sys.exit(0)
+PY
+
+# job_script CASE [SBATCH LINES...]: the batch script of a case, as a user
+# writes it (`exec srun`, one air-run per node), to $W/CASE.sbatch.
+job_script() {
+  local case=$1
+  shift
+  {
+    echo "#!/bin/bash"
+    echo "#SBATCH --job-name=$case"
+    echo "#SBATCH --nodes=2"
+    echo "#SBATCH --ntasks-per-node=1"
+    echo "#SBATCH --output=$W/$case.out"
+    echo "#SBATCH --open-mode=append"
+    local line
+    for line in "$@"; do echo "#SBATCH $line"; done
+    cat <<SH
+export CASE=$case PYTHONPATH=$AIR_SOURCE_DIR/python
+export AIR_RUN_JOIN_TOKEN=$case-$RANDOM$RANDOM
+exec srun $AIR_RUN --cpu-ranks 2 --python $TORCH_PYTHON --checkpoint-dir $W/$case-ckpt \\
+  --summary "$W/$case-summary-\${SLURM_RESTART_COUNT:-0}-{node_rank}.json" $W/train.py
+SH
+  } >"$W/$case.sbatch"
+}
+
+# submit CASE: submits $W/CASE.sbatch; prints the job id.
+submit() { sl sbatch --parsable --chdir="$W" "$W/$1.sbatch"; }
+
+# job_state ID: the job's state as slurmctld has it now ("" once it forgot it).
+job_state() { sl scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'; }
+
+# completed_states ID: every end jobcomp recorded for the job (a requeued job has several).
+completed_states() {
+  sed -n "s/.*JobId=$1 .*JobState=\([A-Z_]*\).*/\1/p" "$SLURM_DIR/jobcomp.txt" 2>/dev/null | tr '\n' ' ' | sed 's/ $//'
+}
+
+# wait_out CASE TEXT COUNT SECONDS: until the case's output has COUNT lines with TEXT.
+wait_out() {
+  wait_for "[[ \$(grep -c '$2' $W/$1.out 2>/dev/null) -ge $3 ]]" "$4"
+}
+
+# expect_stopped_at_one_step CASE: every rank of both nodes stopped at one
+# step and saved; prints that step. Checks the summaries of run 0.
+expect_stopped_at_one_step() {
+  local case=$1 steps
+  steps=$(sed -n "s/^.*$case rank [0-3] stopped at step \([0-9]*\)$/\1/p" "$W/$case.out" | sort -u)
+  [[ $(grep -c "$case rank [0-3] stopped at step" "$W/$case.out") == 4 ]] ||
+    fail "$case: not every rank stopped: $(grep -E 'stopped|killed|did not|air-run:' "$W/$case.out" | tail -12)" || return
+  [[ $(echo "$steps" | wc -l) == 1 ]] || fail "$case: ranks stopped at different steps: $steps" || return
+  [[ -f $W/$case-ckpt/checkpoint-000001/.metadata ]] || [[ -d $W/$case-ckpt/checkpoint-000001 ]] ||
+    fail "$case: no checkpoint in $W/$case-ckpt" || return
+  echo "$steps"
+}
+
+# summary CASE NODE EXPR: a Python expression over run 0's summary of NODE.
+summary() {
+  wait_for "[[ -s $W/$1-summary-0-$2.json ]]" 30 || fail "no summary $W/$1-summary-0-$2.json" || return
+  json_get "$W/$1-summary-0-$2.json" "$3"
+}
+
+# say_case CASE ID: what the case took, as Slurm and air-run saw it: the
+# job's start and end (jobcomp), and air-run's stop and end lines.
+say_case() {
+  sed -n "s/.*JobId=$2 .*JobState=\([A-Z_]*\) .*StartTime=\([^ ]*\) EndTime=\([^ ]*\) .*/    jobcomp: \1 \2 -> \3/p" \
+    "$SLURM_DIR/jobcomp.txt"
+  grep -E "^air-run( \(node [0-9]+\))?: (SIG|run |Slurm job)" "$W/$1.out" | sed 's/^/    /'
+}
+
+# expect_resumed CASE STEP: the job's next run went on from STEP on every rank.
+expect_resumed() {
+  local r
+  for r in 0 1 2 3; do
+    expect_contains "$(cat "$W/$1.out")" "$1 rank $r resumed from $W/$1-ckpt/checkpoint-000001 at step $2"
+  done
+}
+
+# release ID: a requeued job is held for 120 s before it may start again:
+# let it start now.
+release() {
+  wait_for "[[ \$(job_state $1) == PENDING ]]" 60 || return 1
+  sl scontrol update JobId="$1" StartTime=now >/dev/null 2>&1
+  sl scontrol release "$1" >/dev/null 2>&1 || true
+}
+
+# The time limit and the warning need slurmctld's periodic check (every 30 s
+# or so), so both cases start together and are judged by their tests below.
+job_script timelimit "--time=1" "--cpus-per-task=1"
+# The warning comes at slurmctld's first check with 60 s or less left: 60-90 s
+# in, once the ranks poll even on a loaded machine.
+job_script usr1 "--time=2" "--cpus-per-task=1" "--signal=B:USR1@60" "--requeue"
+TIMELIMIT_JOB=$(submit timelimit)
+USR1_JOB=$(submit usr1)
+SUBMITTED=$SECONDS
+
+test_time_limit_stops_every_rank_at_one_step() {
+  wait_out timelimit "at step 10" 4 120 || fail "the ranks did not start: $(tail -5 "$W/timelimit.out")" || return
+  wait_for "[[ -n \$(completed_states $TIMELIMIT_JOB) ]]" 200 || fail "the job did not end" || return
+  local took=$((SECONDS - SUBMITTED)) step
+  step=$(expect_stopped_at_one_step timelimit) || return
+  local states
+  states=$(completed_states "$TIMELIMIT_JOB")
+  echo "  time limit: job $TIMELIMIT_JOB ended ${took}s after sbatch (--time=1), jobcomp: $states; stop step $step"
+  echo "  summaries: node 0 $(summary timelimit 0 'd["outcome"]["status"], d["outcome"]["reason"]'); node 1 $(summary timelimit 1 'd["outcome"]["status"], d["outcome"]["preemption"]["stopped_ranks"]')"
+  say_case timelimit "$TIMELIMIT_JOB"
+  expect_eq "$states" "TIMEOUT"
+  expect_eq "$(summary timelimit 0 'd["outcome"]["status"], d["outcome"]["preemption"]["stopped_ranks"], d["outcome"]["preemption"]["cause"]')" \
+    "preempted [0, 1] time_limit"
+  expect_not_contains "$(cat "$W/timelimit.out")" "second interrupt"
+  expect_eq "$(summary timelimit 1 'd["outcome"]["status"], d["outcome"]["preemption"]["stopped_ranks"]')" "preempted [2, 3]"
+  # The next run (a new job on the same checkpoint directory) resumes there.
+  job_script timelimit "--cpus-per-task=1"
+  local next
+  next=$(submit timelimit)
+  wait_for "[[ -n \$(completed_states $next) ]]" 120 || fail "the next run did not end" || return
+  expect_eq "$(completed_states "$next")" "COMPLETED"
+  expect_resumed timelimit "$step"
+}
+
+test_usr1_warning_with_exec_srun_stops_saves_and_requeues() {
+  wait_out usr1 "at step 10" 4 120 || fail "the ranks did not start: $(tail -5 "$W/usr1.out")" || return
+  wait_out usr1 "stopped at step" 4 200 || fail "the ranks did not stop: $(grep air-run "$W/usr1.out" | tail -8)" || return
+  local took=$((SECONDS - SUBMITTED)) step
+  step=$(expect_stopped_at_one_step usr1) || return
+  release "$USR1_JOB" || fail "job $USR1_JOB was not requeued: $(job_state "$USR1_JOB"), $(grep air-run "$W/usr1.out" | tail -5)" || return
+  wait_for "[[ \$(job_state $USR1_JOB) == COMPLETED || \$(job_state $USR1_JOB) == FAILED ]]" 120 ||
+    fail "the requeued run did not end: $(job_state "$USR1_JOB")" || return
+  echo "  B:USR1@60: job $USR1_JOB stopped ${took}s after sbatch at step $step, jobcomp: $(completed_states "$USR1_JOB"), then $(job_state "$USR1_JOB")"
+  echo "  summary: node 0 $(summary usr1 0 'd["outcome"]["status"], d["outcome"]["preemption"]["signal"], d["outcome"]["preemption"]["cause"], d["outcome"]["preemption"]["requeue"]')"
+  expect_eq "$(summary usr1 0 'd["outcome"]["status"], d["outcome"]["preemption"]["signal"], d["outcome"]["preemption"]["stopped_ranks"], d["outcome"]["preemption"]["cause"], d["outcome"]["preemption"]["requeue"]')" \
+    "preempted SIGUSR1 [0, 1] time_limit_warning requeued"
+  say_case usr1 "$USR1_JOB"
+  expect_eq "$(job_state "$USR1_JOB")" "COMPLETED"
+  expect_resumed usr1 "$step"
+}
+
+test_partition_preemption_requeues_and_resumes() {
+  job_script preempt "--exclusive"
+  local job start
+  job=$(submit preempt)
+  wait_out preempt "at step 10" 4 150 || fail "the ranks did not start: $(tail -5 "$W/preempt.out")" || return
+  start=$SECONDS
+  # A job of the higher partition needs both nodes: Slurm requeues this one.
+  sl sbatch --parsable --chdir="$W" --partition=high --nodes=2 --exclusive --output="$W/high.out" \
+    --wrap "srun true" >/dev/null
+  wait_out preempt "stopped at step" 4 60 || fail "the ranks did not stop: $(grep air-run "$W/preempt.out" | tail -8)" || return
+  local step
+  step=$(expect_stopped_at_one_step preempt) || return
+  echo "  preemption: job $job stopped $((SECONDS - start))s after the high job came, at step $step, jobcomp: $(completed_states "$job")"
+  echo "  summary: node 0 $(summary preempt 0 'd["outcome"]["status"], d["outcome"]["reason"]')"
+  expect_eq "$(summary preempt 0 'd["outcome"]["status"], d["outcome"]["preemption"]["stopped_ranks"]')" \
+    "preempted [0, 1]"
+  expect_eq "$(summary preempt 1 'd["outcome"]["status"], d["outcome"]["preemption"]["stopped_ranks"]')" \
+    "preempted [2, 3]"
+  expect_not_contains "$(cat "$W/preempt.out")" "second interrupt"
+  release "$job" || fail "job $job was not requeued: $(job_state "$job")" || return
+  wait_for "[[ \$(job_state $job) == COMPLETED || \$(job_state $job) == FAILED ]]" 150 ||
+    fail "the requeued run did not end: $(job_state "$job")" || return
+  say_case preempt "$job"
+  expect_eq "$(job_state "$job")" "COMPLETED"
+  expect_resumed preempt "$step"
+}
+
+test_scancel_stops_every_rank_at_one_step() {
+  job_script scancel "--exclusive"
+  local job start
+  job=$(submit scancel)
+  wait_out scancel "at step 10" 4 150 || fail "the ranks did not start: $(tail -5 "$W/scancel.out")" || return
+  start=$SECONDS
+  sl scancel "$job"
+  # jobcomp has the job CANCELLED at once: its processes end after.
+  wait_for "[[ -n \$(completed_states $job) ]]" 60 || fail "the job did not end" || return
+  wait_for "! sl squeue -h -j $job 2>/dev/null | grep -q ." 60 || fail "the job's steps did not end" || return
+  wait_out scancel "stopped at step" 4 30
+  local step
+  step=$(expect_stopped_at_one_step scancel) || return
+  echo "  scancel: job $job ended $((SECONDS - start))s after scancel at step $step, jobcomp: $(completed_states "$job")"
+  say_case scancel "$job"
+  expect_eq "$(completed_states "$job")" "CANCELLED"
+  expect_eq "$(summary scancel 0 'd["outcome"]["status"], d["outcome"]["preemption"]["stopped_ranks"]')" "preempted [0, 1]"
+}
+
+run_tests
