@@ -31,9 +31,10 @@ def test_outside_air_run_nothing_is_counted_and_nothing_stops():
     assert air.stop_step() is None
 
 
-def shim_source(air_run, tmp_path):
-    """The sitecustomize air-run writes for a run, as its dry run does not
-    show it: taken from a real run's folder."""
+def shim_sources(air_run, tmp_path):
+    """The shim air-run writes for a run (the `sitecustomize.py` loader and
+    the shim it imports), as its dry run does not show it: taken from a real
+    run's folder, as {file name: text}."""
     log_dir = tmp_path / "logs"
     noop = tmp_path / "noop.py"
     noop.write_text("pass\n")
@@ -41,7 +42,7 @@ def shim_source(air_run, tmp_path):
                     str(noop)], check=True, capture_output=True)
     shims = list(log_dir.rglob("sitecustomize.py"))
     assert shims, "no shim in the run's folder"
-    return shims[0].read_text()
+    return {p.name: p.read_text() for p in shims[0].parent.glob("*.py")}
 
 
 def run_with_page(air_run, tmp_path, script, page_setup=None):
@@ -55,7 +56,8 @@ def run_with_page(air_run, tmp_path, script, page_setup=None):
             mm.close()
     shim_dir = tmp_path / "pyshim"
     shim_dir.mkdir()
-    (shim_dir / "sitecustomize.py").write_text(shim_source(air_run, tmp_path))
+    for name, text in shim_sources(air_run, tmp_path).items():
+        (shim_dir / name).write_text(text)
     env = dict(os.environ, AIR_RUN_PROGRESS_FILE=str(page),
                PYTHONPATH=os.pathsep.join([str(shim_dir), os.path.dirname(os.path.dirname(air.__file__))]))
     # setsid: the shim attaches only in a process group's leader (a rank).

@@ -6,6 +6,8 @@
 # (--max-restarts 1: 5m hang timeout, --on-hang stop) and under a short
 # --hang-timeout, which the phase outlasts (docs/hangs.md, "What a hang is").
 source "$(dirname "$0")/lib.sh"
+# --nproc-per-node 2, not --cpu-ranks 2: two ranks on a GPU host too (they
+# share its GPU), so the GPU machine runs the same cases with its own torch.
 
 if ! "$TORCH_PYTHON" -c 'import torch.distributed' 2>/dev/null; then
   echo "skip: $TORCH_PYTHON has no torch"
@@ -23,7 +25,7 @@ PHASE=5
 run_phase() {
   local script=$1 how
   for how in defaults short; do
-    local args=(--cpu-ranks 2 --python "$TORCH_PYTHON" --max-restarts 1 --summary "summary-$how.json")
+    local args=(--nproc-per-node 2 --python "$TORCH_PYTHON" --max-restarts 1 --summary "summary-$how.json")
     [[ $how == short ]] && args+=(--hang-timeout "$SHORT")
     local start=$EPOCHREALTIME phase=1
     [[ $how == short ]] && phase=$PHASE
@@ -123,7 +125,7 @@ print("done", flush=True)
 PY
   local how
   for how in ctrl-backslash report; do
-    local args=(--cpu-ranks 2 --python "$TORCH_PYTHON" --max-restarts 1 --summary "summary-$how.json")
+    local args=(--nproc-per-node 2 --python "$TORCH_PYTHON" --max-restarts 1 --summary "summary-$how.json")
     [[ $how == report ]] && args+=(--hang-timeout "$SHORT" --on-hang report)
     # A non-interactive shell starts background jobs with SIGQUIT ignored.
     PHASE=$PHASE env --default-signal=QUIT "$AIR_RUN" "${args[@]}" become.py >"stdout-$how" 2>"stderr-$how" &

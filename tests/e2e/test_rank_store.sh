@@ -5,6 +5,8 @@
 # it alive at exit while peers are connected. Real torch with gloo on CPU:
 # Debian's /usr/bin/python3 ($TORCH_PYTHON); fresh and warm ranks alike.
 source "$(dirname "$0")/lib.sh"
+# --nproc-per-node 2, not --cpu-ranks 2: two ranks on a GPU host too (they
+# share its GPU), so the GPU machine runs the same cases with its own torch.
 
 if ! "$TORCH_PYTHON" -c 'import torch.distributed' 2>/dev/null; then
   echo "skip: $TORCH_PYTHON has no torch"
@@ -34,7 +36,7 @@ PY
   local mode
   for mode in --no-preload "--preload torch"; do
     # shellcheck disable=SC2086 # the mode's words
-    run_air --cpu-ranks 2 --python "$TORCH_PYTHON" $mode late.py
+    run_air --nproc-per-node 2 --python "$TORCH_PYTHON" $mode late.py
     expect_rc 0 || return 1
     expect_contains "$out" "rank 1 used the store after rank 0 returned: 1"
     expect_not_contains "$out$err" "Connection reset"
@@ -52,7 +54,7 @@ if dist.get_rank() == 1:
     os._exit(0)
 time.sleep(1)
 PY
-  run_air --cpu-ranks 2 --python "$TORCH_PYTHON" --preload torch --summary summary.json gone.py
+  run_air --nproc-per-node 2 --python "$TORCH_PYTHON" --preload torch --summary summary.json gone.py
   expect_rc 0
   # From its start to its exit: the second of sleep and the group's start, no linger.
   local took
@@ -75,7 +77,7 @@ PY
   local mode took
   for mode in --no-preload "--preload torch"; do
     # shellcheck disable=SC2086 # the mode's words
-    run_air --cpu-ranks 2 --python "$TORCH_PYTHON" $mode --summary summary.json fail.py
+    run_air --nproc-per-node 2 --python "$TORCH_PYTHON" $mode --summary summary.json fail.py
     expect_rc 1
     expect_contains "$(json_get summary.json 'd["ranks"][0]["error"]["message"]')" "rank 0 fails"
     took=$(json_get summary.json 'd["ranks"][0]["duration_s"]')

@@ -128,7 +128,6 @@ obs = {
         "torch_threads": torch.get_num_threads(),
         "cuda_available": cuda,
         "cuda_initialized": torch.cuda.is_initialized(),
-        "cuda_seed": torch.cuda.initial_seed() if cuda else None,
         "leader": os.getpgid(0) == os.getpid(),
     },
     # Must differ between every rank and attempt, fresh as warm.
@@ -137,14 +136,17 @@ obs = {
         "numpy": digest(numpy.random.get_state()[1].tolist()) if numpy is not None else None,
         "torch_seed": torch.initial_seed(),
         "torch_state": digest(torch.get_rng_state().tolist()),
+        # CUDA's generators are seeded from entropy when first used (torch
+        # 2.11 on an H100: a different seed in every fresh process), so a
+        # warm rank's must be its own too. None without CUDA.
+        "cuda_seed": torch.cuda.initial_seed() if cuda else None,
     },
     # Known to differ (docs/restarts.md): recorded, not compared.
     "known": {"torch_before": torch_before, "hash": hash("air-run probe")},
 }
 # Drawn last: a DataLoader's base seed comes from torch's generator.
 obs["distinct"]["dataloader_base_seed"] = iter(torch.utils.data.DataLoader(range(4)))._base_seed
-if cuda:  # after the CUDA seed was read lazily: a draw per rank, from the default seed
-    obs["same"]["cuda_draw"] = torch.rand(2, device="cuda").tolist()
+obs["distinct"]["cuda_draw"] = torch.rand(2, device="cuda").tolist() if cuda else None
 
 attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]
 rank = os.environ["RANK"]
