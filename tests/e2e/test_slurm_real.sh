@@ -11,7 +11,9 @@
 # - the time limit (`--time=1`: slurmd's SIGTERM, SIGCONT, SIGTERM);
 # - `--signal=B:USR1@60 --requeue` with `exec srun` (air-run requeues the job);
 # - a partition preemption with PreemptMode=REQUEUE (SIGTERM, SIGCONT, SIGTERM);
-# - scancel.
+# - scancel;
+# - a node that vanishes (frozen): the other ends the job within the
+#   heartbeat timeout, and the frozen one, thawed, names itself as lost.
 #
 # The two nodes share this machine rather than a network namespace each:
 # the daemons and agents talk over loopback, as in test_slurm.sh. Each case
@@ -271,8 +273,10 @@ job_script timelimit "--time=1" "--cpus-per-task=1"
 # The warning comes at slurmctld's first check with 60 s or less left: 60-90 s
 # in, once the ranks poll even on a loaded machine.
 job_script usr1 "--time=2" "--cpus-per-task=1" "--signal=B:USR1@60" "--requeue"
-TIMELIMIT_JOB=$(submit timelimit)
-USR1_JOB=$(submit usr1)
+# E2E_ONLY (lib.sh) submits only the jobs of the tests it runs.
+only() { [[ -z ${E2E_ONLY:-} || $1 == *"$E2E_ONLY"* ]]; }
+only test_time_limit_stops_every_rank_at_one_step && TIMELIMIT_JOB=$(submit timelimit)
+only test_usr1_warning_with_exec_srun_stops_saves_and_requeues && USR1_JOB=$(submit usr1)
 SUBMITTED=$SECONDS
 
 test_time_limit_stops_every_rank_at_one_step() {
@@ -360,6 +364,70 @@ test_scancel_stops_every_rank_at_one_step() {
   say_case scancel "$job"
   expect_eq "$(completed_states "$job")" "CANCELLED"
   expect_eq "$(summary scancel 0 'd["outcome"]["status"], d["outcome"]["preemption"]["stopped_ranks"]')" "preempted [0, 1]"
+}
+
+# step_pids CASE NODE: the processes of CASE's step on NODE: the agent, its
+# ranks and helpers (their environment names the case and the node; that of
+# slurmstepd does not, and srun runs on node1).
+step_pids() {
+  local pid
+  for pid in $(grep -lzxF "CASE=$1" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3); do
+    grep -qzxF "SLURMD_NODENAME=$2" "/proc/$pid/environ" 2>/dev/null && echo "$pid"
+  done
+}
+
+# agent_pid CASE NODE: the air-run agent of CASE's step on NODE.
+agent_pid() {
+  local pid
+  for pid in $(step_pids "$1" "$2"); do
+    [[ $(cat "/proc/$pid/comm" 2>/dev/null) == "$(basename "$AIR_RUN" | cut -c1-15)" ]] && echo "$pid"
+  done
+}
+
+# A node that vanishes mid-training: node2's agent and its ranks frozen at
+# once (SIGSTOP, as a paused machine: no FIN, no reset, nothing more said;
+# both nodes share loopback, so a link cannot go down without taking node1's
+# with it). Node 0 (node1) must end the job within the documented 5 s of
+# silence, its ranks included although they wait in a gloo all-reduce with
+# the frozen ones, and name node 1 as lost; thawed, node2's agent must name
+# itself as the node that was lost, not node1.
+test_vanished_node_ends_the_job_and_the_thawed_one_names_itself() {
+  job_script vanish "--exclusive"
+  local job
+  job=$(submit vanish)
+  wait_out vanish "at step 10" 4 150 || fail "the ranks did not start: $(tail -5 "$W/vanish.out")" || return
+  local healthy frozen
+  healthy=$(agent_pid vanish node1)
+  frozen=$(step_pids vanish node2)
+  [[ -n $healthy && -n $(agent_pid vanish node2) && $(echo "$frozen" | wc -w) -ge 3 ]] ||
+    fail "node1's agent ($healthy) or node2's agent and 2 ranks ($frozen) not found" || return
+  local froze=$EPOCHREALTIME
+  # shellcheck disable=SC2086 # one pid a word
+  kill -STOP $frozen
+  local deadline=$((SECONDS + 60))
+  while kill -0 "$healthy" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.05; done
+  local took
+  took=$(awk -v a="$froze" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+  # shellcheck disable=SC2086
+  kill -CONT $frozen
+  echo "  vanished node: node1's agent ended ${took}s after node2 froze (documented: 5 s without heartbeats)"
+  kill -0 "$healthy" 2>/dev/null && fail "node1's agent still runs 60 s after node2 froze" && return
+  # The thawed agent finds node 0 gone and ends the job's step.
+  wait_for "[[ -n \$(completed_states $job) ]]" 60 || fail "the job did not end after the thaw" || return
+  echo "  summaries: node 0 $(summary vanish 0 'd["outcome"]["status"], d["outcome"]["remote_failure"]')"
+  echo "             node 1 $(summary vanish 1 'd["outcome"]["status"], d["outcome"]["remote_failure"]')"
+  sed -n '/rank [0-3] at step 10/,$p' "$W/vanish.out" | grep -v "rank [0-3] at step 10" | sed 's/^/    /' | tail -16
+  awk -v t="$took" 'BEGIN { exit !(t <= 8) }' || fail "node1's agent took ${took}s, documented 5 s (+3 s margin)"
+  expect_contains "$(cat "$W/vanish.out")" "stopped because node 1 (node2) failed: no word from its agent for 5s"
+  expect_contains "$(cat "$W/vanish.out")" "stopped because node 1 (node2) failed: its agent was frozen for"
+  expect_not_contains "$(cat "$W/vanish.out")" "node 0 (node1) failed"
+  expect_eq "$(summary vanish 0 'd["outcome"]["remote_failure"]["node_rank"]')" "1"
+  expect_contains "$(summary vanish 0 'd["outcome"]["remote_failure"]["reason"]')" "no word from its agent"
+  expect_eq "$(summary vanish 1 'd["outcome"]["remote_failure"]["node_rank"]')" "1"
+  expect_contains "$(summary vanish 1 'd["outcome"]["remote_failure"]["reason"]')" "its agent was frozen for"
+  local left
+  left=$(step_pids vanish node1; step_pids vanish node2)
+  expect_eq "$left" ""
 }
 
 run_tests
