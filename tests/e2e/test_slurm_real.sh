@@ -438,7 +438,9 @@ test_vanished_node_ends_the_job_and_the_thawed_one_names_itself() {
   while kill -0 "$healthy" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.05; done
   local took
   took=$(awk -v a="$froze" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
-  # The machine comes back: its link, then its processes.
+  # The machine comes back 7 s after it went, past the heartbeat timeout:
+  # its link, then its processes.
+  sleep "$(awk -v a="$froze" -v b="$EPOCHREALTIME" 'BEGIN { d = 7 - (b - a); print (d > 0 ? d : 0) }')"
   ip -n "$NS2" link set air0 up
   # shellcheck disable=SC2086
   kill -CONT $frozen
