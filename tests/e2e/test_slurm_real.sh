@@ -88,8 +88,9 @@ PY
 # (`ip link set air0 down` in its namespace) as a real machine's does. The
 # namespaces are entered with nsenter: slurmd 22.05 dies at start under
 # `ip netns exec`, which remounts /sys. The ranks' gloo uses air0
-# (GLOO_SOCKET_IFNAME): the host name resolves to 127.0.0.1 in each.
-NS1=air-$$-n1 NS2=air-$$-n2 BRIDGE=airbr$$ SUBNET=10.$((RANDOM % 200 + 20)).$((RANDOM % 250))
+# (GLOO_SOCKET_IFNAME): the host name may resolve to 127.0.0.1 in each. The
+# addresses are in 198.18.0.0/15, kept for benchmarks, where no real network is.
+NS1=air-$$-n1 NS2=air-$$-n2 BRIDGE=airbr$$ SUBNET=198.$((RANDOM % 2 + 18)).$((RANDOM % 250))
 make_netns() {
   ip link add "$BRIDGE" type bridge && ip link set "$BRIDGE" up &&
     ip addr add "$SUBNET.1/24" dev "$BRIDGE" || return
