@@ -124,6 +124,7 @@ case $what in
       git                             # the layering test lists the sources (git ls-files)
       zsh                             # checks the generated zsh completion parses
       slurm-wlm munge                 # real Slurm for the multi-node end-to-end test
+      iproute2                        # ip: the real Slurm test's nodes get a network namespace each
       chromium                        # headless: loads the run's HTML page (tests/e2e/test_html_browser.sh)
     )
     ;;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Slurm's own stop signals against the stop protocol, with no simulated
 # signal: a private Slurm (munged, slurmctld and two slurmd, node1 and node2,
-# on 127.0.0.1 with ports of their own, as in test_slurm.sh), KillWait 10 s,
+# each in a network namespace of its own), KillWait 10 s,
 # partition preemption with requeue. Each job runs one air-run per node and 2
 # gloo ranks each (4 ranks, /usr/bin/python3 with torch) that poll
 # air.should_stop() and save with air.data.save. Each case must end with every
@@ -11,10 +11,12 @@
 # - the time limit (`--time=1`: slurmd's SIGTERM, SIGCONT, SIGTERM);
 # - `--signal=B:USR1@60 --requeue` with `exec srun` (air-run requeues the job);
 # - a partition preemption with PreemptMode=REQUEUE (SIGTERM, SIGCONT, SIGTERM);
-# - scancel.
+# - scancel;
+# - a node that vanishes (link down, frozen): the other ends the job within the
+#   heartbeat timeout, and the frozen one, thawed, names itself as lost.
 #
-# The two nodes share this machine rather than a network namespace each:
-# the daemons and agents talk over loopback, as in test_slurm.sh. Each case
+# Each node's slurmd runs in a network namespace of its own, joined to the
+# others by a bridge (needs iproute2's ip and nsenter). Each case
 # prints its times, the job states (jobcomp/filetxt, no slurmdbd needed) and
 # what the summaries said. Needs root and Debian's slurm-wlm and munge
 # (scripts/install-deps.sh); skips with the reason otherwise (77).
@@ -29,7 +31,7 @@ skip() {
   exit 77
 }
 
-for tool in munged slurmctld slurmd srun sbatch scontrol scancel squeue; do
+for tool in munged slurmctld slurmd srun sbatch scontrol scancel squeue ip nsenter; do
   command -v "$tool" >/dev/null 2>&1 || skip "$tool not found (install Debian's slurm-wlm and munge)"
 done
 [[ $(id -u) == 0 ]] || skip "needs root to run slurmd"
@@ -61,6 +63,7 @@ cleanup() {
   for pid in $(grep -lzxF "SLURM_CONF=$CONF" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3); do
     [[ $pid != "$$" ]] && kill -KILL "$pid" 2>/dev/null
   done
+  drop_netns
   if ((failures > 0)); then
     echo "Slurm logs and job files kept in $SLURM_DIR" >&2
   else
@@ -80,6 +83,35 @@ print(" ".join(str(s.getsockname()[1]) for s in socks))
 PY
 }
 
+# Each node's slurmd (and so its steps) in a network namespace of its own,
+# joined by a bridge where slurmctld listens: a node's link can go down
+# (`ip link set air0 down` in its namespace) as a real machine's does. The
+# namespaces are entered with nsenter: slurmd 22.05 dies at start under
+# `ip netns exec`, which remounts /sys. The ranks' gloo uses air0
+# (GLOO_SOCKET_IFNAME): the host name may resolve to 127.0.0.1 in each. The
+# addresses are in 198.18.0.0/15, kept for benchmarks, where no real network is.
+NS1=air-$$-n1 NS2=air-$$-n2 BRIDGE=airbr$$ SUBNET=198.$((RANDOM % 2 + 18)).$((RANDOM % 250))
+make_netns() {
+  ip link add "$BRIDGE" type bridge && ip link set "$BRIDGE" up &&
+    ip addr add "$SUBNET.1/24" dev "$BRIDGE" || return
+  local n ns
+  for n in 1 2; do
+    ns=$NS1
+    ((n == 2)) && ns=$NS2
+    ip netns add "$ns" &&
+      ip link add "airv$$n$n" type veth peer name air0 netns "$ns" &&
+      ip link set "airv$$n$n" master "$BRIDGE" up &&
+      ip -n "$ns" addr add "$SUBNET.$((n + 1))/24" dev air0 &&
+      ip -n "$ns" link set air0 up && ip -n "$ns" link set lo up || return
+  done
+}
+drop_netns() {
+  ip netns del "$NS1" 2>/dev/null
+  ip netns del "$NS2" 2>/dev/null
+  ip link del "$BRIDGE" 2>/dev/null
+  true
+}
+
 start_cluster() {
   mkdir -p "$SLURM_DIR"/{state,log,munge,spool/node1,spool/node2} "$W"
   chmod 700 "$SLURM_DIR/munge"
@@ -95,7 +127,7 @@ start_cluster() {
   read -r ctld_port port1 port2 <<<"$(free_ports 3)"
   cat >"$CONF" <<EOF
 ClusterName=airreal
-SlurmctldHost=localhost(127.0.0.1)
+SlurmctldHost=localhost($SUBNET.1)
 SlurmctldPort=$ctld_port
 AuthType=auth/munge
 CredType=cred/munge
@@ -127,8 +159,8 @@ InactiveLimit=0
 JobRequeue=1
 PreemptType=preempt/partition_prio
 PreemptMode=REQUEUE
-NodeName=node1 NodeAddr=127.0.0.1 Port=$port1 CPUs=2 State=UNKNOWN
-NodeName=node2 NodeAddr=127.0.0.1 Port=$port2 CPUs=2 State=UNKNOWN
+NodeName=node1 NodeAddr=$SUBNET.2 Port=$port1 CPUs=2 State=UNKNOWN
+NodeName=node2 NodeAddr=$SUBNET.3 Port=$port2 CPUs=2 State=UNKNOWN
 PartitionName=low Nodes=ALL Default=YES PriorityTier=1 PreemptMode=REQUEUE MaxTime=INFINITE State=UP
 PartitionName=high Nodes=ALL PriorityTier=2 PreemptMode=OFF MaxTime=INFINITE State=UP
 EOF
@@ -137,14 +169,15 @@ EOF
   wait_for "[[ -S $socket ]]" 10 || return 1
   sl slurmctld -D >"$SLURM_DIR/log/slurmctld.out" 2>&1 &
   DAEMON_PIDS+=($!)
-  sl slurmd -D -N node1 >"$SLURM_DIR/log/slurmd-node1.out" 2>&1 &
+  sl nsenter --net="/run/netns/$NS1" slurmd -D -N node1 >"$SLURM_DIR/log/slurmd-node1.out" 2>&1 &
   DAEMON_PIDS+=($!)
-  sl slurmd -D -N node2 >"$SLURM_DIR/log/slurmd-node2.out" 2>&1 &
+  sl nsenter --net="/run/netns/$NS2" slurmd -D -N node2 >"$SLURM_DIR/log/slurmd-node2.out" 2>&1 &
   DAEMON_PIDS+=($!)
   wait_for "[[ \$(sl sinfo -h -N -o '%N %T' 2>/dev/null | sort -u | grep -c ' idle') == 2 ]]" 30
 }
 
 started=$SECONDS
+make_netns 2>"$SLURM_DIR/netns.err" || skip "no network namespaces with a bridge here: $(head -1 "$SLURM_DIR/netns.err")"
 if ! start_cluster; then
   tail -n 5 "$SLURM_DIR"/log/* >&2 2>/dev/null
   failures=1 # keep the logs
@@ -199,7 +232,7 @@ job_script() {
     for line in "$@"; do echo "#SBATCH $line"; done
     cat <<SH
 export CASE=$case PYTHONPATH=$AIR_SOURCE_DIR/python
-export AIR_RUN_JOIN_TOKEN=$case-$RANDOM$RANDOM
+export AIR_RUN_JOIN_TOKEN=$case-$RANDOM$RANDOM GLOO_SOCKET_IFNAME=air0
 exec srun $AIR_RUN --cpu-ranks 2 --python $TORCH_PYTHON --checkpoint-dir $W/$case-ckpt \\
   --summary "$W/$case-summary-\${SLURM_RESTART_COUNT:-0}-{node_rank}.json" $W/train.py
 SH
@@ -271,8 +304,10 @@ job_script timelimit "--time=1" "--cpus-per-task=1"
 # The warning comes at slurmctld's first check with 60 s or less left: 60-90 s
 # in, once the ranks poll even on a loaded machine.
 job_script usr1 "--time=2" "--cpus-per-task=1" "--signal=B:USR1@60" "--requeue"
-TIMELIMIT_JOB=$(submit timelimit)
-USR1_JOB=$(submit usr1)
+# E2E_ONLY (lib.sh) submits only the jobs of the tests it runs.
+only() { [[ -z ${E2E_ONLY:-} || $1 == *"$E2E_ONLY"* ]]; }
+only test_time_limit_stops_every_rank_at_one_step && TIMELIMIT_JOB=$(submit timelimit)
+only test_usr1_warning_with_exec_srun_stops_saves_and_requeues && USR1_JOB=$(submit usr1)
 SUBMITTED=$SECONDS
 
 test_time_limit_stops_every_rank_at_one_step() {
@@ -360,6 +395,75 @@ test_scancel_stops_every_rank_at_one_step() {
   say_case scancel "$job"
   expect_eq "$(completed_states "$job")" "CANCELLED"
   expect_eq "$(summary scancel 0 'd["outcome"]["status"], d["outcome"]["preemption"]["stopped_ranks"]')" "preempted [0, 1]"
+}
+
+# step_pids CASE NODE: the processes of CASE's step on NODE: the agent, its
+# ranks and helpers (their environment names the case and the node; that of
+# slurmstepd does not, and srun runs on node1).
+step_pids() {
+  local pid
+  for pid in $(grep -lzxF "CASE=$1" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3); do
+    grep -qzxF "SLURMD_NODENAME=$2" "/proc/$pid/environ" 2>/dev/null && echo "$pid"
+  done
+}
+
+# agent_pid CASE NODE: the air-run agent of CASE's step on NODE.
+agent_pid() {
+  local pid
+  for pid in $(step_pids "$1" "$2"); do
+    [[ $(cat "/proc/$pid/comm" 2>/dev/null) == "$(basename "$AIR_RUN" | cut -c1-15)" ]] && echo "$pid"
+  done
+}
+
+# A node that vanishes mid-training, as a paused virtual machine: node2's
+# link goes down and its agent and ranks are frozen (SIGSTOP): no FIN, no
+# reset, nothing more said. Node 0 (node1) must end the job within the documented 5 s of
+# silence, its ranks included although they wait in a gloo all-reduce with
+# the frozen ones, and name node 1 as lost; thawed, node2's agent must name
+# itself as the node that was lost, not node1.
+test_vanished_node_ends_the_job_and_the_thawed_one_names_itself() {
+  job_script vanish "--exclusive"
+  local job
+  job=$(submit vanish)
+  wait_out vanish "at step 10" 4 150 || fail "the ranks did not start: $(tail -5 "$W/vanish.out")" || return
+  local healthy frozen
+  healthy=$(agent_pid vanish node1)
+  frozen=$(step_pids vanish node2)
+  [[ -n $healthy && -n $(agent_pid vanish node2) && $(echo "$frozen" | wc -w) -ge 3 ]] ||
+    fail "node1's agent ($healthy) or node2's agent and 2 ranks ($frozen) not found" || return
+  local froze=$EPOCHREALTIME
+  ip -n "$NS2" link set air0 down
+  # shellcheck disable=SC2086 # one pid a word
+  kill -STOP $frozen
+  local deadline=$((SECONDS + 60))
+  while kill -0 "$healthy" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.05; done
+  local took
+  took=$(awk -v a="$froze" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+  # The machine comes back 7 s after it went, past the heartbeat timeout:
+  # its link, then its processes.
+  sleep "$(awk -v a="$froze" -v b="$EPOCHREALTIME" 'BEGIN { d = 7 - (b - a); print (d > 0 ? d : 0) }')"
+  ip -n "$NS2" link set air0 up
+  # shellcheck disable=SC2086
+  kill -CONT $frozen
+  echo "  vanished node: node1's agent ended ${took}s after node2 froze (documented: 5 s without heartbeats)"
+  kill -0 "$healthy" 2>/dev/null && fail "node1's agent still runs 60 s after node2 froze" && return
+  # The thawed agent finds node 0 gone and ends the job's step.
+  wait_for "[[ -n \$(completed_states $job) ]]" 60 || fail "the job did not end after the thaw" || return
+  echo "  summaries: node 0 $(summary vanish 0 'd["outcome"]["status"], d["outcome"]["remote_failure"]')"
+  echo "             node 1 $(summary vanish 1 'd["outcome"]["status"], d["outcome"]["remote_failure"]')"
+  sed -n '/rank [0-3] at step 10/,$p' "$W/vanish.out" | grep -E '^(air-run|srun)|^  (stopped|still|root cause)' |
+    sed 's/^/    /'
+  awk -v t="$took" 'BEGIN { exit !(t <= 8) }' || fail "node1's agent took ${took}s, documented 5 s (+3 s margin)"
+  expect_contains "$(cat "$W/vanish.out")" "stopped because node 1 (node2) failed: no word from its agent for 5s"
+  expect_contains "$(cat "$W/vanish.out")" "stopped because node 1 (node2) failed: its agent was frozen for"
+  expect_not_contains "$(cat "$W/vanish.out")" "node 0 (node1) failed"
+  expect_eq "$(summary vanish 0 'd["outcome"]["remote_failure"]["node_rank"]')" "1"
+  expect_contains "$(summary vanish 0 'd["outcome"]["remote_failure"]["reason"]')" "no word from its agent"
+  expect_eq "$(summary vanish 1 'd["outcome"]["remote_failure"]["node_rank"]')" "1"
+  expect_contains "$(summary vanish 1 'd["outcome"]["remote_failure"]["reason"]')" "its agent was frozen for"
+  local left
+  left=$(step_pids vanish node1; step_pids vanish node2)
+  expect_eq "$left" ""
 }
 
 run_tests
