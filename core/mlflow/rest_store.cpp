@@ -198,7 +198,16 @@ public:
     const std::string content =
         artifact_path && request.artifact_content ? request.artifact_content() : std::string();
 
+    // The more artifacts (the page) go with the summary only, each rendered
+    // after it and sent on its own connection, side by side with it.
+    std::vector<std::string> more_contents;
+    if (artifact_path && request.artifact_content) {
+      for (const auto& more : request.more_artifacts)
+        more_contents.push_back(more.content ? more.content() : std::string());
+    }
+
     std::unique_ptr<Job> update, metrics, upload;
+    std::vector<std::unique_ptr<Job>> more_uploads;
     if (!request.status.empty()) {
       update = job([this, request, deadline](HttpClient& c, Cancel& cancel) -> std::optional<std::string> {
         auto updated = call(c, cancel, "POST", api_url(config_.api_base, "runs/update"),
@@ -217,20 +226,20 @@ public:
       });
     }
     if (artifact_path) {
-      const std::string url = artifact_url(config_.api_base, *artifact_path, request.artifact_name);
-      upload =
-          job([this, url, content, deadline](HttpClient& c, Cancel& cancel) -> std::optional<std::string> {
-            auto put = call(c, cancel, "PUT", url, content, deadline, "artifact upload");
-            if (!put) return put.error().message;
-            if (put->status != 200) return describe_answer(*put);
-            return std::nullopt;
-          });
+      upload = upload_job(artifact_url(config_.api_base, *artifact_path, request.artifact_name), content,
+                          "application/json", deadline);
+      for (std::size_t i = 0; i < more_contents.size(); ++i) {
+        const MoreArtifact& more = request.more_artifacts[i];
+        more_uploads.push_back(upload_job(artifact_url(config_.api_base, *artifact_path, more.name),
+                                          more_contents[i], more.content_type, deadline));
+      }
     }
 
     std::vector<Job*> jobs;
     for (Job* j : {params_.get(), update.get(), metrics.get(), upload.get()}) {
       if (j != nullptr) jobs.push_back(j);
     }
+    for (const auto& j : more_uploads) jobs.push_back(j.get());
     if (const int sig = wait_for_jobs(jobs); sig != 0) interrupted_ = sig;
 
     if (params_) {
@@ -252,6 +261,13 @@ public:
       else
         result.artifact_path = request.artifact_name;
     }
+    for (std::size_t i = 0; i < more_uploads.size(); ++i) {
+      const std::string& name = request.more_artifacts[i].name;
+      if (auto failed = more_uploads[i]->join())
+        result.errors.push_back(name + " not uploaded: " + *failed);
+      else
+        result.more_paths.push_back(name);
+    }
     return result;
   }
 
@@ -264,6 +280,18 @@ private:
   }
 
   std::unique_ptr<Job> job(Job::Work work) const { return std::make_unique<Job>(auth(), std::move(work)); }
+
+  /// One artifact's upload through the artifacts proxy (PUT of its bytes).
+  std::unique_ptr<Job> upload_job(std::string url, std::string content, std::string content_type,
+                                  Clock::time_point deadline) const {
+    return job([this, url = std::move(url), content = std::move(content), type = std::move(content_type),
+                deadline](HttpClient& c, Cancel& cancel) -> std::optional<std::string> {
+      auto put = call(c, cancel, "PUT", url, content, deadline, "artifact upload", type.c_str());
+      if (!put) return put.error().message;
+      if (put->status != 200) return describe_answer(*put);
+      return std::nullopt;
+    });
+  }
 
   Expected<Started> start_run(HttpClient& client, Cancel& cancel, const StartRequest& request) {
     const auto deadline = Clock::now() + config_.timeout;
