@@ -139,6 +139,8 @@ int report_run(const LaunchSpec& spec, const Hardware& hardware, const Selection
     report.mlflow = &tracker->info();
     // The page in the run is drawn from the summary uploaded beside it: one
     // summary_json for both (the page on disk is drawn from the final one).
+    // The REST store draws it on its upload's thread: `uploaded` is set
+    // before, and read only, until finish() returns.
     std::optional<nlohmann::ordered_json> uploaded;
     tracker->finish(
         outcome, code, plan.node_rank == 0,

@@ -198,14 +198,6 @@ public:
     const std::string content =
         artifact_path && request.artifact_content ? request.artifact_content() : std::string();
 
-    // The more artifacts (the page) go with the summary only, each rendered
-    // after it and sent on its own connection, side by side with it.
-    std::vector<std::string> more_contents;
-    if (artifact_path && request.artifact_content) {
-      for (const auto& more : request.more_artifacts)
-        more_contents.push_back(more.content ? more.content() : std::string());
-    }
-
     std::unique_ptr<Job> update, metrics, upload;
     std::vector<std::unique_ptr<Job>> more_uploads;
     if (!request.status.empty()) {
@@ -226,12 +218,17 @@ public:
       });
     }
     if (artifact_path) {
-      upload = upload_job(artifact_url(config_.api_base, *artifact_path, request.artifact_name), content,
-                          "application/json", deadline);
-      for (std::size_t i = 0; i < more_contents.size(); ++i) {
-        const MoreArtifact& more = request.more_artifacts[i];
-        more_uploads.push_back(upload_job(artifact_url(config_.api_base, *artifact_path, more.name),
-                                          more_contents[i], more.content_type, deadline));
+      upload = upload_job(
+          artifact_url(config_.api_base, *artifact_path, request.artifact_name),
+          [content] { return content; }, "application/json", deadline);
+      // The more artifacts (the page) go with the summary only, rendered
+      // after it (request.more_artifacts) on their own connection's thread:
+      // drawing the page overlaps the summary's upload.
+      if (request.artifact_content) {
+        for (const MoreArtifact& more : request.more_artifacts) {
+          more_uploads.push_back(upload_job(artifact_url(config_.api_base, *artifact_path, more.name),
+                                            more.content, more.content_type, deadline));
+        }
       }
     }
 
@@ -281,11 +278,13 @@ private:
 
   std::unique_ptr<Job> job(Job::Work work) const { return std::make_unique<Job>(auth(), std::move(work)); }
 
-  /// One artifact's upload through the artifacts proxy (PUT of its bytes).
-  std::unique_ptr<Job> upload_job(std::string url, std::string content, std::string content_type,
-                                  Clock::time_point deadline) const {
-    return job([this, url = std::move(url), content = std::move(content), type = std::move(content_type),
+  /// One artifact's upload through the artifacts proxy (PUT of its bytes),
+  /// rendered by `render` on the job's thread first.
+  std::unique_ptr<Job> upload_job(std::string url, std::function<std::string()> render,
+                                  std::string content_type, Clock::time_point deadline) const {
+    return job([this, url = std::move(url), render = std::move(render), type = std::move(content_type),
                 deadline](HttpClient& c, Cancel& cancel) -> std::optional<std::string> {
+      const std::string content = render ? render() : std::string();
       auto put = call(c, cancel, "PUT", url, content, deadline, "artifact upload", type.c_str());
       if (!put) return put.error().message;
       if (put->status != 200) return describe_answer(*put);

@@ -31,7 +31,10 @@ struct StartRequest {
 inline constexpr const char* k_launch_token_tag = "air.launch_token";
 
 /// A file logged beside the run's artifact (the run's HTML page): its name
-/// in the run, and its content, rendered after the artifact's.
+/// in the run, and its content, rendered after the artifact's. The REST
+/// store renders it on the thread of its upload, so that drawing it overlaps
+/// the artifact's upload: `content` must read only what no one changes
+/// until finish() returns.
 struct MoreArtifact {
   std::string name;
   std::string content_type; ///< of the REST upload, e.g. "text/html; charset=utf-8"

@@ -233,7 +233,7 @@ def test_python_store_protocol_through_air_run(air_run, tmp_path, clean_mlflow_e
     subprocess.run([air_run, "report", str(tmp_path / "uploaded.json"), "--html", str(tmp_path / "redrawn.html")],
                    check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
     assert page["text"] == (tmp_path / "redrawn.html").read_text(encoding="utf-8")
-    assert run_id in page["text"] and page["text"].rstrip().endswith("</html>")
+    assert page["text"].startswith("<!DOCTYPE html>") and page["text"].rstrip().endswith("</html>")
     summary = json.load(open(str(tmp_path / "s.json")))
     assert summary["mlflow"]["status"] == "FAILED" and summary["mlflow"]["link"] is None
     # One helper process per launch: mlflow is imported once, not at the start and again at the end.
@@ -417,3 +417,6 @@ def test_product_page_example_logs_every_loss_point_into_one_child_run(air_run, 
     assert len(history) == 2 * 3 * 2500
     assert len(client.get_metric_history(child.info.run_id, "total_loss")) == 2 * 3
     assert child.data.params["ranks"] == "2"
+    # the summary and the run's page, side by side in the run's artifacts (the real file store)
+    assert sorted(a.path for a in client.list_artifacts(child.info.run_id)) == ["air-run-summary.json",
+                                                                                "air-run.html"]
