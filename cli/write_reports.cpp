@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 namespace air::cli {
 
@@ -136,7 +137,18 @@ int report_run(const LaunchSpec& spec, const Hardware& hardware, const Selection
   report.describe_python = [&spec, &env] { return describe_interpreter(spec.python.value, env); };
   if (tracker != nullptr) {
     report.mlflow = &tracker->info();
-    tracker->finish(outcome, code, plan.node_rank == 0, [&report] { return summary_text(report); });
+    // The page in the run is drawn from the summary uploaded beside it: one
+    // summary_json for both (the page on disk is drawn from the final one).
+    // The REST store draws it on its upload's thread: `uploaded` is set
+    // before, and read only, until finish() returns.
+    std::optional<nlohmann::ordered_json> uploaded;
+    tracker->finish(
+        outcome, code, plan.node_rank == 0,
+        [&report, &uploaded] {
+          uploaded = summary_json(report);
+          return uploaded->dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+        },
+        [&uploaded] { return uploaded ? html_page_of({&*uploaded}) : std::string(); });
   }
 
   // The human report goes to stderr whole (a rank's bytes cannot cut it short).

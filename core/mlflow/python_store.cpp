@@ -279,6 +279,17 @@ public:
         result.errors.push_back(request.artifact_name + " not uploaded: " + written.error().message);
       } else {
         j["artifact"] = {{"name", request.artifact_name}, {"file", file}};
+        // The more artifacts (the page) go with the summary only, each rendered after it.
+        Json more_files = Json::array();
+        for (const auto& more : request.more_artifacts) {
+          const std::string more_file = scratch.path() + "/" + more.name;
+          if (auto more_written = write_file_atomically(more_file, more.content ? more.content() : "");
+              !more_written)
+            result.errors.push_back(more.name + " not uploaded: " + more_written.error().message);
+          else
+            more_files.push_back({{"name", more.name}, {"file", more_file}});
+        }
+        if (!more_files.empty()) j["more_artifacts"] = std::move(more_files);
       }
     }
     auto answer = ask("finish", j, nullptr);
@@ -290,6 +301,8 @@ public:
     }
     result.status_set = answer->value("status_set", "");
     result.artifact_path = answer->value("artifact_path", "");
+    for (const auto& path : answer->value("more_paths", Json::array()))
+      result.more_paths.push_back(path.get<std::string>());
     for (const auto& e : answer->value("errors", Json::array()))
       result.errors.push_back(e.get<std::string>());
     return result;

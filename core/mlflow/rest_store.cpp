@@ -199,6 +199,7 @@ public:
         artifact_path && request.artifact_content ? request.artifact_content() : std::string();
 
     std::unique_ptr<Job> update, metrics, upload;
+    std::vector<std::unique_ptr<Job>> more_uploads;
     if (!request.status.empty()) {
       update = job([this, request, deadline](HttpClient& c, Cancel& cancel) -> std::optional<std::string> {
         auto updated = call(c, cancel, "POST", api_url(config_.api_base, "runs/update"),
@@ -217,20 +218,25 @@ public:
       });
     }
     if (artifact_path) {
-      const std::string url = artifact_url(config_.api_base, *artifact_path, request.artifact_name);
-      upload =
-          job([this, url, content, deadline](HttpClient& c, Cancel& cancel) -> std::optional<std::string> {
-            auto put = call(c, cancel, "PUT", url, content, deadline, "artifact upload");
-            if (!put) return put.error().message;
-            if (put->status != 200) return describe_answer(*put);
-            return std::nullopt;
-          });
+      upload = upload_job(
+          artifact_url(config_.api_base, *artifact_path, request.artifact_name),
+          [content] { return content; }, "application/json", deadline);
+      // The more artifacts (the page) go with the summary only, rendered
+      // after it (request.more_artifacts) on their own connection's thread:
+      // drawing the page overlaps the summary's upload.
+      if (request.artifact_content) {
+        for (const MoreArtifact& more : request.more_artifacts) {
+          more_uploads.push_back(upload_job(artifact_url(config_.api_base, *artifact_path, more.name),
+                                            more.content, more.content_type, deadline));
+        }
+      }
     }
 
     std::vector<Job*> jobs;
     for (Job* j : {params_.get(), update.get(), metrics.get(), upload.get()}) {
       if (j != nullptr) jobs.push_back(j);
     }
+    for (const auto& j : more_uploads) jobs.push_back(j.get());
     if (const int sig = wait_for_jobs(jobs); sig != 0) interrupted_ = sig;
 
     if (params_) {
@@ -252,6 +258,13 @@ public:
       else
         result.artifact_path = request.artifact_name;
     }
+    for (std::size_t i = 0; i < more_uploads.size(); ++i) {
+      const std::string& name = request.more_artifacts[i].name;
+      if (auto failed = more_uploads[i]->join())
+        result.errors.push_back(name + " not uploaded: " + *failed);
+      else
+        result.more_paths.push_back(name);
+    }
     return result;
   }
 
@@ -264,6 +277,20 @@ private:
   }
 
   std::unique_ptr<Job> job(Job::Work work) const { return std::make_unique<Job>(auth(), std::move(work)); }
+
+  /// One artifact's upload through the artifacts proxy (PUT of its bytes),
+  /// rendered by `render` on the job's thread first.
+  std::unique_ptr<Job> upload_job(std::string url, std::function<std::string()> render,
+                                  std::string content_type, Clock::time_point deadline) const {
+    return job([this, url = std::move(url), render = std::move(render), type = std::move(content_type),
+                deadline](HttpClient& c, Cancel& cancel) -> std::optional<std::string> {
+      const std::string content = render ? render() : std::string();
+      auto put = call(c, cancel, "PUT", url, content, deadline, "artifact upload", type.c_str());
+      if (!put) return put.error().message;
+      if (put->status != 200) return describe_answer(*put);
+      return std::nullopt;
+    });
+  }
 
   Expected<Started> start_run(HttpClient& client, Cancel& cancel, const StartRequest& request) {
     const auto deadline = Clock::now() + config_.timeout;

@@ -30,6 +30,17 @@ struct StartRequest {
 /// The tag that carries StartRequest::launch_token.
 inline constexpr const char* k_launch_token_tag = "air.launch_token";
 
+/// A file logged beside the run's artifact (the run's HTML page): its name
+/// in the run, and its content, rendered after the artifact's. The REST
+/// store renders it on the thread of its upload, so that drawing it overlaps
+/// the artifact's upload: `content` must read only what no one changes
+/// until finish() returns.
+struct MoreArtifact {
+  std::string name;
+  std::string content_type; ///< of the REST upload, e.g. "text/html; charset=utf-8"
+  std::function<std::string()> content;
+};
+
 /// What ending the run records. `status` "" leaves the status alone (nodes
 /// other than node 0 log their ranks' metrics only).
 struct FinishRequest {
@@ -42,13 +53,17 @@ struct FinishRequest {
   /// Renders the artifact's content once the status is recorded, so the copy
   /// in the store tells what happened up to its own upload.
   std::function<std::string()> artifact_content;
+  /// Uploaded with the artifact, side by side, only when it is (same place,
+  /// same deadline); each failure is one more error line.
+  std::vector<MoreArtifact> more_artifacts;
 };
 
 /// How ending went, step by step.
 struct FinishResult {
-  std::string status_set;          ///< the status recorded, "" when none was
-  std::string artifact_path;       ///< the artifact's path in the run, "" when not uploaded (or not taken)
-  std::vector<std::string> errors; ///< one line per failed step
+  std::string status_set;    ///< the status recorded, "" when none was
+  std::string artifact_path; ///< the artifact's path in the run, "" when not uploaded (or not taken)
+  std::vector<std::string> more_paths; ///< the paths of the more_artifacts uploaded
+  std::vector<std::string> errors;     ///< one line per failed step
 };
 
 /// A created run, with the steps after creation that failed (params not

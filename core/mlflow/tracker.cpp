@@ -272,7 +272,8 @@ void Tracker::add_rank_environment(LaunchPlan& plan) {
 }
 
 void Tracker::finish(const RunOutcome& outcome, int exit_code, bool set_status,
-                     const std::function<std::string()>& render_summary) {
+                     const std::function<std::string()>& render_summary,
+                     const std::function<std::string()>& render_page) {
   // A creation still going on ends here: at once when the run was
   // interrupted, else when it is over (its own retry budget bounds it).
   if (outcome.status == RunOutcome::Status::interrupted) stop_ = true;
@@ -297,6 +298,9 @@ void Tracker::finish(const RunOutcome& outcome, int exit_code, bool set_status,
       info_.artifact.clear();
       return content;
     };
+    // Drawn after the summary (by the caller, from the same summary), sent beside it.
+    if (render_summary && render_page)
+      request.more_artifacts.push_back({k_page_artifact, "text/html; charset=utf-8", render_page});
   }
   FinishResult result = store_->finish(request);
   interrupted_by_ = store_->interrupted_by();

@@ -24,6 +24,8 @@ namespace air::mlflow {
 
 /// The artifact name of the JSON summary in the run.
 inline constexpr const char* k_summary_artifact = "air-run-summary.json";
+/// The artifact name of the run's HTML page, beside the summary.
+inline constexpr const char* k_page_artifact = "air-run.html";
 
 /// Python ranks started before the run exists: the file air-run writes once
 /// the run's creation is over (the shim's part
@@ -118,8 +120,11 @@ public:
   /// node 0), logs this node's metrics and tags, and uploads the summary
   /// (rendered by `render_summary` once the status is recorded) where the
   /// store takes artifacts. Failures become a warning and summary errors.
+  /// With `render_page`, the run's HTML page (k_page_artifact) goes beside
+  /// the summary, side by side with it, drawn after it.
   void finish(const RunOutcome& outcome, int exit_code, bool set_status,
-              const std::function<std::string()>& render_summary);
+              const std::function<std::string()>& render_summary,
+              const std::function<std::string()>& render_page = nullptr);
 
   /// Node 0, when the launch ends before supervising after the run was
   /// created: FAILED for a target that cannot start or a node that never

@@ -111,12 +111,14 @@ def finish(client, req):
 
     Request: tracking_uri, run_id, status ("" leaves it), end_time (unix ms),
     metrics ([{"key", "value", "timestamp", "step"}]), tags, artifact
-    ({"name", "file"}, optional). Answer: status_set, artifact_path, errors.
+    ({"name", "file"}, optional), more_artifacts ([{"name", "file"}], logged
+    beside it: the run's HTML page). Answer: status_set, artifact_path,
+    more_paths, errors.
     """
     from mlflow.entities import Metric, RunTag
 
     run_id = req["run_id"]
-    out = {"status_set": "", "artifact_path": "", "errors": []}
+    out = {"status_set": "", "artifact_path": "", "more_paths": [], "errors": []}
     status = req.get("status") or ""
     if status:
         try:
@@ -138,6 +140,12 @@ def finish(client, req):
             out["artifact_path"] = artifact["name"]
         except Exception as e:
             out["errors"].append("%s not uploaded: %s" % (artifact["name"], _why(e)))
+    for more in req.get("more_artifacts") or []:
+        try:
+            client.log_artifact(run_id, more["file"])
+            out["more_paths"].append(more["name"])
+        except Exception as e:
+            out["errors"].append("%s not uploaded: %s" % (more["name"], _why(e)))
     return out
 
 

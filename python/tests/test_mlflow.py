@@ -172,8 +172,9 @@ class MlflowClient:
         self._log("set_terminated", run_id=run_id, status=status)
         time.sleep(float(os.environ.get("FAKE_MLFLOW_FINISH_S", "0")))  # a store that hangs
     def log_artifact(self, run_id, local_path):
-        self._log("log_artifact", run_id=run_id, name=os.path.basename(local_path),
-                  content=json.load(open(local_path)))
+        text = open(local_path, encoding="utf-8").read()
+        self._log("log_artifact", run_id=run_id, name=os.path.basename(local_path), text=text,
+                  content=json.loads(text) if local_path.endswith(".json") else None)
 ''',
     "mlflow/entities.py": '''
 class Metric:
@@ -209,7 +210,7 @@ def test_python_store_protocol_through_air_run(air_run, tmp_path, clean_mlflow_e
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     names = [c["call"] for c in calls if c["call"] != "client"]
     assert names == ["get_experiment_by_name", "create_experiment", "create_run", "log_batch",
-                     "set_terminated", "log_batch", "log_artifact"]
+                     "set_terminated", "log_batch", "log_artifact", "log_artifact"]
     assert {c["tracking_uri"] for c in calls if c["call"] == "client"} == {"sqlite:///m.db"}
     create = next(c for c in calls if c["call"] == "create_run")
     assert create["experiment_id"] == "17" and create["run_name"] == "sh"
@@ -223,6 +224,16 @@ def test_python_store_protocol_through_air_run(air_run, tmp_path, clean_mlflow_e
     artifact = next(c for c in calls if c["call"] == "log_artifact")
     assert artifact["name"] == "air-run-summary.json"
     assert artifact["content"]["mlflow"]["run_id"] == run_id
+    # The run's page beside it (drawn without --html too), whole: the very
+    # bytes `air-run report` draws from the summary uploaded with it.
+    page = [c for c in calls if c["call"] == "log_artifact"][1]
+    assert page["name"] == "air-run.html" and page["run_id"] == run_id
+    assert not list(tmp_path.glob("*.html"))  # no --html: no page on disk
+    (tmp_path / "uploaded.json").write_text(artifact["text"], encoding="utf-8")
+    subprocess.run([air_run, "report", str(tmp_path / "uploaded.json"), "--html", str(tmp_path / "redrawn.html")],
+                   check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    assert page["text"] == (tmp_path / "redrawn.html").read_text(encoding="utf-8")
+    assert page["text"].startswith("<!DOCTYPE html>") and page["text"].rstrip().endswith("</html>")
     summary = json.load(open(str(tmp_path / "s.json")))
     assert summary["mlflow"]["status"] == "FAILED" and summary["mlflow"]["link"] is None
     # One helper process per launch: mlflow is imported once, not at the start and again at the end.
@@ -406,3 +417,6 @@ def test_product_page_example_logs_every_loss_point_into_one_child_run(air_run, 
     assert len(history) == 2 * 3 * 2500
     assert len(client.get_metric_history(child.info.run_id, "total_loss")) == 2 * 3
     assert child.data.params["ranks"] == "2"
+    # the summary and the run's page, side by side in the run's artifacts (the real file store)
+    assert sorted(a.path for a in client.list_artifacts(child.info.run_id)) == ["air-run-summary.json",
+                                                                                "air-run.html"]

@@ -81,6 +81,40 @@ test_run_created_before_rank_0_and_every_rank_gets_the_variables() {
   expect_no_rejected_requests
 }
 
+test_the_runs_page_goes_beside_the_summary_whole() {
+  start_server || return
+  write_rank_script
+  run_air --mlflow-tracking-uri "$URI" --mlflow-experiment page --html page.html --cpu-ranks 2 --no-python ./r.sh
+  expect_rc 0
+  local run exp a
+  run=$(one_run 'r["run_id"]')
+  exp=$(one_run 'r["experiment_id"]')
+  a="$exp/$run/artifacts"
+  expect_eq "$(state 'sorted(d["artifacts"])')" "['$a/air-run-summary.json', '$a/air-run.html']"
+  expect_eq "$(state 'd["artifact_bytes"]["'"$a"'/air-run.html"]["content_type"]')" "text/html"
+  # whole: the very bytes `air-run report` draws from the summary uploaded beside it
+  state 'd["artifacts"]["'"$a"'/air-run-summary.json"]' >uploaded.json
+  "$AIR_RUN" report uploaded.json --html redrawn.html >/dev/null 2>&1 || fail "report failed"
+  expect_eq "$(state 'd["artifact_bytes"]["'"$a"'/air-run.html"]["sha256"]')" "$(sha256sum <redrawn.html | cut -d' ' -f1)"
+  expect_eq "$(state 'd["artifact_bytes"]["'"$a"'/air-run.html"]["length"]')" "$(wc -c <redrawn.html)"
+  expect_contains "$(state 'd["artifacts"]["'"$a"'/air-run.html"]')" "$run"
+  expect_contains "$(state 'd["artifacts"]["'"$a"'/air-run.html"][-8:]')" "</html>"
+  [[ -s page.html ]] || fail "no page.html on disk"
+  expect_no_rejected_requests
+}
+
+test_the_page_goes_to_the_run_without_html_too() {
+  start_server || return
+  run_air --mlflow-tracking-uri "$URI" --mlflow-experiment page --cpu-ranks 1 --no-python true
+  expect_rc 0
+  local run exp
+  run=$(one_run 'r["run_id"]')
+  exp=$(one_run 'r["experiment_id"]')
+  expect_eq "$(state 'sorted(d["artifacts"])')" "['$exp/$run/artifacts/air-run-summary.json', '$exp/$run/artifacts/air-run.html']"
+  [[ -z $(ls ./*.html 2>/dev/null) ]] || fail "a page was written to disk without --html"
+  expect_no_rejected_requests
+}
+
 test_existing_experiment_is_reused_and_a_second_launch_makes_a_second_run() {
   start_server || return
   run_air --mlflow-tracking-uri "$URI" --mlflow-experiment shared --cpu-ranks 1 --no-python true
@@ -598,6 +632,8 @@ test_two_nodes_share_one_run() {
   expect_eq "$(one_run 'sorted(m["key"] for m in r["metrics"] if m["key"].endswith("exit_code"))')" \
     "['exit_code', 'rank_0/exit_code', 'rank_1/exit_code', 'rank_2/exit_code', 'rank_3/exit_code']"
   expect_eq "$(json_get s1.json 'd["mlflow"]["run_id"], d["mlflow"]["status"]')" "$run None"
+  # node 0's summary and page only
+  expect_eq "$(state 'sorted(k.split("/")[-1] for k in d["artifacts"])')" "['air-run-summary.json', 'air-run.html']"
   expect_no_rejected_requests
 }
 

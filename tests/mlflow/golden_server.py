@@ -33,6 +33,7 @@ GET /air-test/fail-all makes every later API request fail with --fail-status.
 import argparse
 import base64
 import copy
+import hashlib
 import json
 import os
 import re
@@ -149,6 +150,7 @@ class Store:
         self.next_experiment = 1
         self.runs = {}
         self.artifacts = {}  # "exp/run/artifacts/name" -> text
+        self.artifact_bytes = {}  # "exp/run/artifacts/name" -> {"length", "sha256", "content_type"}
         self.artifact_root = artifact_root
 
     def artifact_uri(self, exp, run_id):
@@ -467,7 +469,8 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/air-test/state":
             with store.lock:
                 return 200, {"experiments": store.experiments, "runs": store.runs,
-                             "artifacts": store.artifacts, "requests": self.server.log}
+                             "artifacts": store.artifacts, "artifact_bytes": store.artifact_bytes,
+                             "requests": self.server.log}
         if (cfg.token is not None or cfg.basic is not None) and entry["auth"] != "ok":
             return error(401, "UNAUTHENTICATED", "valid credentials are required")
         if path.startswith(API) or path.startswith(ARTIFACTS):
@@ -488,6 +491,9 @@ class Handler(BaseHTTPRequestHandler):
                 if not m or m.group(2) not in store.runs:
                     return error(404, "RESOURCE_DOES_NOT_EXIST", "no run for artifact path %s" % rel)
                 store.artifacts[rel] = raw.decode("utf-8", "replace")
+                # the bytes as they came, to tell a page that arrived whole from a cut one
+                store.artifact_bytes[rel] = {"length": len(raw), "sha256": hashlib.sha256(raw).hexdigest(),
+                                             "content_type": content_type}
             return 200, {}
         if not path.startswith(API):
             return error(404, "ENDPOINT_NOT_FOUND", "%s %s" % (method, path))
