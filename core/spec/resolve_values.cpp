@@ -177,8 +177,12 @@ Expected<Value> parse_text(const SpecKey& key, std::string_view text, Source sou
     return Value(*d);
   }
   case ValueType::string_list: {
-    if (source == Source::flag) return Value(std::vector<std::string>{std::string(text)});
-    if (key.key == "environment.dependencies") return Value(RequirementsPath{std::string(text)});
+    // Made in place (g++ 14 at -O2 warned -Wfree-nonheap-object on the
+    // temporary variant's destruction).
+    if (source == Source::flag)
+      return Expected<Value>(std::in_place, std::vector<std::string>{std::string(text)});
+    if (key.key == "environment.dependencies")
+      return Expected<Value>(std::in_place, RequirementsPath{std::string(text)});
     auto words = split_command_line(text, prefix);
     if (!words) return words.error();
     return Value(std::move(*words));

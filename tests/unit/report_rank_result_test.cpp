@@ -94,7 +94,7 @@ TEST_CASE("the documented result-file protocol produces an ok result", "[results
     return;
   }
   // Runs the Python example from docs/summary-schema.md as written there.
-  const std::string doc = air::test::read_all(std::string(AIR_TEST_DATA_DIR) + "/../docs/summary-schema.md");
+  const std::string doc = air::test::read_all(AIR_TEST_DATA_DIR "/../docs/summary-schema.md");
   const auto start = doc.find("```python\n");
   REQUIRE(start != std::string::npos);
   const auto end = doc.find("```", start + 10);
