@@ -138,7 +138,8 @@ public:
       return usage_error(mark_text(file_, docs[0].Mark()) +
                          ": expected a mapping of keys at the top level, got " + kind_name(docs[0]));
     }
-    AIR_TRY(refuse_nul(docs[0], ""));
+    std::set<int> seen;
+    AIR_TRY(refuse_nul(docs[0], "", seen));
     return read_map(docs[0], "");
   }
 
@@ -205,21 +206,28 @@ private:
   // "\u0000"): no argument or environment variable can carry one, so a fresh
   // rank would see the string cut there and the warm start's NUL-separated
   // request would split it into more fields (`x\0RANK=0` set RANK).
-  Status refuse_nul(const YAML::Node& node, const std::string& path) const {
+  // Each collection is visited once, known by its place in the file: an alias
+  // is the anchored node itself, so `a: &x {b: *x}` is a cycle (it recursed
+  // until the stack ran out) and nested aliases can repeat a node
+  // exponentially often.
+  Status refuse_nul(const YAML::Node& node, const std::string& path, std::set<int>& seen) const {
     const auto refused = [&](const YAML::Node& at, const std::string& what) {
       return usage_error(mark_text(file_, at.Mark()) + ": " + what +
                          ": contains a NUL byte (\\0), which no argument or environment variable can hold");
     };
     if (node.IsScalar()) {
       if (node.Scalar().find('\0') != std::string::npos) return refused(node, path);
-    } else if (node.IsSequence()) {
-      for (const YAML::Node& item : node) AIR_TRY(refuse_nul(item, path));
-    } else if (node.IsMap()) {
+      return ok_status();
+    }
+    if (!(node.IsSequence() || node.IsMap()) || !seen.insert(node.Mark().pos).second) return ok_status();
+    if (node.IsSequence()) {
+      for (const YAML::Node& item : node) AIR_TRY(refuse_nul(item, path, seen));
+    } else {
       for (auto it = node.begin(); it != node.end(); ++it) {
         const std::string key = it->first.IsScalar() ? it->first.Scalar() : std::string();
         if (key.find('\0') != std::string::npos)
           return refused(it->first, path.empty() ? "a key" : path + ": a key");
-        AIR_TRY(refuse_nul(it->second, path.empty() ? key : path + "." + key));
+        AIR_TRY(refuse_nul(it->second, path.empty() ? key : path + "." + key, seen));
       }
     }
     return ok_status();

@@ -28,7 +28,7 @@ fi
 # Words of the test sources that are programs on this machine but that no test runs.
 NOT_COMMANDS=(
   file init last node opt prove time view write zip # English words and Python names (time.sleep, zip); opt: LLVM's, next to clang
-  GET POST # HTTP methods in the sources; libwww-perl's programs where chromium brought it in
+  GET HEAD POST # HTTP methods in the sources; libwww-perl's programs where chromium brought it in
 )
 # The sources of the install tests, which `make test-install` runs with the
 # packages of `install-deps.sh package` besides.
