@@ -165,8 +165,8 @@ SH
   expect_eq "$(head -1 logs/same/rank0.log)" "out of attempt 0"
   expect_eq "$(head -1 logs/same/rank0.attempt1.log)" "out of attempt 1"
   local dir
-  dir=$(echo logs/same/same_*)
-  [[ -d $dir ]] || { fail "no -r folder under logs/same"; return; }
+  dir=$(echo logs/same_*) # torchrun's layout: the -r folder beside the run's, not in it
+  [[ -d $dir ]] || { fail "no -r folder logs/same_*"; return; }
   expect_eq "$(cat "$dir/attempt_0/0/stdout.log")" "out of attempt 0"
   expect_eq "$(cat "$dir/attempt_1/0/stdout.log")" "out of attempt 1"
   expect_contains "$(cat errfile.1)" "/attempt_1/0/error.json"
