@@ -31,11 +31,10 @@ TEST_CASE("summary document shape", "[summary]") {
   const air::RunReport report = air::test::sample_report(run);
   const Json doc = air::summary_json(report);
 
-  CHECK(ordered_keys(doc) == std::vector<std::string>{"schema_version", "air_run_version", "run_id", "host",
-                                                      "started_at", "ended_at", "duration_s", "spec",
-                                                      "hardware", "selection", "launch", "outcome",
-                                                      "stragglers", "ranks", "mlflow", "python_env",
-                                                      "timeline"});
+  CHECK(ordered_keys(doc) ==
+        std::vector<std::string>{"schema_version", "air_run_version", "run_id", "host", "started_at",
+                                 "ended_at", "duration_s", "spec", "hardware", "selection", "launch",
+                                 "outcome", "stragglers", "ranks", "mlflow", "python_env", "timeline"});
   CHECK(doc["schema_version"] == 1);
   CHECK(doc["air_run_version"] == AIR_VERSION);
   CHECK(doc["run_id"] == "r1");
