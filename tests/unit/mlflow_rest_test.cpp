@@ -11,22 +11,23 @@
 
 using air::mlflow::KeyValue;
 using air::mlflow::MetricPoint;
-using Json = nlohmann::json;
+// Not `Json`: a unity build batches this file with tests whose `Json` is ordered_json.
+using RestJson = nlohmann::json;
 
 namespace {
 
-Json recordings(const std::string& version) {
+RestJson recordings(const std::string& version) {
   // Appended, not `std::string(...) + "..."`: g++ 14 warns -Warray-bounds on
   // that operator+ at -O2 (a false positive inside libstdc++).
   std::string path = AIR_TEST_DATA_DIR "/data/mlflow/mlflow-";
   path.append(version).append("-rest.json");
   std::ifstream in(path);
   REQUIRE(in.good());
-  return Json::parse(in);
+  return RestJson::parse(in);
 }
 
 /// The first recorded exchange of `path` with `status`.
-Json exchange(const Json& rec, const std::string& path, int status) {
+RestJson exchange(const RestJson& rec, const std::string& path, int status) {
   for (const auto& e : rec["exchanges"]) {
     if (e["path"] == path && e["status"] == status) return e;
   }
@@ -34,7 +35,7 @@ Json exchange(const Json& rec, const std::string& path, int status) {
   return {};
 }
 
-std::set<std::string> keys(const Json& object) {
+std::set<std::string> keys(const RestJson& object) {
   std::set<std::string> out;
   for (auto it = object.begin(); it != object.end(); ++it) out.insert(it.key());
   return out;
@@ -43,32 +44,33 @@ std::set<std::string> keys(const Json& object) {
 } // namespace
 
 TEST_CASE("mlflow rest: request bodies have the recorded fields and types", "[mlflow]") {
-  const Json rec = recordings("2.17.2");
+  const RestJson rec = recordings("2.17.2");
 
-  const Json create_exp =
-      Json::parse(air::mlflow::create_experiment_body("e", {{"air.created_by", "air-run"}}));
+  const RestJson create_exp =
+      RestJson::parse(air::mlflow::create_experiment_body("e", {{"air.created_by", "air-run"}}));
   CHECK(keys(create_exp) == keys(exchange(rec, "experiments/create", 200)["request"]));
 
-  const Json recorded_run = exchange(rec, "runs/create", 200)["request"];
-  const Json run = Json::parse(air::mlflow::create_run_body("3", "train.py", 1796070581526, {{"k", "v"}}));
+  const RestJson recorded_run = exchange(rec, "runs/create", 200)["request"];
+  const RestJson run =
+      RestJson::parse(air::mlflow::create_run_body("3", "train.py", 1796070581526, {{"k", "v"}}));
   CHECK(keys(run) == keys(recorded_run));
   CHECK(run["experiment_id"].is_string());
   CHECK(run["start_time"].is_number_integer());
-  CHECK(run["tags"] == Json::array({{{"key", "k"}, {"value", "v"}}}));
+  CHECK(run["tags"] == RestJson::array({{{"key", "k"}, {"value", "v"}}}));
   // no name, no tags: those fields are left out, as the recorded nameless run did
-  CHECK(keys(Json::parse(air::mlflow::create_run_body("3", "", 5, {}))) ==
+  CHECK(keys(RestJson::parse(air::mlflow::create_run_body("3", "", 5, {}))) ==
         std::set<std::string>{"experiment_id", "start_time"});
 
-  const Json recorded_update = exchange(rec, "runs/update", 200)["request"];
-  const Json update = Json::parse(air::mlflow::update_run_body("r", "KILLED", 7));
+  const RestJson recorded_update = exchange(rec, "runs/update", 200)["request"];
+  const RestJson update = RestJson::parse(air::mlflow::update_run_body("r", "KILLED", 7));
   CHECK(keys(update) == keys(recorded_update));
   CHECK(update["end_time"] == 7);
 
-  const Json recorded_batch = exchange(rec, "runs/log-batch", 200)["request"];
+  const RestJson recorded_batch = exchange(rec, "runs/log-batch", 200)["request"];
   const auto bodies =
       air::mlflow::log_batch_bodies("r", {{"p", "1"}}, {{"loss", 0.5, 1796070581526, 2}}, {{"t", "x"}});
   REQUIRE(bodies.size() == 1);
-  const Json batch = Json::parse(bodies[0]);
+  const RestJson batch = RestJson::parse(bodies[0]);
   CHECK(keys(batch) == keys(recorded_batch));
   CHECK(keys(batch["metrics"][0]) == keys(recorded_batch["metrics"][0]));
   CHECK(batch["metrics"][0]["value"] == 0.5);
@@ -83,10 +85,10 @@ TEST_CASE("mlflow rest: log-batch respects MLflow's per-request limits", "[mlflo
   const auto bodies = air::mlflow::log_batch_bodies("r", params, metrics, tags);
   std::size_t np = 0, nm = 0, nt = 0;
   for (const auto& text : bodies) {
-    const Json b = Json::parse(text);
-    const std::size_t p = b.value("params", Json::array()).size();
-    const std::size_t m = b.value("metrics", Json::array()).size();
-    const std::size_t t = b.value("tags", Json::array()).size();
+    const RestJson b = RestJson::parse(text);
+    const std::size_t p = b.value("params", RestJson::array()).size();
+    const std::size_t m = b.value("metrics", RestJson::array()).size();
+    const std::size_t t = b.value("tags", RestJson::array()).size();
     CHECK(p <= 100);
     CHECK(m <= 1000);
     CHECK(t <= 100);
@@ -98,7 +100,7 @@ TEST_CASE("mlflow rest: log-batch respects MLflow's per-request limits", "[mlflo
   CHECK(nm == 1500);
   CHECK(nt == 20);
   // params come first: the first body is full of them
-  CHECK(Json::parse(bodies.front())["params"].size() == 100);
+  CHECK(RestJson::parse(bodies.front())["params"].size() == 100);
   CHECK(air::mlflow::log_batch_bodies("r", {}, {}, {}).empty());
 }
 
@@ -111,7 +113,7 @@ TEST_CASE("mlflow rest: long values are cut on a character boundary", "[mlflow]"
   CHECK(cut == "abcdef...");
   const auto bodies = air::mlflow::log_batch_bodies("r", {{"args", std::string(7000, 'x')}}, {},
                                                     {{"t", std::string(6000, 'y')}});
-  const Json b = Json::parse(bodies.at(0));
+  const RestJson b = RestJson::parse(bodies.at(0));
   CHECK(b["params"][0]["value"].get<std::string>().size() == air::mlflow::k_max_param_value);
   CHECK(b["tags"][0]["value"].get<std::string>().size() == air::mlflow::k_max_tag_value);
 }
@@ -119,7 +121,7 @@ TEST_CASE("mlflow rest: long values are cut on a character boundary", "[mlflow]"
 TEST_CASE("mlflow rest: recorded answers are read", "[mlflow]") {
   for (const std::string version : {"2.17.2", "3.6.1.dev0"}) {
     INFO(version);
-    const Json rec = recordings(version);
+    const RestJson rec = recordings(version);
     const auto created =
         air::mlflow::parse_experiment_created(exchange(rec, "experiments/create", 200)["response"].dump());
     REQUIRE(created.ok());
@@ -128,7 +130,7 @@ TEST_CASE("mlflow rest: recorded answers are read", "[mlflow]") {
         exchange(rec, "experiments/get-by-name", 200)["response"].dump());
     REQUIRE(found.ok());
     CHECK(*found == "3");
-    const Json run_answer = exchange(rec, "runs/create", 200)["response"];
+    const RestJson run_answer = exchange(rec, "runs/create", 200)["response"];
     const auto run = air::mlflow::parse_run(run_answer.dump());
     REQUIRE(run.ok());
     CHECK(run->run_id == run_answer["run"]["info"]["run_id"].get<std::string>());
@@ -169,11 +171,12 @@ TEST_CASE("mlflow rest: URLs", "[mlflow]") {
 TEST_CASE("mlflow rest: the search for a launch's token has the recorded search's shape", "[mlflow]") {
   for (const std::string version : {"2.17.2", "3.6.1.dev0"}) {
     INFO(version);
-    const Json rec = recordings(version);
-    const Json recorded = exchange(rec, "runs/search", 200);
-    const Json body = Json::parse(air::mlflow::search_runs_by_tag_body("3", "air.launch_token", "0af3"));
+    const RestJson rec = recordings(version);
+    const RestJson recorded = exchange(rec, "runs/search", 200);
+    const RestJson body =
+        RestJson::parse(air::mlflow::search_runs_by_tag_body("3", "air.launch_token", "0af3"));
     CHECK(keys(body) == keys(recorded["request"]));
-    CHECK(body["experiment_ids"] == Json::array({"3"}));
+    CHECK(body["experiment_ids"] == RestJson::array({"3"}));
     // the recorded filter's form, with another dotted tag
     CHECK(body["filter"] == "tags.air.launch_token = '0af3'");
     const std::string recorded_filter = recorded["request"]["filter"];
