@@ -26,8 +26,11 @@ using Json = nlohmann::ordered_json;
 
 const Json* field(const Json& j, const char* key) {
   if (!j.is_object()) return nullptr;
-  const auto it = j.find(key);
-  return it == j.end() || it->is_null() ? nullptr : &*it;
+  // The object's own map, not json's iterator: g++ 14 at -O2 warns
+  // -Wnull-dereference inside that iterator's operator-> (a false positive).
+  const auto& object = j.get_ref<const Json::object_t&>();
+  const auto it = object.find(key);
+  return it == object.end() || it->second.is_null() ? nullptr : &it->second;
 }
 double num(const Json& j, const char* key, double fallback = 0) {
   const Json* f = field(j, key);

@@ -150,7 +150,7 @@ Expected<Value> parse_text(const SpecKey& key, std::string_view text, Source sou
   case ValueType::string: {
     auto s = check_string(key, text, prefix, warnings);
     if (!s) return s.error();
-    return Value(std::move(*s));
+    return Expected<Value>(std::in_place, std::move(*s)); // in place: see the string lists below
   }
   case ValueType::integer: {
     auto n = parse_integer(key, text, prefix);
