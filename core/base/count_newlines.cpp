@@ -18,6 +18,9 @@ std::size_t count_newlines(std::string_view text) {
 }
 
 const char* start_of_last_lines(std::string_view text, std::size_t n) {
+  // memrchr's pointer must not be null, even for no bytes (an empty view's
+  // data() may be: UBSan stops the run there).
+  if (text.empty()) return text.data();
   const void* last = ::memrchr(text.data(), '\n', text.size());
   if (last == nullptr) return text.data();
   std::size_t end = static_cast<std::size_t>(static_cast<const char*>(last) - text.data());
