@@ -28,8 +28,10 @@ fail() {
 }
 
 # run_air ARGS...: runs air-run capturing stdout, stderr and the exit code in $out, $err, $rc.
+# AIR_BOUND=SECONDS: each run is ended (timeout, then SIGKILL 10 s later) after
+# that long, for suites whose ranks could otherwise wait for ever (real torch).
 run_air() {
-  "$AIR_RUN" "$@" >"$TESTDIR/stdout" 2>"$TESTDIR/stderr"
+  ${AIR_BOUND:+timeout -k 10 "$AIR_BOUND"} "$AIR_RUN" "$@" >"$TESTDIR/stdout" 2>"$TESTDIR/stderr"
   rc=$?
   out=$(cat "$TESTDIR/stdout")
   err=$(cat "$TESTDIR/stderr")

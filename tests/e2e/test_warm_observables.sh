@@ -17,12 +17,7 @@ if ! "$TORCH_PYTHON" -c 'import torch' 2>/dev/null; then
   exit 0
 fi
 
-run_air() {
-  timeout -k 10 "${AIR_BOUND:-300}" "$AIR_RUN" "$@" >"$TESTDIR/stdout" 2>"$TESTDIR/stderr"
-  rc=$?
-  out=$(cat "$TESTDIR/stdout")
-  err=$(cat "$TESTDIR/stderr")
-}
+AIR_BOUND=${AIR_BOUND:-300} # real torch ranks: a run that waits for ever ends (lib.sh run_air)
 
 # probe_run MODE FLAGS...: runs the probe on 2 ranks, a failing first attempt
 # and one restart, from this folder; its observations land in MODE/.
