@@ -58,12 +58,10 @@ report, 126/127 target not executable/not found, 128+N air-run interrupted by si
 import), 2 bad usage.)";
 
 /// Reports an option air-run does not know, with the closest known spelling.
-int unknown_option(const CLI::App& app, const std::string& given) {
+int unknown_option(const std::vector<KnownFlag>& flags, const std::string& given) {
   const std::string name = given.substr(0, given.find('='));
   std::vector<std::string> known;
-  for (const CLI::Option* opt : app.get_options()) {
-    for (const auto& lname : opt->get_lnames()) known.push_back("--" + lname);
-  }
+  for (const auto& flag : flags) known.push_back("--" + flag.name);
   const std::string hint = closest_name(name, known);
   std::fputs(fmt::format("air-run: error: unknown option '{}'{}\nRun `air-run --help` for the options; "
                          "use `--` before a TARGET that starts with '-'.\n",
@@ -93,10 +91,10 @@ int run_command_line(int argc, char** argv) {
   app.prefix_command(); // everything from TARGET on belongs to the ranks
   app.footer(k_footer);
   CliOptions options;
-  register_options(app, options);
   // torchrun's spellings, prefixes and PET_* variables, for every flag.
   std::vector<std::string> args(argv + std::min(argc, 1), argv + argc);
-  auto normalized = normalize_launcher_args(args, known_flags(app), current_environment());
+  const std::vector<KnownFlag> known = known_flags();
+  auto normalized = normalize_launcher_args(args, known, current_environment());
   if (!normalized) {
     std::fputs(
         fmt::format("air-run: error: {}\nRun `air-run --help` for the options.\n", normalized.error().message)
@@ -105,6 +103,7 @@ int run_command_line(int argc, char** argv) {
     return 2;
   }
   for (const auto& note : normalized->notes) std::fputs((note + "\n").c_str(), stderr);
+  register_options(app, options, used_options(normalized->args));
   const std::string_view program = argc > 0 ? std::string_view(argv[0]) : std::string_view();
   options.program = std::string(program);
   try {
@@ -126,7 +125,7 @@ int run_command_line(int argc, char** argv) {
   } else if (!options.command.empty() && options.command.front().size() > 1 &&
              options.command.front()[0] == '-') {
     // prefix_command() hands an unknown option over as the TARGET; catch the typo here.
-    return unknown_option(app, options.command.front());
+    return unknown_option(known, options.command.front());
   }
 
   phases::mark("options");
