@@ -49,10 +49,15 @@ build: configure
 DEMO_BUILD ?= build-demo
 DEMO_FLAGS = -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" -DCMAKE_UNITY_BUILD=ON \
 	-DAIR_BUILD_TESTS=OFF -DAIR_STATIC_RUNTIME=OFF
-demo: DEPS = demo
+# PyTorch (hundreds of packages on a fresh Debian) installs while air-run
+# compiles: the two overlap, and apt's output goes to a log shown on failure.
+demo: DEPS = build
 demo: deps
 	@test -f $(DEMO_BUILD)/CMakeCache.txt || cmake -S . -B $(DEMO_BUILD) $(DEMO_FLAGS) $(CMAKE_FLAGS) >/dev/null
-	@cmake --build $(DEMO_BUILD) -j $(JOBS) --target air-run
+	@PYTHON=$(PYTHON) scripts/install-deps.sh python >$(DEMO_BUILD)/install-python.log 2>&1 & deps=$$!; \
+	  cmake --build $(DEMO_BUILD) -j $(JOBS) --target air-run; built=$$?; \
+	  wait $$deps || { cat $(DEMO_BUILD)/install-python.log; echo "make demo: installing PyTorch failed (above)" >&2; exit 1; }; \
+	  exit $$built
 	PYTHONPATH=$(CHECKOUT_PYTHONPATH) $(DEMO_BUILD)/cli/air-run --python $(PYTHON) -f configs/demo.yaml
 
 test: build

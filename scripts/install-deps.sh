@@ -2,7 +2,9 @@
 # Installs what air-run needs from the distribution's archive, skipping every
 # package that is already installed. Safe to re-run.
 #   scripts/install-deps.sh build      compiler and libraries
-#   scripts/install-deps.sh demo       build + PyTorch, unless $PYTHON already has torch
+#   scripts/install-deps.sh demo       build + python
+#   scripts/install-deps.sh python     PyTorch and cloudpickle, unless $PYTHON has them
+#                                      (`make demo` installs them while air-run compiles)
 #   scripts/install-deps.sh [test]     everything the test suite uses (the default)
 #   scripts/install-deps.sh package    build + what `make package`, `make wheel`,
 #                                      `make portable` and `make test-install` use
@@ -96,7 +98,8 @@ case $what in
       debootstrap                     # throwaway Debian roots for the install tests
     )
     ;;
-  demo)
+  demo | python)
+    [[ $what == python ]] && packages=()
     # A GPU machine usually has its own PyTorch (a venv, a container's): use it.
     if ! "${PYTHON:-/usr/bin/python3}" -c 'import torch' >/dev/null 2>&1; then
       packages+=(python3 python3-torch)
@@ -128,7 +131,7 @@ case $what in
       chromium                        # headless: loads the run's HTML page (tests/e2e/test_html_browser.sh)
     )
     ;;
-  *) echo "usage: scripts/install-deps.sh [--list] [build|demo|test|package]" >&2; exit 2 ;;
+  *) echo "usage: scripts/install-deps.sh [--list] [build|demo|python|test|package]" >&2; exit 2 ;;
 esac
 if ((list_only)); then
   printf '%s\n' "${packages[@]}"
