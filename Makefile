@@ -31,8 +31,9 @@ all: build
 deps:
 	@PYTHON=$(PYTHON) scripts/install-deps.sh $(DEPS)
 
+# AIR_TEST_PYTHON: the interpreter that runs pytest under ctest (tests/CMakeLists.txt).
 configure: deps
-	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B $(BUILD) -DAIR_TEST_PYTHON=$(PYTHON) $(CMAKE_FLAGS) >/dev/null
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
@@ -60,9 +61,9 @@ demo: deps
 	  exit $$built
 	PYTHONPATH=$(CHECKOUT_PYTHONPATH) $(DEMO_BUILD)/cli/air-run --python $(PYTHON) -f configs/demo.yaml
 
+# Unit, end-to-end and pytest (one entry per file), two at a time.
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j 2
-	AIR_RUN_BINARY=$(abspath $(BUILD))/cli/air-run PYTHONPATH=$(CHECKOUT_PYTHONPATH) $(PYTHON) -m pytest -q python/tests
 
 # air-run, air-nccl-check when built, man page, completions, the air package
 # (where $(PYTHON) looks under PREFIX) and the docs; see docs/install.md.
