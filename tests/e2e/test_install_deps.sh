@@ -117,6 +117,13 @@ check_programs_come_from() {
 }
 
 test_a_every_program_the_tests_run_is_in_minbase_or_installed_by_install_deps() {
+  # Under `make test-install-fresh` (AIR_FRESH_ROOTS_DIR) the host's packages may
+  # still be installing (CI installs the tests' packages beside its compile):
+  # the ctest entry of `make test` checks this once they are in.
+  if [[ -n ${AIR_FRESH_ROOTS_DIR:-} ]]; then
+    echo "  skipped here: the ctest entry (make test) checks the host's packages"
+    return 0
+  fi
   programs_named_by >programs.txt
   # The scan must see the programs the tests are known to run, or it proves nothing.
   local p
