@@ -1,5 +1,6 @@
 #include "cli/nodes.hpp"
 
+#include "core/base/speaker.hpp"
 #include "core/base/text.hpp"
 #include "core/cluster/slurm.hpp"
 #include "core/os/capture.hpp"
@@ -148,11 +149,9 @@ void requeue_after_warning(const ClusterContext& c, RunOutcome& outcome, const E
   auto run = run_captured({"scontrol", "requeue", c.job_id}, env, k_helper_timeout);
   if (run && !run->timed_out && run->status.success()) {
     p.requeue = "requeued";
-    std::fputs(fmt::format("air-run: Slurm job {} requeued (scontrol requeue): its next run resumes from "
-                           "step {}\n",
-                           c.job_id, p.stop_step)
-                   .c_str(),
-               stderr);
+    say_on_stderr(fmt::format("air-run: Slurm job {} requeued (scontrol requeue): its next run resumes from "
+                              "step {}\n",
+                              c.job_id, p.stop_step));
     return;
   }
   std::string why = !run             ? run.error().message
@@ -160,7 +159,7 @@ void requeue_after_warning(const ClusterContext& c, RunOutcome& outcome, const E
                                      : std::string(trim(run->err.empty() ? run->out : run->err));
   if (why.empty()) why = "scontrol requeue failed";
   p.requeue = why;
-  std::fputs(fmt::format("air-run: Slurm job {} was not requeued: {}\n", c.job_id, why).c_str(), stderr);
+  say_on_stderr(fmt::format("air-run: Slurm job {} was not requeued: {}\n", c.job_id, why));
 }
 
 void report_setup_failure(ControlChannel* control, const Error& error) {
@@ -205,11 +204,10 @@ Expected<std::unique_ptr<ControlChannel>> join_cluster(const ClusterContext& c, 
   auto token = join_token(env);
   if (!token) return token.error();
   if (token->empty() && c.node_rank == 0) {
-    std::fputs(
+    say_on_stderr(
         "air-run: warning: the control connection is not authenticated: anyone who reaches the control "
         "port during the join can pose as a node; give every node the same secret in "
-        "AIR_RUN_JOIN_TOKEN (or AIR_RUN_JOIN_TOKEN_FILE)\n",
-        stderr);
+        "AIR_RUN_JOIN_TOKEN (or AIR_RUN_JOIN_TOKEN_FILE)\n");
   }
   ControlOptions options;
   options.join_token = *token;
@@ -237,7 +235,7 @@ Expected<std::unique_ptr<ControlChannel>> join_cluster(const ClusterContext& c, 
   }
   options.master_port = c.master_port;
   options.interrupt_fd = interrupt_fd;
-  options.notice = [](const std::string& line) { std::fputs(("air-run: " + line + "\n").c_str(), stderr); };
+  options.notice = [](const std::string& line) { say_on_stderr("air-run: " + line + "\n"); };
   return ControlChannel::join(options, interrupted_by);
 }
 
