@@ -3,10 +3,10 @@
 #include "core/base/speaker.hpp"
 #include "core/base/text.hpp"
 #include "core/cluster/slurm.hpp"
+#include "core/cluster/stop_round.hpp"
 #include "core/os/capture.hpp"
 #include "core/os/host.hpp"
 #include "core/os/trusted_path.hpp"
-#include "core/run/stop_signals.hpp"
 #include "core/spec/rendezvous.hpp"
 
 #include <fmt/format.h>
@@ -143,9 +143,15 @@ void requeue_after_warning(const ClusterContext& c, RunOutcome& outcome, const E
   if (c.source != "slurm" || c.job_id.empty() || c.node_rank != 0) return;
   if (outcome.status != RunOutcome::Status::preempted || !outcome.preemption) return;
   PreemptionReport& p = *outcome.preemption;
-  if (!is_warning_signal(p.signal) || p.polling_ranks.empty() ||
-      p.stopped_ranks.size() != p.polling_ranks.size())
-    return; // nothing complete to resume from: the job ends as it is
+  // Across nodes every node's ranks have exited by now (ControlChannel::finish
+  // waited for their word): a requeue cannot cut a slower node's save short.
+  const RequeueVerdict verdict = requeue_verdict(p);
+  if (!verdict.requeue) {
+    if (verdict.why_not.empty()) return; // nothing complete to resume from: the job ends as it is
+    p.requeue = verdict.why_not;
+    say_on_stderr(fmt::format("air-run: Slurm job {} was not requeued: {}\n", c.job_id, verdict.why_not));
+    return;
+  }
   auto run = run_captured({"scontrol", "requeue", c.job_id}, env, k_helper_timeout);
   if (run && !run->timed_out && run->status.success()) {
     p.requeue = "requeued";
