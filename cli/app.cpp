@@ -6,6 +6,7 @@
 #include "core/base/environment.hpp"
 #include "core/base/error.hpp"
 #include "core/base/phase_clock.hpp"
+#include "core/base/speaker.hpp"
 #include "core/base/suggest.hpp"
 #include "core/os/signals.hpp"
 #include "core/os/std_streams.hpp"
@@ -159,7 +160,7 @@ int run_command_line(int argc, char** argv) {
   }
   if (!code) {
     std::fflush(stdout);
-    std::fputs(fmt::format("air-run: error: {}\n", code.error().message).c_str(), stderr);
+    say_on_stderr(fmt::format("air-run: error: {}\n", code.error().message));
     return exit_code_for(code.error().kind);
   }
   return *code;
@@ -170,7 +171,7 @@ int run_command_line(int argc, char** argv) {
 int run_main(int argc, char** argv) {
   phases::start_from_environment();
   const int code = run_command_line(argc, argv);
-  if (phases::enabled()) std::fputs(phases::report().c_str(), stderr);
+  if (phases::enabled()) say_on_stderr(phases::report());
   return code;
 }
 

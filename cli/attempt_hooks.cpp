@@ -1,5 +1,6 @@
 #include "cli/attempt_hooks.hpp"
 
+#include "core/base/speaker.hpp"
 #include "core/os/host.hpp"
 #include "core/report/collect.hpp"
 
@@ -40,16 +41,13 @@ std::optional<LaunchPlan> CliAttemptHooks::regroup(const LaunchPlan& first) {
   auto plan = replanner_(channel_->node_rank(), channel_->num_nodes());
   if (!plan) {
     // Planning succeeded at the start with the same spec: only a bug lands here.
-    std::fputs(fmt::format("air-run: cannot plan node {} of {}: {}\n", channel_->node_rank(),
-                           channel_->num_nodes(), plan.error().message)
-                   .c_str(),
-               stderr);
+    say_on_stderr(fmt::format("air-run: cannot plan node {} of {}: {}\n", channel_->node_rank(),
+                              channel_->num_nodes(), plan.error().message));
     return std::nullopt;
   }
-  std::fputs(fmt::format("air-run: the nodes changed: this is node {} of {} now, world size {}\n",
-                         plan->node_rank, plan->num_nodes, plan->world_size)
-                 .c_str(),
-             stderr);
+  set_console_node(plan->node_rank, plan->num_nodes); // its lines name the node it is now
+  say_on_stderr(fmt::format("air-run: the nodes changed: this is node {} of {} now, world size {}\n",
+                            plan->node_rank, plan->num_nodes, plan->world_size));
   return std::move(*plan);
 }
 

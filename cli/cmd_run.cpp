@@ -9,6 +9,7 @@
 #include "cli/run_dir_guard.hpp"
 #include "cli/write_reports.hpp"
 #include "core/base/phase_clock.hpp"
+#include "core/base/speaker.hpp"
 #include "core/hw/hardware.hpp"
 #include "core/mlflow/rank_wait.hpp"
 #include "core/mlflow/settings.hpp"
@@ -49,7 +50,7 @@ namespace air::cli {
 namespace {
 
 void print_lines(const std::vector<std::string>& lines, std::FILE* to) {
-  for (const auto& line : lines) std::fputs((line + "\n").c_str(), to);
+  for (const auto& line : lines) std::fputs(said(line + "\n").c_str(), to);
 }
 
 /// How air-run's own notices reach stderr: dimmed on a colour terminal (they
@@ -58,7 +59,7 @@ struct Notices {
   bool quiet = false;
   bool color = false;
   void print(const std::string& line) const {
-    if (!quiet) std::fputs(paint(line + "\n", Paint::dim, color).c_str(), stderr);
+    if (!quiet) std::fputs(paint(said(line + "\n"), Paint::dim, color).c_str(), stderr);
   }
 };
 
@@ -137,8 +138,12 @@ private:
       facts_.spec = spec_from_flags_only(options_, env_);
       return resolved.error();
     }
-    for (const auto& warning : resolved->warnings) std::fputs((warning + "\n").c_str(), stderr);
     spec_ = std::move(resolved->spec);
+    // --nnodes/--node-rank are known now (Slurm's nodes once placed, c10d's after the join).
+    if (spec_.nnodes.value > 1 && spec_.node_rank.value >= 0 && spec_.node_rank.value < spec_.nnodes.value &&
+        spec_.rdzv_backend.value != "c10d")
+      set_console_node(spec_.node_rank.value, spec_.nnodes.value);
+    for (const auto& warning : resolved->warnings) say_on_stderr(warning + "\n");
     anchor_spec_paths(spec_); // relative paths of the spec file: relative to it
     if (auto dir = prepare_checkpoint_dir(spec_.checkpoint_dir, !options_.dry_run); !dir) {
       facts_.spec = spec_;
@@ -220,6 +225,8 @@ private:
     auto cluster = resolve_cluster(spec_, env_, options_.dry_run);
     if (!cluster) return cluster.error();
     cluster_ = std::move(*cluster);
+    if (cluster_.multi_node() && cluster_.node_rank >= 0)
+      set_console_node(cluster_.node_rank, cluster_.num_nodes);
     show_placement_in_dry_run();
     ctx_.run_id = spec_.run_id.value.empty() ? make_run_id() : spec_.run_id.value;
     ctx_.master_port = cluster_.master_port;
@@ -333,7 +340,7 @@ private:
     if (!control) {
       end_tracking(control.error());
       if (interrupted_by == 0) return control.error();
-      std::fputs(fmt::format("air-run: {}\n", control.error().message).c_str(), stderr);
+      say_on_stderr(fmt::format("air-run: {}\n", control.error().message));
       return end_with(128 + interrupted_by);
     }
     control_ = std::move(*control);
@@ -361,6 +368,7 @@ private:
     paths_.apply(spec_, ctx_.run_id, ctx_.node_rank);
     facts_.run_id = ctx_.run_id;
     facts_.node_rank = ctx_.node_rank;
+    set_console_node(cluster_.node_rank, cluster_.num_nodes); // c10d: the rank node 0 handed out
     if (keep_run_dir_) ctx_.run_dir = spec_.log_dir.value;
     notices_.print(fmt::format("air-run: {}", describe_cluster(cluster_, selection_.ranks)));
   }
@@ -403,9 +411,8 @@ private:
     if (!torchrun_dir) return torchrun_dir.error();
     ctx_.torchrun_log_dir = *torchrun_dir;
     if (!ctx_.torchrun_log_dir.empty()) {
-      std::fputs(fmt::format("air-run: rank output files (--redirects/--tee) in {}\n", ctx_.torchrun_log_dir)
-                     .c_str(),
-                 stderr);
+      say_on_stderr(
+          fmt::format("air-run: rank output files (--redirects/--tee) in {}\n", ctx_.torchrun_log_dir));
     }
     return go_on();
   }

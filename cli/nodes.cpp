@@ -1,11 +1,12 @@
 #include "cli/nodes.hpp"
 
+#include "core/base/speaker.hpp"
 #include "core/base/text.hpp"
 #include "core/cluster/slurm.hpp"
+#include "core/cluster/stop_round.hpp"
 #include "core/os/capture.hpp"
 #include "core/os/host.hpp"
 #include "core/os/trusted_path.hpp"
-#include "core/run/stop_signals.hpp"
 #include "core/spec/rendezvous.hpp"
 
 #include <fmt/format.h>
@@ -142,17 +143,21 @@ void requeue_after_warning(const ClusterContext& c, RunOutcome& outcome, const E
   if (c.source != "slurm" || c.job_id.empty() || c.node_rank != 0) return;
   if (outcome.status != RunOutcome::Status::preempted || !outcome.preemption) return;
   PreemptionReport& p = *outcome.preemption;
-  if (!is_warning_signal(p.signal) || p.polling_ranks.empty() ||
-      p.stopped_ranks.size() != p.polling_ranks.size())
-    return; // nothing complete to resume from: the job ends as it is
+  // Across nodes every node's ranks have exited by now (ControlChannel::finish
+  // waited for their word): a requeue cannot cut a slower node's save short.
+  const RequeueVerdict verdict = requeue_verdict(p);
+  if (!verdict.requeue) {
+    if (verdict.why_not.empty()) return; // nothing complete to resume from: the job ends as it is
+    p.requeue = verdict.why_not;
+    say_on_stderr(fmt::format("air-run: Slurm job {} was not requeued: {}\n", c.job_id, verdict.why_not));
+    return;
+  }
   auto run = run_captured({"scontrol", "requeue", c.job_id}, env, k_helper_timeout);
   if (run && !run->timed_out && run->status.success()) {
     p.requeue = "requeued";
-    std::fputs(fmt::format("air-run: Slurm job {} requeued (scontrol requeue): its next run resumes from "
-                           "step {}\n",
-                           c.job_id, p.stop_step)
-                   .c_str(),
-               stderr);
+    say_on_stderr(fmt::format("air-run: Slurm job {} requeued (scontrol requeue): its next run resumes from "
+                              "step {}\n",
+                              c.job_id, p.stop_step));
     return;
   }
   std::string why = !run             ? run.error().message
@@ -160,7 +165,7 @@ void requeue_after_warning(const ClusterContext& c, RunOutcome& outcome, const E
                                      : std::string(trim(run->err.empty() ? run->out : run->err));
   if (why.empty()) why = "scontrol requeue failed";
   p.requeue = why;
-  std::fputs(fmt::format("air-run: Slurm job {} was not requeued: {}\n", c.job_id, why).c_str(), stderr);
+  say_on_stderr(fmt::format("air-run: Slurm job {} was not requeued: {}\n", c.job_id, why));
 }
 
 void report_setup_failure(ControlChannel* control, const Error& error) {
@@ -205,11 +210,10 @@ Expected<std::unique_ptr<ControlChannel>> join_cluster(const ClusterContext& c, 
   auto token = join_token(env);
   if (!token) return token.error();
   if (token->empty() && c.node_rank == 0) {
-    std::fputs(
+    say_on_stderr(
         "air-run: warning: the control connection is not authenticated: anyone who reaches the control "
         "port during the join can pose as a node; give every node the same secret in "
-        "AIR_RUN_JOIN_TOKEN (or AIR_RUN_JOIN_TOKEN_FILE)\n",
-        stderr);
+        "AIR_RUN_JOIN_TOKEN (or AIR_RUN_JOIN_TOKEN_FILE)\n");
   }
   ControlOptions options;
   options.join_token = *token;
@@ -237,7 +241,7 @@ Expected<std::unique_ptr<ControlChannel>> join_cluster(const ClusterContext& c, 
   }
   options.master_port = c.master_port;
   options.interrupt_fd = interrupt_fd;
-  options.notice = [](const std::string& line) { std::fputs(("air-run: " + line + "\n").c_str(), stderr); };
+  options.notice = [](const std::string& line) { say_on_stderr("air-run: " + line + "\n"); };
   return ControlChannel::join(options, interrupted_by);
 }
 

@@ -1,6 +1,7 @@
 #include "cli/write_reports.hpp"
 
 #include "core/base/phase_clock.hpp"
+#include "core/base/speaker.hpp"
 #include "core/os/host.hpp"
 #include "core/os/output_file.hpp"
 #include "core/pyenv/cache.hpp"
@@ -37,7 +38,7 @@ std::string working_directory() {
 /// Says on stderr that a report was not written; the caller makes it exit 125.
 bool report_not_written(const char* what, const Error& error) {
   const std::string line = fmt::format("air-run: error: {} not written: {}\n", what, error.message);
-  (void)write_to_fd(STDERR_FILENO, line, "stderr");
+  (void)write_to_fd(STDERR_FILENO, said(line), "stderr");
   return false;
 }
 
@@ -155,7 +156,7 @@ int report_run(const LaunchSpec& spec, const Hardware& hardware, const Selection
   // stderr is where air-run's own errors go, so one that cannot be written is
   // not made an exit code: there would be nowhere to say why.
   std::string text = format_report(report, use_color(::isatty(STDERR_FILENO) == 1, env));
-  if (tracker != nullptr) text += "air-run: " + tracker->report_line() + "\n";
+  if (tracker != nullptr) text += said("air-run: " + tracker->report_line() + "\n");
   std::fflush(stdout);
   std::fflush(stderr);
   (void)write_to_fd(STDERR_FILENO, text, "stderr");

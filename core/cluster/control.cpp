@@ -25,6 +25,10 @@ namespace {
 /// our close into a reset that could eat the last message.
 constexpr milliseconds k_linger{2'000};
 
+/// How long node 0 waits, past the grace period, for the other nodes' word
+/// at the end of a stop across nodes (ControlChannel::end_stop).
+constexpr milliseconds k_stop_end_margin{10'000};
+
 /// The names of a `nodes` line.
 std::vector<std::string> split_names(const std::string& text) {
   std::vector<std::string> names;
@@ -97,6 +101,7 @@ bool names_a_node(ControlMessage::Kind kind) {
   case Kind::place:
   case Kind::preempt:
   case Kind::counted:
+  case Kind::stopped:
     return true;
   default:
     return false;
@@ -412,6 +417,9 @@ std::optional<RemoteFailure> ControlChannel::on_agent_line(Peer& peer, const Con
     if (stop_round_.gathering())
       stop_round_.take(m.node_rank, steps_of(m), (now - stop_round_.asked_at()) / 2, now);
     return std::nullopt;
+  case ControlMessage::Kind::stopped:
+    stop_ends_.take(m.node_rank, m.count, m.stopped); // a fast node's may come before node 0's own end
+    return std::nullopt;
   case ControlMessage::Kind::fail:
   case ControlMessage::Kind::abort:
   case ControlMessage::Kind::hung:
@@ -570,11 +578,45 @@ void ControlChannel::settle(RunOutcome& outcome) {
   hang_round_.cancel(); // a hang diagnosis still gathering belongs to the attempt that ended
   reset_preemption();   // so does a preemption (the next attempt starts afresh)
   const bool local_ok = outcome.status == RunOutcome::Status::succeeded;
+  if (outcome.preemption && options_.node_rank != 0) end_stop(outcome); // before `fail`: node 0 may wait
   if (!local_ok && !outcome.remote_failure)
     report_failure(outcome.exit_code(), outcome.root_cause_rank, outcome.reason);
+  if (outcome.preemption && options_.node_rank == 0) end_stop(outcome); // after `abort`: it ends the laggards
   if (local_ok && remote_ && !outcome.remote_failure)
     adopt(outcome, *remote_); // taken by check() after the end
   if (local_ok && !remote_) wait_all_done(outcome);
+}
+
+void ControlChannel::end_stop(RunOutcome& outcome) {
+  PreemptionReport& p = *outcome.preemption;
+  if (options_.node_rank != 0) {
+    ControlMessage m;
+    m.kind = ControlMessage::Kind::stopped;
+    m.node_rank = options_.node_rank;
+    m.count = static_cast<int>(p.polling_ranks.size());
+    m.stopped = static_cast<int>(p.stopped_ranks.size());
+    send_to_all(peers_, m);
+    return;
+  }
+  // The other nodes' ranks have at most the grace period they were given
+  // (less what passed since), then their agents kill them and say so; the
+  // margin covers that kill and a loaded machine.
+  const auto deadline =
+      Clock::now() +
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(p.deadline_s)) +
+      k_stop_end_margin;
+  for (;;) {
+    for (const auto& peer : peers_)
+      if (peer->link.closed()) stop_ends_.gone(peer->node_rank);
+    const auto now = Clock::now();
+    if (stop_ends_.complete(options_.num_nodes) || now >= deadline) break;
+    std::vector<pollfd> fds;
+    for (const int fd : poll_fds()) fds.push_back({fd, POLLIN, 0});
+    poll_retry(fds.data(), fds.size(),
+               poll_timeout(now, std::min(deadline, next_deadline().value_or(deadline))));
+    (void)pump(Clock::now()); // this node's end is out already: only the words matter now
+  }
+  p.unsaved_nodes = stop_ends_.unsaved(options_.num_nodes);
 }
 
 void ControlChannel::wait_all_done(RunOutcome& outcome) {

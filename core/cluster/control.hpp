@@ -103,7 +103,10 @@ public:
 
   /// After `supervise`: reports a local failure not yet reported, or, when
   /// every local rank succeeded, waits until every node is done (node 0
-  /// answers `finish`) or one fails. A failure elsewhere is written into
+  /// answers `finish`) or one fails. After a stop across nodes (a
+  /// preemption), node 0 returns only once every other node's ranks have
+  /// exited too (`stopped`, or the node's end), so that what follows (a
+  /// Slurm requeue) cannot cut a slower node's save short. A failure elsewhere is written into
   /// `outcome` (status failed, remote_failure, reason), so every node exits
   /// with the failing node's code. Closes the connection gracefully.
   void finish(RunOutcome& outcome);
@@ -255,6 +258,12 @@ private:
   bool stop_heard_ = false;         ///< others: node 0's stopat came (the first one counts)
   bool counts_asked_ = false;       ///< counts_asked() has news
   std::optional<JobStop> job_stop_; ///< others: the decision, until job_stop() hands it over
+  /// After a stop across nodes, once this node's ranks exited: the others
+  /// say `stopped`; node 0 waits for every other node's word (or its end)
+  /// up to the grace period and a margin, and records the unsaved nodes in
+  /// the outcome's preemption, which the requeue reads (requeue_verdict).
+  void end_stop(RunOutcome& outcome);
+  StopEnds stop_ends_; ///< node 0: the other nodes' `stopped`, from any time in the attempt
 };
 
 } // namespace air

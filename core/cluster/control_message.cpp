@@ -156,6 +156,8 @@ std::string format_control_message(const ControlMessage& m) {
   case ControlMessage::Kind::stopat:
     return fmt::format("stopat {} {} {} {}\n", preempt_number(m.steps), m.signal, grace_word(m.grace_ms),
                        m.node_rank);
+  case ControlMessage::Kind::stopped:
+    return fmt::format("stopped {} {} {}\n", m.node_rank, m.count, m.stopped);
   }
   return "hb\n";
 }
@@ -347,6 +349,14 @@ Expected<ControlMessage> parse_stopat(const Words& in, ControlMessage m) {
   return m;
 }
 
+Expected<ControlMessage> parse_stopped(const Words& in, ControlMessage m) {
+  const auto w = split_words(in.rest, 3);
+  if (w.size() != 4 || !w[3].empty() || !natural(w[0], m.node_rank) || !natural(w[1], m.count) ||
+      !natural(w[2], m.stopped) || m.stopped > m.count)
+    return in.bad("expected 'stopped NODE ASKED STOPPED'");
+  return m;
+}
+
 /// `fail`, `abort` and `hung`: a node's failure, node 0's stop for it, or for a hang.
 Expected<ControlMessage> parse_failure(const Words& in, ControlMessage m) {
   const auto w = split_words(in.rest, 4);
@@ -380,6 +390,7 @@ constexpr Verb k_verbs[] = {
     {"preempt", K::preempt, parse_preempt}, {"counted", K::counted, parse_counted},
     {"stopat", K::stopat, parse_stopat},    {"fail", K::fail, parse_failure},
     {"abort", K::abort, parse_failure},     {"hung", K::hung, parse_failure},
+    {"stopped", K::stopped, parse_stopped},
 };
 
 } // namespace

@@ -64,6 +64,10 @@ namespace air {
 ///                                                     others get SIGNAL at once; NODE had the signal.
 ///                                                     An agent that does not know stopat stops on
 ///                                                     the abort that follows, as before
+///   stopped NODE ASKED STOPPED                        agent -> node 0, after a stop across nodes: every
+///                                                     rank of this node has exited; STOPPED of the
+///                                                     ASKED ranks stopped at the job's step (node 0
+///                                                     waits for it before `scontrol requeue`)
 ///
 /// RANK is the root cause's global rank (-1: none, e.g. an interrupt); CODE is
 /// the failing node's exit code, which every node then exits with.
@@ -93,6 +97,7 @@ struct ControlMessage {
     count,
     counted,
     stopat,
+    stopped,
   };
   Kind kind = Kind::heartbeat;
   int node_rank = -1;       ///< restart: -1 = unchanged; quiet, place: the sending node
@@ -118,6 +123,7 @@ struct ControlMessage {
   int grace_ms = 0;             ///< preempt, stopat: how long the ranks have left
   std::uint64_t steps = 0;      ///< preempt, counted: the furthest polling rank; stopat: the stop step
   std::uint64_t rate_milli = 0; ///< preempt, counted: the fastest one's steps per 1000 s
+  int stopped = 0;              ///< stopped: how many of the `count` ranks asked stopped at the step
 };
 
 /// The longest PLACE and the longest word a `place` line carries; longer ones are cut.

@@ -175,6 +175,7 @@ void ControlChannel::begin_attempt(int master_port) {
   master_port_ = master_port;
   running_ = true;
   for (auto& peer : peers_) peer->done = false;
+  stop_ends_ = StopEnds();
 }
 
 } // namespace air

@@ -1,6 +1,8 @@
 // Node 0's side of one job-wide preemption. Pure.
 #include "core/cluster/stop_round.hpp"
 
+#include "core/run/stop_signals.hpp"
+
 #include <algorithm>
 
 namespace air {
@@ -51,6 +53,42 @@ std::optional<JobStop> StopRound::decide(const std::vector<int>& awaited, int nu
   for (int node = 0; node < num_nodes; ++node)
     if (!has(node)) stop.missing_nodes.push_back(node);
   return stop;
+}
+
+void StopEnds::take(int node, int asked, int stopped) { said_[node] = Word{asked, stopped}; }
+
+bool StopEnds::complete(int num_nodes) const {
+  for (int node = 1; node < num_nodes; ++node)
+    if (said_.count(node) == 0 && gone_.count(node) == 0) return false;
+  return true;
+}
+
+std::vector<int> StopEnds::unsaved(int num_nodes) const {
+  std::vector<int> out;
+  for (int node = 1; node < num_nodes; ++node) {
+    const auto it = said_.find(node);
+    if (it == said_.end() || it->second.stopped < it->second.asked) out.push_back(node);
+  }
+  return out;
+}
+
+RequeueVerdict requeue_verdict(const PreemptionReport& p) {
+  RequeueVerdict v;
+  if (!is_warning_signal(p.signal) || p.polling_ranks.empty() ||
+      p.stopped_ranks.size() != p.polling_ranks.size())
+    return v; // nothing complete to resume from: the job ends as it is
+  if (!p.unsaved_nodes.empty()) {
+    std::string nodes;
+    for (const int n : p.unsaved_nodes) nodes += (nodes.empty() ? "" : ", ") + std::to_string(n);
+    v.why_not =
+        std::string(p.unsaved_nodes.size() == 1 ? "node " : "nodes ") + nodes +
+        " did not say that every rank asked stopped at " +
+        (p.stop_step > 0 ? "step " + std::to_string(p.stop_step) : std::string("its next should_stop()")) +
+        " and exited";
+    return v;
+  }
+  v.requeue = true;
+  return v;
 }
 
 } // namespace air

@@ -1,10 +1,13 @@
 #pragma once
 
 #include "core/run/job_preemption.hpp"
+#include "core/run/outcome.hpp"
 
 #include <chrono>
 #include <map>
 #include <optional>
+#include <set>
+#include <string>
 #include <vector>
 
 namespace air {
@@ -67,5 +70,46 @@ private:
   std::map<int, Counted> counted_;
   bool decided_ = false;
 };
+
+/// Node 0's wait at the end of a stop across nodes, once its own ranks are
+/// done: every other node says `stopped` when all its ranks have exited, with
+/// how many of those asked stopped at the step. A requeue (`scontrol
+/// requeue`) ends whatever still runs in the job, a slower node's save
+/// included, so node 0 requeues only after every node's word. Pure.
+class StopEnds {
+public:
+  /// Node `node`'s word: `stopped` of its `asked` ranks stopped at the step, and every rank there exited.
+  void take(int node, int asked, int stopped);
+  /// Node `node` can say nothing more: its connection closed, or it failed.
+  void gone(int node) { gone_.insert(node); }
+  /// Whether each of nodes 1..num_nodes-1 has said its word or is gone: the wait is over.
+  bool complete(int num_nodes) const;
+  /// Nodes 1..num_nodes-1 whose ranks did not all stop at the step, or that
+  /// did not say they did (gone, or silent until the wait ended).
+  std::vector<int> unsaved(int num_nodes) const;
+
+private:
+  struct Word {
+    int asked = 0;
+    int stopped = 0;
+  };
+  std::map<int, Word> said_;
+  std::set<int> gone_;
+};
+
+/// Node 0's answer, after a stop for Slurm's warning, on requeueing the job.
+struct RequeueVerdict {
+  bool requeue = false; ///< every rank asked, on every node, stopped at the step: `scontrol requeue`
+  /// Why not, when that is worth a line ("node 1's ranks did not all stop
+  /// at step 53"); "" when there is nothing to say (not a warning's stop, no
+  /// rank of node 0 stopped there: nothing complete to resume from).
+  std::string why_not;
+};
+
+/// Whether node 0 requeues the job after the stop `p` (its own ranks'
+/// outcome, with the other nodes' unsaved_nodes): only for USR1/USR2 (a
+/// warning: Slurm ends the job itself after SIGTERM), only when each of its
+/// own asked ranks stopped at the step and no other node is unsaved. Pure.
+RequeueVerdict requeue_verdict(const PreemptionReport& p);
 
 } // namespace air

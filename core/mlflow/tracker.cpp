@@ -1,6 +1,7 @@
 // The launch's MLflow run: created before the ranks, finished after them.
 #include "core/mlflow/tracker.hpp"
 
+#include "core/base/speaker.hpp"
 #include "core/mlflow/retry.hpp"
 #include "core/os/host.hpp"
 
@@ -19,7 +20,7 @@ std::int64_t unix_ms(std::chrono::system_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
 }
 
-void say(const std::string& line) { std::fputs((line + "\n").c_str(), stderr); }
+void say(const std::string& line) { say_on_stderr(line + "\n"); }
 
 /// 128 random bits in hex: the launch's token, found again by runs/search.
 std::string random_token() {

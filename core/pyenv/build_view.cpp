@@ -1,5 +1,7 @@
 #include "core/pyenv/build_view.hpp"
 
+#include "core/base/speaker.hpp"
+
 #include <fmt/format.h>
 
 #include <sys/ioctl.h>
@@ -18,7 +20,7 @@ using Clock = std::chrono::steady_clock;
 constexpr std::string_view k_group_name = "air_run_env_build";
 
 void put(const std::string& text) {
-  std::fputs(text.c_str(), stderr);
+  std::fputs(said(text).c_str(), stderr);
   std::fflush(stderr);
 }
 

@@ -6,6 +6,7 @@
 #include "core/base/line_splitter.hpp"
 #include "core/base/redact.hpp"
 #include "core/base/sha256.hpp"
+#include "core/base/speaker.hpp"
 #include "core/os/atomic_file.hpp"
 #include "core/os/capture.hpp"
 #include "core/os/file_read.hpp"
@@ -497,18 +498,15 @@ Expected<PreparedEnv> prepare_python_env(const LaunchSpec& spec, const Environme
   const int fd = lock_fd->get();
   const std::string lock_name = out.path + ".lock";
   if (!try_lock(fd, LOCK_SH)) {
-    std::fputs(fmt::format("air-run: waiting for another air-run building environment {}\n", k12).c_str(),
-               stderr);
+    say_on_stderr(fmt::format("air-run: waiting for another air-run building environment {}\n", k12));
     AIR_TRY(lock(fd, LOCK_SH, lock_name));
   }
   std::string prefix = rebuild ? "" : published_prefix(*cache, out.key);
   if (prefix.empty()) {
     flock(fd, LOCK_UN);
     if (!try_lock(fd, LOCK_EX)) {
-      std::fputs(
-          fmt::format("air-run: waiting for other air-run processes using or building environment {}\n", k12)
-              .c_str(),
-          stderr);
+      say_on_stderr(fmt::format(
+          "air-run: waiting for other air-run processes using or building environment {}\n", k12));
       AIR_TRY(lock(fd, LOCK_EX, lock_name));
     }
     prefix = rebuild ? "" : published_prefix(*cache, out.key); // built while we waited?
@@ -531,7 +529,7 @@ Expected<PreparedEnv> prepare_python_env(const LaunchSpec& spec, const Environme
   }
   if (out.existed) AIR_TRY(check_cached_env(out.path, prefix));
   if (out.existed && !spec.quiet.value) {
-    std::fputs(fmt::format("air-run: using cached environment {} ({})\n", k12, out.path).c_str(), stderr);
+    say_on_stderr(fmt::format("air-run: using cached environment {} ({})\n", k12, out.path));
   }
   // Last use is the marker's mtime, read by --prune-envs --older-than.
   utimensat(AT_FDCWD, (prefix + "/" + k_marker).c_str(), nullptr, 0);

@@ -1,5 +1,6 @@
 #include "core/report/text.hpp"
 
+#include "core/base/speaker.hpp"
 #include "core/report/shown_tail.hpp"
 #include "core/run/console_style.hpp"
 
@@ -231,7 +232,10 @@ std::string format_warnings(const RunOutcome& o) {
   return out;
 }
 
-std::string format_report(const RunReport& report, bool color) {
+namespace {
+
+/// format_report() before its air-run lines name the node.
+std::string report_lines(const RunReport& report, bool color) {
   const RunOutcome& o = report.outcome;
   const std::string run = "air-run: run " + report.plan.run_id + " ";
   const std::string restarts =
@@ -315,6 +319,12 @@ std::string format_report(const RunReport& report, bool color) {
   }
   append_stacks(out, o);
   return out + format_warnings(o);
+}
+
+} // namespace
+
+std::string format_report(const RunReport& report, bool color) {
+  return name_node(report_lines(report, color), report.plan.node_rank, report.plan.num_nodes);
 }
 
 } // namespace air

@@ -22,7 +22,9 @@ namespace air {
 ///     stopped by air-run: ranks 0, 3
 ///
 /// Tracebacks and tails are cut to the last `plan.tail_lines` lines. Then,
-/// whatever the status, format_warnings(). Pure.
+/// whatever the status, format_warnings(). In a job of several nodes each
+/// line of air-run's own names the plan's node ("air-run (node 1): run ...",
+/// name_node()). Pure.
 /// `color`: the root cause line in red (a colour terminal, core/run/console_style.hpp).
 std::string format_report(const RunReport& report, bool color = false);
 

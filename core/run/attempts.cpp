@@ -1,6 +1,7 @@
 // The attempt loop around supervise(): torchrun's --max-restarts.
 #include "core/run/attempts.hpp"
 
+#include "core/base/speaker.hpp"
 #include "core/os/signals.hpp"
 #include "core/run/resume.hpp"
 #include "core/warm/warm_start.hpp"
@@ -45,7 +46,7 @@ void clear_rank_files(const LaunchPlan& plan) {
 }
 
 void say(const ConsoleOptions& console, const std::string& line) {
-  const std::string text = "air-run: " + line + "\n";
+  const std::string text = said("air-run: " + line + "\n");
   [[maybe_unused]] const auto n = ::write(console.stderr_fd, text.data(), text.size());
 }
 

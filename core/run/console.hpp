@@ -1,5 +1,6 @@
 #pragma once
 
+#include "core/base/speaker.hpp"
 #include "core/os/log_sink.hpp"
 #include "core/run/live_view.hpp"
 #include "core/run/supervisor.hpp"
@@ -23,7 +24,8 @@ struct ConsoleBatch {
   std::string text;
   std::size_t lines = 0;
 
-  /// Appends one line of air-run's own ("air-run: " + `line` + "\n").
+  /// Appends one line of air-run's own ("air-run: " + `line` + "\n"; the
+  /// console names the node on its way out).
   void say(const std::string& line) {
     text += "air-run: " + line + "\n";
     ++lines;
@@ -43,10 +45,15 @@ public:
   /// in one write between the area's erase and its redraw, so the area never
   /// splits a line and always ends up under the newest one.
   void write(int stream, std::string_view batch, std::size_t lines);
-  /// Writes `batch` to stderr, when it holds any line.
+  /// Writes `batch` to stderr, when it holds any line: air-run's own lines,
+  /// which name the node in a job of several (core/base/speaker.hpp).
   void write(const ConsoleBatch& batch) {
-    if (batch.lines > 0) write(1, batch.text, batch.lines);
+    if (batch.lines > 0) say(batch.text, batch.lines);
   }
+  /// Writes `lines` whole lines of air-run's own to stderr, each "air-run: ..."
+  /// naming the node in a job of several (said()). Never a rank's lines:
+  /// those stay as the rank wrote them.
+  void say(std::string_view text, std::size_t lines = 1) { write(1, said(text), lines); }
   /// Writes a piece of a line (a rank's prompt): no line is counted, the area is not redrawn.
   void write_piece(int stream, std::string_view text);
   /// Whether `stream` takes nothing more now (its buffer is full).

@@ -198,7 +198,7 @@ void HangWatch::finish() {
               : "air-run: no progress on this node for " + quiet +
                     " (no step, no output): " + report.diagnosis.line + "\n" +
                     "air-run: node 0 names the job's laggards from every node's ranks\n";
-    console_.write(1, batch, asked ? 1 : 2);
+    console_.say(batch, asked ? 1 : 2);
     if (!asked && plan_.stop_on_hang) verdict_deadline_ = now + k_job_hang_verdict_wait;
     out_.hang = std::move(report);
     return;
@@ -244,7 +244,7 @@ void HangWatch::conclude(HangReport report, const std::string& lead) {
                   : "air-run: the run goes on (--on-hang report); Ctrl-\\ shows every stack\n";
     ++lines;
   }
-  console_.write(1, batch, lines);
+  console_.say(batch, lines);
   out_.hang = std::move(report);
   if (stop && !teardown_.active() && out_.status == RunOutcome::Status::succeeded) {
     out_.status = RunOutcome::Status::hung;

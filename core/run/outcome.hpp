@@ -80,6 +80,10 @@ struct PreemptionReport {
   bool job_wide = false;
   int signal_node = -1;           ///< job_wide: the node the signal reached first
   std::vector<int> missing_nodes; ///< job_wide, on node 0: nodes whose step counts did not come in time
+  /// Node 0, across nodes, once every node's ranks ended: the other nodes
+  /// whose asked ranks did not all stop at the step, or that did not say so
+  /// before node 0's wait ended (ControlChannel's `stopped`).
+  std::vector<int> unsaved_nodes;
   /// Node 0 did not answer in time: the step is this node's own.
   bool fallback = false;
   /// Once the ranks ended: those of polling_ranks that stopped at the stop

@@ -14,16 +14,6 @@
 #include <utility>
 
 namespace air {
-namespace {
-
-/// "air-run: ", or "air-run (node 1): " across nodes: every node prints its
-/// own lines of one job's stop, and "SIGTERM on node 1: asking ranks 0 and
-/// 1..." must not read as node 1's.
-std::string who_says(const LaunchPlan& plan) {
-  return plan.num_nodes > 1 ? "air-run (node " + std::to_string(plan.node_rank) + "): " : "air-run: ";
-}
-
-} // namespace
 
 std::optional<Preemption::Clock::time_point> Preemption::next_deadline() const {
   if (!pending_) return std::nullopt;
@@ -126,14 +116,14 @@ void Preemption::say_stop(const PreemptionReport& report, const std::string& whe
   if (!console_.options().quiet) {
     std::string lines;
     if (!report.polling_ranks.empty())
-      lines += who_says(plan_) + signal_name(sig) + where + ": asking rank" +
+      lines += "air-run: " + signal_name(sig) + where + ": asking rank" +
                (report.polling_ranks.size() > 1 ? "s " : " ") + rank_words(report.polling_ranks) +
                " to stop" + (stop_step > 0 ? " at step " + std::to_string(stop_step) : std::string()) +
                (report.job_wide ? " (the job's, from node 0)" : "") + ", up to " +
                format_duration(std::chrono::duration_cast<Millis>(grace)) + "; " + kill_now_hint(sig) + "\n";
     for (const auto& p : passed)
-      lines += who_says(plan_) + p + ", past the job's stop step: it stops at its next should_stop()\n";
-    if (!lines.empty()) console_.write(1, lines, 1 + passed.size());
+      lines += "air-run: " + p + ", past the job's stop step: it stops at its next should_stop()\n";
+    if (!lines.empty()) console_.say(lines, 1 + passed.size());
   }
 }
 
@@ -150,9 +140,9 @@ bool Preemption::ask_job(int sig) {
   tell_(NodeEvent::preempted_by(sig, mine,
                                 std::chrono::duration_cast<std::chrono::milliseconds>(plan_.grace_period)));
   if (!console_.options().quiet) {
-    const std::string line = who_says(plan_) + signal_name(sig) +
+    const std::string line = "air-run: " + signal_name(sig) +
                              ": agreeing on one stop step with the other nodes (node 0 picks it)\n";
-    console_.write(1, line, 1);
+    console_.say(line);
   }
   return true;
 }
@@ -168,10 +158,9 @@ void Preemption::follow_job(Clock::time_point now) {
   pending_.reset();
   if (!console_.options().quiet) {
     const std::string line =
-        who_says(plan_) + "node 0 did not pick a stop step within " +
-        format_duration(k_preempt_decision_wait) +
+        "air-run: node 0 did not pick a stop step within " + format_duration(k_preempt_decision_wait) +
         ": this node's ranks stop at a step of its own, which other nodes may not share\n";
-    console_.write(1, line, 1);
+    console_.say(line);
   }
   PreemptionReport report;
   report.fallback = true;
@@ -189,11 +178,12 @@ void Preemption::apply_job_stop(const JobStop& stop) {
   Clock::duration grace = stop.grace;
   if (pending) grace = std::min(grace, pending->at + plan_.grace_period - now);
   if (!stop.missing_nodes.empty() && !console_.options().quiet) {
-    const std::string line = who_says(plan_) + (stop.missing_nodes.size() == 1 ? "node " : "nodes ") +
+    const std::string line = std::string("air-run: ") +
+                             (stop.missing_nodes.size() == 1 ? "node " : "nodes ") +
                              rank_words(stop.missing_nodes) + " sent no step count within " +
                              format_duration(k_preempt_counts_wait) + ": the stop step was picked without " +
                              (stop.missing_nodes.size() == 1 ? "it" : "them") + "\n";
-    console_.write(1, line, 1);
+    console_.say(line);
   }
   PreemptionReport report;
   report.job_wide = true;

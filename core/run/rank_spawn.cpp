@@ -156,7 +156,7 @@ RankSpawn::WarmResults RankSpawn::start_warm_ranks(Containment& containment) {
       warm_notice_ = true;
       const std::string line = "air-run: --preload: rank " + std::to_string(r.plan->rank) +
                                " starts a fresh interpreter: " + results[i].process.error().message + "\n";
-      console_.write(1, line, 1);
+      console_.say(line);
     }
   }
   return out;

@@ -128,7 +128,7 @@ private:
   void begin_teardown(int sig);
   void kill_all();
   void announce_teardown(int sig);
-  void say(const std::string& text, std::size_t lines = 1) { console_.write(1, text, lines); }
+  void say(const std::string& text, std::size_t lines = 1) { console_.say(text, lines); }
   void watch_progress(Clock::time_point now);
   void say_lost_progress();
 

@@ -172,8 +172,8 @@ SH
   ((job >= 15000 && job <= 29998 && job % 2 == 0)) || fail "master port $job outside the documented range"
   expect_eq "$(grep '^TORCHELASTIC_RUN_ID=' env.3)" "$(grep '^TORCHELASTIC_RUN_ID=' env.0)"
   expect_contains "$(cat env.0)" "TORCHELASTIC_RUN_ID=slurm-"
-  expect_contains "$err" "air-run: node 0/2 (node1), ranks 0-1 of 4"
-  expect_contains "$err" "air-run: node 1/2 (node2), ranks 2-3 of 4"
+  expect_contains "$err" "air-run (node 0): node 0/2 (node1), ranks 0-1 of 4"
+  expect_contains "$err" "air-run (node 1): node 1/2 (node2), ranks 2-3 of 4"
 }
 
 test_two_by_two_gloo_ddp_trains_under_srun() {
@@ -242,7 +242,7 @@ test_sbatch_cpu_smoke_script() {
   for r in 0 1 2 3; do
     expect_contains "$log" "[rank$r]: rank $r/4 epoch 1: loss"
   done
-  expect_contains "$log" "air-run: node 1/2 (node2), ranks 2-3 of 4"
+  expect_contains "$log" "air-run (node 1): node 1/2 (node2), ranks 2-3 of 4"
   # per-rank logs of both nodes in the one (shared) log directory
   [[ -f $(echo runs/*/logs/*/rank3.log) ]] || fail "no rank3.log under runs/*/logs/<run_id>"
 }

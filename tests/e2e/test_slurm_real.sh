@@ -9,7 +9,8 @@
 # resumes from it (AIR_RESUME_FROM, air.steps()):
 #
 # - the time limit (`--time=1`: slurmd's SIGTERM, SIGCONT, SIGTERM);
-# - `--signal=B:USR1@60 --requeue` with `exec srun` (air-run requeues the job);
+# - `--signal=B:USR1@60 --requeue` with `exec srun` (air-run requeues the job,
+#   only once node 1's ranks, 5 s slower to finish their save, have exited);
 # - a partition preemption with PreemptMode=REQUEUE (SIGTERM, SIGCONT, SIGTERM);
 # - scancel;
 # - a node that vanishes (link down, frozen): the other ends the job within the
@@ -212,12 +213,15 @@ while True:
         print("%s rank %d at step 10" % (tag, rank), flush=True)
     if air.should_stop():
         air.data.save({"weight": model.module.weight.data})
+        if os.environ.get("SLOW_SAVE_NODE") == os.environ["GROUP_RANK"]:
+            time.sleep(float(os.environ["SLOW_SAVE_S"]))  # this node's copy of its shard to slow storage
         print("%s rank %d stopped at step %d" % (tag, rank, air.steps()), flush=True)
         sys.exit(0)
 PY
 
 # job_script CASE [SBATCH LINES...]: the batch script of a case, as a user
-# writes it (`exec srun`, one air-run per node), to $W/CASE.sbatch.
+# writes it (`exec srun`, one air-run per node), to $W/CASE.sbatch. A line
+# `export NAME=VALUE` goes into the script instead.
 job_script() {
   local case=$1
   shift
@@ -229,7 +233,8 @@ job_script() {
     echo "#SBATCH --output=$W/$case.out"
     echo "#SBATCH --open-mode=append"
     local line
-    for line in "$@"; do echo "#SBATCH $line"; done
+    for line in "$@"; do [[ $line == export\ * ]] || echo "#SBATCH $line"; done
+    for line in "$@"; do [[ $line == export\ * ]] && echo "$line"; done
     cat <<SH
 export CASE=$case PYTHONPATH=$AIR_SOURCE_DIR/python
 export AIR_RUN_JOIN_TOKEN=$case-$RANDOM$RANDOM GLOO_SOCKET_IFNAME=air0
@@ -302,8 +307,14 @@ release() {
 # or so), so both cases start together and are judged by their tests below.
 job_script timelimit "--time=1" "--cpus-per-task=1"
 # The warning comes at slurmctld's first check with 60 s or less left: 60-90 s
-# in, once the ranks poll even on a loaded machine.
-job_script usr1 "--time=2" "--cpus-per-task=1" "--signal=B:USR1@60" "--requeue"
+# in, once the ranks poll even on a loaded machine. Node 1's ranks take 5 s
+# more than node 0's to finish their save (a grace period of 30 s allows it):
+# the requeue must come after they exit, with the checkpoint complete. (Here
+# rank 0's TCPStore also holds node 0's ranks until node 1's have gone, up to
+# 30 s: node 0's own wait for every node's `stopped` is what holds beyond
+# that; tests/unit/cluster_control_test.cpp shows it without a store.)
+job_script usr1 "--time=2" "--cpus-per-task=1" "--signal=B:USR1@60" "--requeue" \
+  "export SLOW_SAVE_NODE=1 SLOW_SAVE_S=5 AIR_RUN_GRACE_PERIOD=30s"
 # E2E_ONLY (lib.sh) submits only the jobs of the tests it runs.
 only() { [[ -z ${E2E_ONLY:-} || $1 == *"$E2E_ONLY"* ]]; }
 only test_time_limit_stops_every_rank_at_one_step && TIMELIMIT_JOB=$(submit timelimit)
@@ -340,6 +351,13 @@ test_usr1_warning_with_exec_srun_stops_saves_and_requeues() {
   local took=$((SECONDS - SUBMITTED)) step
   step=$(expect_stopped_at_one_step usr1) || return
   release "$USR1_JOB" || fail "job $USR1_JOB was not requeued: $(job_state "$USR1_JOB"), $(grep air-run "$W/usr1.out" | tail -5)" || return
+  # Node 0 asked for the requeue only after node 1's slower ranks were done.
+  local requeued_at slow_done_at
+  requeued_at=$(grep -n "Slurm job $USR1_JOB requeued" "$W/usr1.out" | head -1 | cut -d: -f1)
+  slow_done_at=$(grep -n "usr1 rank [23] stopped at step" "$W/usr1.out" | tail -1 | cut -d: -f1)
+  [[ -n $requeued_at && -n $slow_done_at ]] && ((requeued_at > slow_done_at)) ||
+    fail "the requeue (line ${requeued_at:-none}) came before node 1's ranks finished (line ${slow_done_at:-none})"
+  expect_contains "$(cat "$W/usr1.out")" "air-run (node 0): Slurm job $USR1_JOB requeued (scontrol requeue)"
   wait_for "[[ \$(job_state $USR1_JOB) == COMPLETED || \$(job_state $USR1_JOB) == FAILED ]]" 120 ||
     fail "the requeued run did not end: $(job_state "$USR1_JOB")" || return
   echo "  B:USR1@60: job $USR1_JOB stopped ${took}s after sbatch at step $step, jobcomp: $(completed_states "$USR1_JOB"), then $(job_state "$USR1_JOB")"

@@ -113,9 +113,64 @@ SH
   expect_contains "$(cat node1.err)" "rank 3 exited with exit code 5"
   expect_contains "$(cat node0.err)" "stopped because node 1 ("
   expect_contains "$(cat node0.err)" "failed: rank 3 exited with exit code 5"
+  expect_lines_name_node 0
+  expect_lines_name_node 1
   local took=$(($(cat node0.end) - $(cat fail.ms)))
   echo "  node 0 ended ${took}ms after rank 3 failed on node 1"
   ((took < 2000)) || fail "node 0 ended ${took}ms after the failure on node 1"
+}
+
+# expect_lines_name_node NODE: every line of air-run's own on NODE's console
+# (stdout and stderr: those that start with "air-run") says "air-run (node NODE)".
+expect_lines_name_node() {
+  local n=$1 own
+  own=$(grep -h '^air-run' "node$n.out" "node$n.err")
+  [[ -n $own ]] || { fail "node $n printed no line of air-run's own"; return; }
+  if grep -v "^air-run (node $n)[ :]" <<<"$own"; then
+    fail "node $n: the lines above do not name the node"
+  fi
+}
+
+test_every_air_run_line_names_its_node() {
+  # A job that prints many of air-run's own kinds of lines: the --timeout
+  # notice and the placement (before the ranks), the unauthenticated join
+  # warning (node 0), a failure, the other node's stop and the final report,
+  # on both nodes. (The other multi-node tests here check their lines too: an
+  # interrupt's teardown, a killed agent, a failed join; the report's
+  # warnings are tests/unit/report_text_test.cpp's.)
+  setup
+  cat >rank.sh <<'SH'
+#!/bin/sh
+echo "air-run: a rank's own line, not air-run's"
+if [ "$RANK" = 3 ]; then sleep 1; exit 5; fi
+exec sleep 120
+SH
+  chmod +x rank.sh
+  start_node 0 --cpu-ranks 2 --timeout 5m --no-python ./rank.sh
+  start_node 1 --cpu-ranks 2 --timeout 5m --no-python ./rank.sh
+  wait
+  expect_eq "$(node_rc 0)" 5
+  expect_eq "$(node_rc 1)" 5
+  local n
+  for n in 0 1; do
+    expect_lines_name_node "$n"
+    expect_contains "$(cat "node$n.err")" "air-run (node $n): this run stops after 5m (timeout, flag --timeout)"
+    expect_contains "$(cat "node$n.err")" "air-run (node $n): node $n/2 ("
+    expect_contains "$(cat "node$n.err")" "air-run (node $n): run "
+  done
+  expect_contains "$(cat node0.err)" "air-run (node 0): warning: the control connection is not authenticated"
+  expect_contains "$(cat node1.err)" "failed after"
+  expect_contains "$(cat node1.err)" "rank 3 exited with exit code 5"
+  # The ranks' lines stay theirs, prefix and all.
+  expect_contains "$(cat node1.out)" "[rank3]: air-run: a rank's own line, not air-run's"
+}
+
+test_one_node_lines_stay_air_run() {
+  run_air --cpu-ranks 1 --timeout 5m --no-python true
+  expect_rc 0
+  expect_contains "$err" "air-run: this run stops after 5m"
+  expect_contains "$err" "air-run: run "
+  expect_not_contains "$err" "(node 0)"
 }
 
 test_interrupt_on_node_1_ends_node_0() {
@@ -133,6 +188,9 @@ test_interrupt_on_node_1_ends_node_0() {
   expect_eq "$(node_rc 1)" 130
   expect_eq "$(node_rc 0)" 130
   expect_contains "$(cat node0.err)" "failed: interrupted by SIGINT"
+  expect_contains "$(cat node1.err)" "air-run (node 1): stopping 2 ranks (SIGINT)"
+  expect_lines_name_node 0
+  expect_lines_name_node 1
   local took=$(($(cat node0.end) - sent))
   echo "  node 0 ended ${took}ms after node 1 was interrupted"
   ((took < 2000)) || fail "node 0 took ${took}ms"
@@ -152,6 +210,7 @@ test_killed_agent_is_noticed() {
   wait
   expect_eq "$(node_rc 0)" 1
   expect_contains "$(cat node0.err)" "its agent closed the control connection (it exited or was killed)"
+  expect_lines_name_node 0
   local took=$(($(cat node0.end) - sent))
   ((took < 3000)) || fail "node 0 took ${took}ms to notice"
   # node 1's rank died with its agent (parent-death signal)
@@ -167,9 +226,11 @@ test_node_that_never_joins_is_named() {
   wait
   expect_eq "$(node_rc 0)" 125
   expect_eq "$(node_rc 1)" 125
-  local msg="air-run: error: node 2 did not join within 2s (node 0's agent waited on control port $((PORT + 1)))"
-  expect_contains "$(cat node0.err)" "$msg"
-  expect_contains "$(cat node1.err)" "$msg"
+  local msg="error: node 2 did not join within 2s (node 0's agent waited on control port $((PORT + 1)))"
+  expect_contains "$(cat node0.err)" "air-run (node 0): $msg"
+  expect_contains "$(cat node1.err)" "air-run (node 1): $msg"
+  expect_lines_name_node 0
+  expect_lines_name_node 1
   ((SECONDS - start < 10)) || fail "took $((SECONDS - start))s"
 }
 
@@ -181,7 +242,7 @@ test_ranks_per_node_must_agree() {
   expect_eq "$(node_rc 0)" 2
   expect_eq "$(node_rc 1)" 2
   local msg="runs 3 rank(s) but node 0 ("
-  expect_contains "$(cat node0.err)" "air-run: error: node 1 ("
+  expect_contains "$(cat node0.err)" "air-run (node 0): error: node 1 ("
   expect_contains "$(cat node0.err)" "$msg"
   expect_contains "$(cat node1.err)" "$msg"
   expect_contains "$(cat node1.err)" "every node must run the same number of ranks"

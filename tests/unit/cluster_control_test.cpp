@@ -3,6 +3,7 @@
 #include "core/cluster/control.hpp"
 #include "core/cluster/control_auth.hpp"
 #include "core/cluster/control_message.hpp"
+#include "core/cluster/stop_round.hpp"
 #include "core/os/host.hpp"
 #include "tests/unit/catch.hpp"
 #include "tests/unit/control_fixture.hpp"
@@ -950,6 +951,83 @@ TEST_CASE("node 0 decides without a node that does not answer, and names it", "[
   CHECK(stop0->missing_nodes == std::vector<int>{1});
   CHECK(stop0->stop_step == 31); // node 1's 500 steps never came
   CHECK(stop1->stop_step == 31);
+}
+
+namespace {
+
+/// A node's outcome after a stop for SIGUSR1 at step 7: `stopped` of its two asked ranks stopped there.
+air::RunOutcome stopped_at_7(int stopped) {
+  air::RunOutcome o;
+  o.status = air::RunOutcome::Status::preempted;
+  o.interrupt_signal = 10;
+  air::PreemptionReport p;
+  p.signal = 10;
+  p.stop_step = 7;
+  p.polling_ranks = {0, 1};
+  p.deadline_s = 30;
+  p.job_wide = true;
+  for (int r = 0; r < stopped; ++r) p.stopped_ranks.push_back(r);
+  o.preemption = p;
+  return o;
+}
+
+/// Node 0 ends its stop at once; node 1's ranks take `save` longer (its
+/// agent keeps talking meanwhile, as its supervisor does). Returns node 0's
+/// outcome and whether its finish returned only after node 1's began.
+std::pair<air::RunOutcome, bool> end_stop_with_slower_node1(int node1_stopped,
+                                                            std::chrono::milliseconds save) {
+  auto [node0, node1] = join_two(air_test::free_port());
+  air::RunOutcome out0 = stopped_at_7(2);
+  auto ended0 = std::async(std::launch::async, [&node0 = node0, &out0] {
+    node0->finish(out0);
+    return Clock::now();
+  });
+  const auto saved_at = Clock::now() + save;
+  while (Clock::now() < saved_at) {
+    (void)air_test::take_events(*node1); // node 0's abort among them: this node is stopping already
+    std::this_thread::sleep_for(20ms);
+  }
+  const auto node1_ends = Clock::now();
+  air::RunOutcome out1 = stopped_at_7(node1_stopped);
+  node1->finish(out1);
+  return {out0, ended0.get() >= node1_ends};
+}
+
+} // namespace
+
+TEST_CASE("after a stop node 0 ends only once the slower node's ranks have exited",
+          "[control][preempt][requeue]") {
+  // 2.5 s: longer than a closing connection lingers (2 s), which alone once held node 0 back.
+  auto [out0, after] = end_stop_with_slower_node1(2, 2500ms);
+  CHECK(after);
+  REQUIRE(out0.preemption.has_value());
+  CHECK(out0.preemption->unsaved_nodes.empty());
+  CHECK(air::requeue_verdict(*out0.preemption).requeue);
+}
+
+TEST_CASE("a node whose asked ranks did not all stop keeps node 0 from requeueing",
+          "[control][preempt][requeue]") {
+  auto [out0, after] = end_stop_with_slower_node1(1, 300ms);
+  CHECK(after);
+  REQUIRE(out0.preemption.has_value());
+  CHECK(out0.preemption->unsaved_nodes == std::vector<int>{1});
+  CHECK_FALSE(air::requeue_verdict(*out0.preemption).requeue);
+}
+
+TEST_CASE("stopped messages survive a round trip", "[control][preempt][requeue]") {
+  ControlMessage m;
+  m.kind = Kind::stopped;
+  m.node_rank = 1;
+  m.count = 2;
+  m.stopped = 1;
+  CHECK(air::format_control_message(m) == "stopped 1 2 1\n");
+  const auto back = round_trip(m);
+  CHECK(back.kind == Kind::stopped);
+  CHECK(back.node_rank == 1);
+  CHECK(back.count == 2);
+  CHECK(back.stopped == 1);
+  CHECK_FALSE(air::parse_control_message("stopped 1 2 3").ok()); // more stopped than asked
+  CHECK_FALSE(air::parse_control_message("stopped 1 2").ok());
 }
 
 TEST_CASE("a token-holding agent cannot speak for another node", "[control][auth][forged]") {

@@ -129,3 +129,52 @@ TEST_CASE("a second signal keeps the first one's round and the earlier grace end
   CHECK_FALSE(round.has(0));
   CHECK(round.start(15, 0, 1s, round_t0 + 1s, 1s));
 }
+
+TEST_CASE("node 0's wait at a stop's end lasts until every other node said its word or is gone",
+          "[rounds][preempt][requeue]") {
+  air::StopEnds ends;
+  CHECK(ends.complete(1)); // one node: nothing to wait for
+  CHECK_FALSE(ends.complete(3));
+  ends.take(2, 2, 2); // a fast node's word may come first
+  CHECK_FALSE(ends.complete(3));
+  CHECK(ends.unsaved(3) == std::vector<int>{1}); // node 1 has not said it stopped
+  ends.take(1, 2, 1);                            // one of its two ranks did not stop at the step
+  CHECK(ends.complete(3));
+  CHECK(ends.unsaved(3) == std::vector<int>{1});
+  ends.take(1, 2, 2);
+  CHECK(ends.unsaved(3).empty());
+
+  air::StopEnds lost;
+  lost.gone(1); // its agent ended without a word: the wait is over, the node is not saved
+  CHECK(lost.complete(2));
+  CHECK(lost.unsaved(2) == std::vector<int>{1});
+}
+
+TEST_CASE("node 0 requeues after Slurm's warning only when every node's asked ranks stopped",
+          "[rounds][preempt][requeue]") {
+  air::PreemptionReport p;
+  p.signal = 10; // SIGUSR1
+  p.stop_step = 53;
+  p.polling_ranks = {0, 1};
+  p.stopped_ranks = {0, 1};
+  p.job_wide = true;
+  CHECK(air::requeue_verdict(p).requeue);
+
+  p.unsaved_nodes = {1}; // node 1's save did not finish (or it never said so)
+  auto v = air::requeue_verdict(p);
+  CHECK_FALSE(v.requeue);
+  CHECK(v.why_not == "node 1 did not say that every rank asked stopped at step 53 and exited");
+  p.unsaved_nodes = {1, 3};
+  CHECK(air::requeue_verdict(p).why_not ==
+        "nodes 1, 3 did not say that every rank asked stopped at step 53 and exited");
+  p.unsaved_nodes.clear();
+
+  p.stopped_ranks = {0}; // node 0's own rank 1 did not stop there: nothing complete, nothing to say
+  v = air::requeue_verdict(p);
+  CHECK_FALSE(v.requeue);
+  CHECK(v.why_not.empty());
+  p.stopped_ranks = {0, 1};
+  p.signal = 15; // SIGTERM: Slurm ends (or requeues) the job itself
+  CHECK_FALSE(air::requeue_verdict(p).requeue);
+  CHECK(air::requeue_verdict(p).why_not.empty());
+}

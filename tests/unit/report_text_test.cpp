@@ -39,6 +39,29 @@ TEST_CASE("report: root cause without an error file shows the output tail", "[re
       "  stopped by air-run: ranks 0, 3\n");
 }
 
+TEST_CASE("report: on a node of several, each of air-run's lines names the node", "[report][speaker]") {
+  air::test::SampleRun run;
+  run.plan.node_rank = 1;
+  run.plan.num_nodes = 2;
+  run.outcome.console_lines_dropped = 3;
+  run.outcome.leftover_processes = 1;
+  run.outcome.leftover_names = {"sleep 100 (pid 99)"};
+  const air::RunReport report = air::test::sample_report(run);
+  CHECK(air::format_report(report) ==
+        "air-run (node 1): run r1 failed after 12.4s (exit code 3): rank 1 exited with exit code 3\n"
+        "  root cause: rank 1 (local_rank 1, pid 4243): exit code 3\n"
+        "    RuntimeError: boom\n"
+        "      Traceback (most recent call last):\n"
+        "        File \"train.py\", line 3, in <module>\n"
+        "      RuntimeError: boom\n"
+        "    log: /logs/rank1.log\n"
+        "  also failed: rank 2 (local_rank 2, pid 4244): signal 11 (SIGSEGV, core dumped)\n"
+        "  stopped by air-run: rank 0\n"
+        "air-run (node 1): warning: 3 lines of rank output not shown on the console (it stopped taking "
+        "output)\n"
+        "air-run (node 1): ended 1 process that the ranks left running: sleep 100 (pid 99)\n");
+}
+
 TEST_CASE("report: succeeded run is one line", "[report]") {
   air::test::SampleRun run;
   run.outcome.status = air::RunOutcome::Status::succeeded;
