@@ -42,7 +42,12 @@ public:
   /// Writes whole lines to `stream`. On the live area's terminal they go out
   /// in one write between the area's erase and its redraw, so the area never
   /// splits a line and always ends up under the newest one.
-  void write(int stream, std::string_view batch, std::size_t lines);
+  void write(int stream, std::string_view batch, std::size_t lines) { write(stream, batch, {}, lines); }
+  /// The same for a batch in two pieces, `first` then `second` (no joined
+  /// copy); `lines` may be LineSink::k_uncounted.
+  void write(int stream, std::string_view first, std::string_view second, std::size_t lines);
+  /// Whether `stream` goes to /dev/null: its lines need not be built at all.
+  bool discards(int stream) const { return sink(stream).discards(); }
   /// Writes `batch` to stderr, when it holds any line.
   void write(const ConsoleBatch& batch) {
     if (batch.lines > 0) write(1, batch.text, batch.lines);
