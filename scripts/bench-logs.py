@@ -3,7 +3,7 @@
 
   python3 scripts/bench-logs.py [--air-run build/cli/air-run] [--ranks 1,4,16]
       [--consoles null,file,tty,log-dir,tee] [--megabytes 64] [--repeat 5]
-      [--json results.json]
+      [--json results.json] [--other <an earlier air-run>]
 
 Each rank runs `cat` of a file of 100-byte lines (--megabytes in all, shared
 out among the ranks). The baseline copies the same bytes through one plain
@@ -27,6 +27,9 @@ It prints, per rank count and console, the median wall time of each, their
 ratio (target: at most 1.1), and the median CPU time (user + system of the
 whole process tree) of each: on a loaded machine the CPU figure is the steadier.
 --json FILE writes the same figures (every run's times too) for a script.
+--other AIR_RUN measures a second build beside the first, interleaved in the
+same runs (its CPU ratio to the pipe in the last columns): before and after
+under the same load.
 It checks that every line arrived whole (the console file or terminal's bytes,
 less air-run's prefixes, hold each rank's lines in order).
 """
@@ -188,28 +191,29 @@ def check_lines(data, ranks, per_rank):
     return None
 
 
-def measure(air_run, ranks, console, megabytes, repeat, folder):
+def measure(air_run, ranks, console, megabytes, repeat, folder, other=None):
     inputs, per_rank = make_input(folder, ranks, megabytes)
     sink_kind = console if console in ("file", "tty") else "null"
     # What air-run writes besides the console: the rank's log, and torchrun's stdout.log.
     files = {"log-dir": 1, "tee": 2}.get(console, 0)
-    sides = ["pipe", "air"] + (["files"] if files else [])
+    sides = ["pipe", "air"] + (["files"] if files else []) + (["other"] if other else [])
     walls = {side: [] for side in sides}
     cpus = {side: [] for side in sides}
     for i in range(repeat):
         for side in sides if i % 2 == 0 else sides[::-1]:
             with Sink(sink_kind, folder) as sink:
-                sink.keep = i == 0 and side == "air"
+                sink.keep = i == 0 and side in ("air", "other")
                 before = cpu_of_children()
                 if side == "pipe":
                     walls[side].append(run_baseline(inputs, sink))
                 elif side == "files":
                     walls[side].append(run_baseline(inputs, sink, files, folder))
                 else:
-                    walls[side].append(run_air(air_run, inputs, sink, console, folder))
+                    binary = other if side == "other" else air_run
+                    walls[side].append(run_air(binary, inputs, sink, console, folder))
                 cpus[side].append(cpu_of_children() - before)
                 sink.close_writer()
-                if i == 0 and side == "air" and sink_kind != "null":
+                if i == 0 and side in ("air", "other") and sink_kind != "null":
                     problem = check_lines(sink.contents(), ranks, per_rank)
                     if problem:
                         sys.exit(f"{ranks} ranks, console {console}: {problem}")
@@ -230,27 +234,34 @@ def main():
     ap.add_argument("--megabytes", type=int, default=64, help="bytes of lines in all, per run (default 64 MB)")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--json", metavar="FILE", help="also write every figure to FILE as JSON")
+    ap.add_argument("--other", metavar="AIR_RUN",
+                    help="a second air-run (an earlier build), measured in the same runs, its CPU ratio to the pipe last")
     args = ap.parse_args()
     load = os.getloadavg()[0]
     print(f"{args.megabytes} MB of 100-byte lines per run, median of {args.repeat}, load average {load:.1f}")
     print("wall: seconds; cpu: user + system seconds of the whole process tree; ratio: air-run / pipe")
     print(f"{'ranks':>5} {'console':<8} {'pipe s':>7} {'air s':>7} {'ratio':>6} {'MB/s':>6}   "
-          f"{'pipe cpu':>8} {'air cpu':>8} {'ratio':>6}   {'files cpu':>9} {'ratio':>6}")
+          f"{'pipe cpu':>8} {'air cpu':>8} {'ratio':>6}   {'files cpu':>9} {'ratio':>6}"
+          + (f"   {'other cpu':>9} {'ratio':>6}" if args.other else ""))
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-logs-") as folder:
         for ranks in [int(x) for x in args.ranks.split(",")]:
             for console in args.consoles.split(","):
-                walls, cpus = measure(args.air_run, ranks, console, args.megabytes, args.repeat, folder)
+                walls, cpus = measure(args.air_run, ranks, console, args.megabytes, args.repeat, folder, args.other)
                 med = {k: statistics.median(v) for k, v in walls.items()}
                 cpu = {k: statistics.median(v) for k, v in cpus.items()}
                 row = {"ranks": ranks, "console": console, "wall_s": med, "cpu_s": cpu,
                        "wall_ratio": med["air"] / med["pipe"], "cpu_ratio": cpu["air"] / cpu["pipe"],
                        "runs": {"wall_s": walls, "cpu_s": cpus}}
-                files = ""
+                files = f"   {'':9} {'':6}"
                 if "files" in cpu:
                     row["files_wall_ratio"] = med["air"] / med["files"]
                     row["files_cpu_ratio"] = cpu["air"] / cpu["files"]
                     files = f"   {cpu['files']:9.3f} {row['files_cpu_ratio']:6.2f}"
+                if "other" in cpu:
+                    row["other_wall_ratio"] = med["other"] / med["pipe"]
+                    row["other_cpu_ratio"] = cpu["other"] / cpu["pipe"]
+                    files += f"   {cpu['other']:9.3f} {row['other_cpu_ratio']:6.2f}"
                 results.append(row)
                 print(f"{ranks:>5} {console:<8} {med['pipe']:7.3f} {med['air']:7.3f} "
                       f"{row['wall_ratio']:6.2f} {args.megabytes / med['air']:6.0f}   "
@@ -258,7 +269,7 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"megabytes": args.megabytes, "repeat": args.repeat, "load_average": load,
-                       "air_run": args.air_run, "results": results}, f, indent=1)
+                       "air_run": args.air_run, "other": args.other, "results": results}, f, indent=1)
 
 
 if __name__ == "__main__":
