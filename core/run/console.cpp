@@ -57,6 +57,10 @@ void Console::set_partial(std::size_t key, const std::string& text) {
 
 std::optional<std::chrono::steady_clock::time_point> Console::next_deadline() const {
   if (!live_) return std::nullopt;
+  // A console that is behind gets no redraw (live_tick): the terminal's
+  // POLLOUT wakes the loop then, not the area's clock, whose passed deadline
+  // would make every poll return at once until the terminal caught up.
+  if (stdout_.pending() || stderr_.pending()) return std::nullopt;
   return live_->next_deadline();
 }
 

@@ -73,7 +73,8 @@ public:
   bool shows_partials(int stream) const;
   /// Sets the unfinished line of `key` (a rank's stream) shown in the area; "" removes it.
   void set_partial(std::size_t key, const std::string& text);
-  /// When the area wants redrawing; nullopt without an area.
+  /// When the area wants redrawing; nullopt without an area, or while the
+  /// console is behind (it is redrawn with the next lines then).
   std::optional<std::chrono::steady_clock::time_point> next_deadline() const;
   /// Redraws the area when its deadline has come, with `snapshot()`.
   void live_tick(std::chrono::steady_clock::time_point now, const std::function<LiveSnapshot()>& snapshot);
