@@ -41,7 +41,8 @@ TEST_CASE("log sink: a batch in two pieces goes out as one, in order", "[log_sin
 TEST_CASE("log sink: a pipe that is full keeps both pieces, in order", "[log_sink]") {
   int fds[2];
   REQUIRE(::pipe(fds) == 0);
-  const std::string second = std::string(100000, 'x') + "\n";
+  std::string second(100000, 'x');
+  second += '\n';
   std::string got;
   {
     air::LineSink console(fds[1]); // a pipe: written without blocking, the rest buffered

@@ -20,9 +20,11 @@ TEST_CASE("console: a terminal that is behind sets no redraw deadline", "[consol
   air::Console console(options);
   console.start_live(false);
   REQUIRE(console.next_deadline().has_value());
-  const std::string line = std::string(99, 'x') + "\n";
   std::string batch;
-  for (int i = 0; i < 4000; ++i) batch += line; // far more than a terminal buffers unread
+  for (int i = 0; i < 4000; ++i) { // far more than a terminal buffers unread
+    batch.append(99, 'x');
+    batch += '\n';
+  }
   console.write(0, batch, 4000);
   REQUIRE(!console.full(0)); // buffered, not refused
   CHECK(!console.next_deadline().has_value());
