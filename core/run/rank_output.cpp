@@ -27,8 +27,9 @@ constexpr std::size_t k_read_size = 64 * 1024;
 /// One tail entry keeps at most this much of a line: the tail is for the
 /// human summary, and 50 lines of 1 MiB would be 50 MiB.
 constexpr std::size_t k_tail_line_max = 4096;
-/// Raw bytes kept for the tail before they are settled into it anyway.
-constexpr std::size_t k_tail_pending_max = 1U << 20;
+/// Raw bytes kept for the tail before they are settled into it anyway
+/// (besides the last read's last lines, at most a read).
+constexpr std::size_t k_tail_pending_max = 64 * 1024;
 
 } // namespace
 
@@ -287,6 +288,7 @@ void RankOutput::settle_tail(RankState& r) {
 /// whole lines came, LineSink::k_uncounted for some not counted.
 std::size_t RankOutput::take_lines(RankState& r, RankStream& s, std::string_view data, bool eof, bool echo) {
   const int stream = s.index();
+  RankOutcome& o = out_.ranks[r.index];
   const auto tail_max = static_cast<std::size_t>(std::max(plan_.tail_lines, 0));
   console_batch_.clear();
   console_block_ = {};
@@ -338,9 +340,15 @@ std::size_t RankOutput::take_lines(RankState& r, RankStream& s, std::string_view
       s.shown_partial = 0;
     }
     if (tail_max > 0 && !before_tail) {
-      tail_line_.assign(raw);
-      tail_line_ += '\n';
-      keep_for_tail(r, tail_line_, 1);
+      if (raw.size() > k_tail_line_max) {
+        // A long line (a piece of up to 1 MiB) is not kept raw: the tail keeps 4 KiB of it.
+        settle_tail(r);
+        add_to_tail(o, own, tail_max);
+      } else {
+        tail_line_.assign(raw);
+        tail_line_ += '\n';
+        keep_for_tail(r, tail_line_, 1);
+      }
     }
   };
   if (eof) {
