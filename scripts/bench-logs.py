@@ -3,6 +3,7 @@
 
   python3 scripts/bench-logs.py [--air-run build/cli/air-run] [--ranks 1,4,16]
       [--consoles null,file,tty,log-dir,tee] [--megabytes 64] [--repeat 5]
+      [--json results.json] [--other <an earlier air-run>]
 
 Each rank runs `cat` of a file of 100-byte lines (--megabytes in all, shared
 out among the ranks). The baseline copies the same bytes through one plain
@@ -17,13 +18,23 @@ pseudo-terminal, read as fast as Python can), `log-dir` (console on
 files as well). The baseline is the same pipe-and-cat in every case: what air-run
 writes beyond the console is its own cost.
 
+For `log-dir` and `tee` a second baseline also writes the files: each pipe
+goes through `tee` into as many files as air-run writes (the rank's log; with
+--tee 3 torchrun's stdout.log too) before its `cat`. Its ratio ("files") says
+what air-run costs beyond writing the same bytes to the same files.
+
 It prints, per rank count and console, the median wall time of each, their
 ratio (target: at most 1.1), and the median CPU time (user + system of the
 whole process tree) of each: on a loaded machine the CPU figure is the steadier.
+--json FILE writes the same figures (every run's times too) for a script.
+--other AIR_RUN measures a second build beside the first, interleaved in the
+same runs (its CPU ratio to the pipe in the last columns): before and after
+under the same load.
 It checks that every line arrived whole (the console file or terminal's bytes,
 less air-run's prefixes, hold each rank's lines in order).
 """
 import argparse
+import json
 import os
 import pty
 import re
@@ -111,13 +122,20 @@ def cpu_of_children():
     return ru.ru_utime + ru.ru_stime
 
 
-def run_baseline(inputs, sink):
-    """Every rank: cat <file> | cat > console."""
+def run_baseline(inputs, sink, files=0, folder=None):
+    """Every rank: cat <file> | cat > console; with `files`, cat <file> | tee <files> | cat > console."""
     procs = []
     start = time.perf_counter()
-    for path in inputs:
+    for n, path in enumerate(inputs):
         r, w = os.pipe()
         procs.append(subprocess.Popen(["cat", path], stdout=w, stdin=subprocess.DEVNULL))
+        if files:
+            r2, w2 = os.pipe()
+            logs = [os.path.join(folder, f"tee{n}.{i}.log") for i in range(files)]
+            procs.append(subprocess.Popen(["tee"] + logs, stdin=r, stdout=w2))
+            os.close(r)
+            os.close(w)
+            r, w = r2, w2
         procs.append(subprocess.Popen(["cat"], stdin=r, stdout=sink.fd))
         os.close(r)
         os.close(w)
@@ -173,31 +191,38 @@ def check_lines(data, ranks, per_rank):
     return None
 
 
-def measure(air_run, ranks, console, megabytes, repeat, folder):
+def measure(air_run, ranks, console, megabytes, repeat, folder, other=None):
     inputs, per_rank = make_input(folder, ranks, megabytes)
     sink_kind = console if console in ("file", "tty") else "null"
-    walls = {"pipe": [], "air": []}
-    cpus = {"pipe": [], "air": []}
+    # What air-run writes besides the console: the rank's log, and torchrun's stdout.log.
+    files = {"log-dir": 1, "tee": 2}.get(console, 0)
+    sides = ["pipe", "air"] + (["files"] if files else []) + (["other"] if other else [])
+    walls = {side: [] for side in sides}
+    cpus = {side: [] for side in sides}
     for i in range(repeat):
-        for side in ("pipe", "air") if i % 2 == 0 else ("air", "pipe"):
+        for side in sides if i % 2 == 0 else sides[::-1]:
             with Sink(sink_kind, folder) as sink:
-                sink.keep = i == 0 and side == "air"
+                sink.keep = i == 0 and side in ("air", "other")
                 before = cpu_of_children()
                 if side == "pipe":
                     walls[side].append(run_baseline(inputs, sink))
+                elif side == "files":
+                    walls[side].append(run_baseline(inputs, sink, files, folder))
                 else:
-                    walls[side].append(run_air(air_run, inputs, sink, console, folder))
+                    binary = other if side == "other" else air_run
+                    walls[side].append(run_air(binary, inputs, sink, console, folder))
                 cpus[side].append(cpu_of_children() - before)
                 sink.close_writer()
-                if i == 0 and side == "air" and sink_kind != "null":
+                if i == 0 and side in ("air", "other") and sink_kind != "null":
                     problem = check_lines(sink.contents(), ranks, per_rank)
                     if problem:
                         sys.exit(f"{ranks} ranks, console {console}: {problem}")
     for path in inputs:
         os.unlink(path)
-    med = {k: statistics.median(v) for k, v in walls.items()}
-    cpu = {k: statistics.median(v) for k, v in cpus.items()}
-    return med, cpu
+    for name in os.listdir(folder):
+        if name.startswith("tee"):
+            os.unlink(os.path.join(folder, name))
+    return walls, cpus
 
 
 def main():
@@ -208,18 +233,43 @@ def main():
     ap.add_argument("--consoles", default="null,file,tty,log-dir,tee")
     ap.add_argument("--megabytes", type=int, default=64, help="bytes of lines in all, per run (default 64 MB)")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--json", metavar="FILE", help="also write every figure to FILE as JSON")
+    ap.add_argument("--other", metavar="AIR_RUN",
+                    help="a second air-run (an earlier build), measured in the same runs, its CPU ratio to the pipe last")
     args = ap.parse_args()
-    print(f"{args.megabytes} MB of 100-byte lines per run, median of {args.repeat}, "
-          f"load average {os.getloadavg()[0]:.1f}")
+    load = os.getloadavg()[0]
+    print(f"{args.megabytes} MB of 100-byte lines per run, median of {args.repeat}, load average {load:.1f}")
+    print("wall: seconds; cpu: user + system seconds of the whole process tree; ratio: air-run / pipe")
     print(f"{'ranks':>5} {'console':<8} {'pipe s':>7} {'air s':>7} {'ratio':>6} {'MB/s':>6}   "
-          f"{'pipe cpu':>8} {'air cpu':>8} {'ratio':>6}")
+          f"{'pipe cpu':>8} {'air cpu':>8} {'ratio':>6}   {'files cpu':>9} {'ratio':>6}"
+          + (f"   {'other cpu':>9} {'ratio':>6}" if args.other else ""))
+    results = []
     with tempfile.TemporaryDirectory(prefix="bench-logs-") as folder:
         for ranks in [int(x) for x in args.ranks.split(",")]:
             for console in args.consoles.split(","):
-                med, cpu = measure(args.air_run, ranks, console, args.megabytes, args.repeat, folder)
+                walls, cpus = measure(args.air_run, ranks, console, args.megabytes, args.repeat, folder, args.other)
+                med = {k: statistics.median(v) for k, v in walls.items()}
+                cpu = {k: statistics.median(v) for k, v in cpus.items()}
+                row = {"ranks": ranks, "console": console, "wall_s": med, "cpu_s": cpu,
+                       "wall_ratio": med["air"] / med["pipe"], "cpu_ratio": cpu["air"] / cpu["pipe"],
+                       "runs": {"wall_s": walls, "cpu_s": cpus}}
+                files = f"   {'':9} {'':6}"
+                if "files" in cpu:
+                    row["files_wall_ratio"] = med["air"] / med["files"]
+                    row["files_cpu_ratio"] = cpu["air"] / cpu["files"]
+                    files = f"   {cpu['files']:9.3f} {row['files_cpu_ratio']:6.2f}"
+                if "other" in cpu:
+                    row["other_wall_ratio"] = med["other"] / med["pipe"]
+                    row["other_cpu_ratio"] = cpu["other"] / cpu["pipe"]
+                    files += f"   {cpu['other']:9.3f} {row['other_cpu_ratio']:6.2f}"
+                results.append(row)
                 print(f"{ranks:>5} {console:<8} {med['pipe']:7.3f} {med['air']:7.3f} "
-                      f"{med['air'] / med['pipe']:6.2f} {args.megabytes / med['air']:6.0f}   "
-                      f"{cpu['pipe']:8.3f} {cpu['air']:8.3f} {cpu['air'] / cpu['pipe']:6.2f}", flush=True)
+                      f"{row['wall_ratio']:6.2f} {args.megabytes / med['air']:6.0f}   "
+                      f"{cpu['pipe']:8.3f} {cpu['air']:8.3f} {row['cpu_ratio']:6.2f}{files}", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"megabytes": args.megabytes, "repeat": args.repeat, "load_average": load,
+                       "air_run": args.air_run, "other": args.other, "results": results}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,29 @@ void LineSplitter::feed(std::string_view data, const LineFn& on_line) {
   }
 }
 
+std::string_view LineSplitter::feed_block(std::string_view data, const LineFn& on_line) {
+  // A line in the block could be longer than the cap only if `data` is: then
+  // line by line, as feed() does (pieces are the cap's business).
+  if (data.size() > max_line_) {
+    feed(data, on_line);
+    return {};
+  }
+  const auto first = data.find('\n');
+  if (first == std::string_view::npos) {
+    append_segment(data, on_line);
+    return {};
+  }
+  std::size_t begin = 0;
+  if (!pending_.empty() || split_line_) {
+    feed(data.substr(0, first + 1), on_line); // the held-over line, ended here
+    begin = first + 1;
+  }
+  const auto last = data.rfind('\n');
+  const std::string_view block = data.substr(begin, last + 1 - begin);
+  append_segment(data.substr(last + 1), on_line);
+  return block;
+}
+
 void LineSplitter::finish(const LineFn& on_line) {
   if (!pending_.empty()) on_line(pending_);
   pending_.clear();

@@ -25,6 +25,16 @@ public:
   /// Consumes `data`, calling `on_line` for every line it completes.
   void feed(std::string_view data, const LineFn& on_line);
 
+  /// Consumes `data` like feed(), for a caller that takes whole lines in
+  /// bulk: `on_line` gets only what needs the splitter's own buffer (the line
+  /// that a held-over piece starts, pieces of an over-long line); the whole
+  /// lines that lie in `data` after it come back as one view, each ended by
+  /// its '\n' (empty when there are none). They follow the lines given to
+  /// `on_line`, and come before what is held for the next call. Per line,
+  /// the same lines as feed() in the same order; one indirect call per read
+  /// instead of one per line.
+  std::string_view feed_block(std::string_view data, const LineFn& on_line);
+
   /// End of stream: delivers a pending partial line, if any.
   void finish(const LineFn& on_line);
 

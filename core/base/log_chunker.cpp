@@ -1,7 +1,5 @@
 #include "core/base/log_chunker.hpp"
 
-#include "core/base/count_newlines.hpp"
-
 #include <algorithm>
 
 namespace air {
@@ -12,29 +10,21 @@ void LogChunker::feed(std::string_view data, const ChunkFn& on_chunk) {
   if (data.empty()) return;
   const auto last_newline = data.rfind('\n');
   if (last_newline != std::string_view::npos) {
-    const std::string_view lines = data.substr(0, last_newline + 1);
-    const auto count = count_newlines(lines);
-    if (held_.empty()) {
-      on_chunk(lines, count); // common case: no copy
-    } else {
-      joined_.assign(held_);
-      joined_.append(lines);
-      held_.clear();
-      on_chunk(joined_, count);
-    }
+    on_chunk(held_, data.substr(0, last_newline + 1)); // no copy of the new bytes
+    held_.clear();
     data.remove_prefix(last_newline + 1);
   }
   held_.append(data);
   if (held_.size() >= max_piece_) {
     // A line this long would make the log's memory grow without bound: its
     // bytes go out now, and the rest of the line follows them in the file.
-    on_chunk(held_, 0);
+    on_chunk({}, held_);
     held_.clear();
   }
 }
 
 void LogChunker::finish(const ChunkFn& on_chunk) {
-  if (!held_.empty()) on_chunk(held_, 0);
+  if (!held_.empty()) on_chunk({}, held_);
   held_.clear();
 }
 

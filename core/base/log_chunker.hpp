@@ -15,8 +15,12 @@ namespace air {
 /// last line without a newline stays without one. Pure: no I/O.
 class LogChunker {
 public:
-  /// Receives bytes to write as they are, and how many newlines they hold.
-  using ChunkFn = std::function<void(std::string_view bytes, std::size_t lines)>;
+  /// Receives bytes to write as they are, in two pieces that go out one
+  /// after the other as one write: what was held from earlier calls (often
+  /// nothing) and what followed it. Two pieces rather than one joined copy:
+  /// a read nearly always ends inside a line, and joining would copy every
+  /// byte once more.
+  using ChunkFn = std::function<void(std::string_view held, std::string_view bytes)>;
 
   static constexpr std::size_t k_default_max_piece = std::size_t{1} << 20; // 1 MiB
 
@@ -32,7 +36,6 @@ public:
 private:
   std::size_t max_piece_;
   std::string held_;
-  std::string joined_;
 };
 
 } // namespace air

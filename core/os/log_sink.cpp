@@ -1,33 +1,58 @@
 #include "core/os/log_sink.hpp"
 
+#include "core/base/count_newlines.hpp"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <utility>
 
 namespace air {
 
-int write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
+namespace {
+
+/// Waits until `fd` (which someone handed us nonblocking) takes more.
+void wait_writable(int fd) {
+  pollfd p{fd, POLLOUT, 0};
+  while (::poll(&p, 1, -1) < 0 && errno == EINTR) {
+  }
+}
+
+/// Drops the first `n` bytes of the two pieces.
+void consume(std::string_view& first, std::string_view& second, std::size_t n) {
+  const std::size_t from_first = std::min(n, first.size());
+  first.remove_prefix(from_first);
+  second.remove_prefix(std::min(n - from_first, second.size()));
+}
+
+} // namespace
+
+int write_all(int fd, std::string_view data) { return write_all(fd, data, {}); }
+
+int write_all(int fd, std::string_view first, std::string_view second) {
+  while (!first.empty() || !second.empty()) {
+    if (first.empty()) std::swap(first, second);
+    iovec parts[2] = {{const_cast<char*>(first.data()), first.size()},
+                      {const_cast<char*>(second.data()), second.size()}};
+    const ssize_t n = ::writev(fd, parts, second.empty() ? 1 : 2);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        // Someone handed us a nonblocking fd: wait until it drains.
-        pollfd p{fd, POLLOUT, 0};
-        while (::poll(&p, 1, -1) < 0 && errno == EINTR) {
-        }
+        wait_writable(fd);
         continue;
       }
       return errno;
     }
-    data.remove_prefix(static_cast<std::size_t>(n));
+    consume(first, second, static_cast<std::size_t>(n));
   }
   return 0;
 }
@@ -36,6 +61,10 @@ LineSink::LineSink(int fd) : fd_(fd), write_fd_(fd) {
   if (fd < 0) return;
   struct stat st {};
   if (::fstat(fd, &st) != 0) return;
+  if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3)) {
+    discards_ = true; // /dev/null
+    return;
+  }
   if (S_ISSOCK(st.st_mode)) {
     socket_ = true;
     nonblocking_ = true;
@@ -52,11 +81,18 @@ LineSink::LineSink(int fd) : fd_(fd), write_fd_(fd) {
   }
 }
 
-long LineSink::write_some(std::string_view data) {
+long LineSink::write_some(std::string_view first, std::string_view second) {
   ssize_t n;
   do {
-    n = socket_ ? ::send(write_fd_, data.data(), data.size(), MSG_DONTWAIT | MSG_NOSIGNAL)
-                : ::write(write_fd_, data.data(), data.size());
+    if (socket_) {
+      // send() takes one piece; a second one goes out on the next call.
+      const std::string_view data = first.empty() ? second : first;
+      n = ::send(write_fd_, data.data(), data.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    } else {
+      iovec parts[2] = {{const_cast<char*>(first.data()), first.size()},
+                        {const_cast<char*>(second.data()), second.size()}};
+      n = ::writev(write_fd_, parts, 2);
+    }
   } while (n < 0 && errno == EINTR);
   if (n > 0) last_progress_ = std::chrono::steady_clock::now();
   return static_cast<long>(n);
@@ -66,43 +102,49 @@ void LineSink::fail(int err) {
   error_ = err;
   // Part of a batch may have gone out; count each unfinished line as lost.
   const std::string_view rest(pending_.data() + pending_off_, pending_.size() - pending_off_);
-  lines_dropped_ += static_cast<std::uint64_t>(std::count(rest.begin(), rest.end(), '\n'));
+  lines_dropped_ += count_newlines(rest);
   pending_.clear();
   pending_off_ = 0;
 }
 
-void LineSink::write(std::string_view batch, std::size_t lines) {
-  if (fd_ < 0) return;
+void LineSink::drop(std::string_view first, std::string_view second, std::size_t lines) {
+  lines_dropped_ += lines != k_uncounted ? lines : count_newlines(first) + count_newlines(second);
+}
+
+void LineSink::write(std::string_view first, std::string_view second, std::size_t lines) {
+  if (fd_ < 0 || discards_) return;
   if (error_ != 0) {
-    lines_dropped_ += lines;
+    drop(first, second, lines);
     return;
   }
   if (!nonblocking_) {
-    const int err = write_all(fd_, batch);
+    const int err = write_all(fd_, first, second);
     if (err != 0) {
       error_ = err;
-      lines_dropped_ += lines; // part of the batch may have gone out; count it as lost
+      drop(first, second, lines); // part of the batch may have gone out; count it as lost
     }
     return;
   }
   if (pending()) {
     if (full()) {
-      lines_dropped_ += lines;
+      drop(first, second, lines);
       return;
     }
-    pending_.append(batch);
+    pending_.append(first);
+    pending_.append(second);
     flush();
     return;
   }
-  const long n = write_some(batch);
+  const long n = write_some(first, second);
   if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
     error_ = errno;
-    lines_dropped_ += lines;
+    drop(first, second, lines);
     return;
   }
-  const auto written = static_cast<std::size_t>(std::max(n, 0L));
-  if (written < batch.size()) {
-    pending_.assign(batch.substr(written));
+  consume(first, second, static_cast<std::size_t>(std::max(n, 0L)));
+  if (!first.empty() || !second.empty()) {
+    pending_.assign(first);
+    pending_.append(second);
     pending_off_ = 0;
   }
 }
@@ -110,7 +152,7 @@ void LineSink::write(std::string_view batch, std::size_t lines) {
 void LineSink::flush() {
   while (pending() && error_ == 0) {
     const std::string_view rest(pending_.data() + pending_off_, pending_.size() - pending_off_);
-    const long n = write_some(rest);
+    const long n = write_some(rest, {});
     if (n < 0) {
       if (errno != EAGAIN && errno != EWOULDBLOCK) fail(errno);
       return;
@@ -137,7 +179,7 @@ void LineSink::finish(int stall_ms) {
   }
   if (pending()) {
     const std::string_view rest(pending_.data() + pending_off_, pending_.size() - pending_off_);
-    lines_dropped_ += static_cast<std::uint64_t>(std::count(rest.begin(), rest.end(), '\n'));
+    lines_dropped_ += count_newlines(rest);
     pending_.clear();
     pending_off_ = 0;
   }

@@ -39,9 +39,22 @@ public:
   /// A sink that owns its fd (a log file).
   explicit LineSink(UniqueFd owned) : owned_(std::move(owned)) { fd_ = owned_.get(); }
 
-  /// Writes `batch`, which holds `lines` newlines: whole lines on the console;
-  /// for a log, a rank's bytes as they came (core/base/log_chunker.hpp).
-  void write(std::string_view batch, std::size_t lines);
+  /// `lines` for a batch whose lines the caller did not count: they are
+  /// counted only if the batch is dropped (a scan of every byte the common
+  /// case does not need).
+  static constexpr std::size_t k_uncounted = static_cast<std::size_t>(-1);
+
+  /// Writes `batch`, which holds `lines` newlines (or k_uncounted): whole
+  /// lines on the console; for a log, a rank's bytes as they came
+  /// (core/base/log_chunker.hpp).
+  void write(std::string_view batch, std::size_t lines) { write(batch, {}, lines); }
+  /// Writes `first` then `second` as one batch (one writev, no joined copy),
+  /// `lines` newlines in both together.
+  void write(std::string_view first, std::string_view second, std::size_t lines);
+
+  /// Whether the fd is /dev/null: what is written to it can be skipped
+  /// unbuilt (the console of a run whose output nobody keeps).
+  bool discards() const { return discards_; }
 
   /// Bytes that wait for the fd to accept them (console sinks only).
   bool pending() const { return pending_.size() > pending_off_; }
@@ -67,8 +80,10 @@ public:
 
 private:
   /// Nonblocking write of what the fd takes: bytes written, or -1 with errno.
-  long write_some(std::string_view data);
+  long write_some(std::string_view first, std::string_view second);
   void fail(int err);
+  /// Counts `lines` dropped: `batch`'s newlines when the caller did not count them.
+  void drop(std::string_view first, std::string_view second, std::size_t lines);
 
   int fd_ = -1;
   UniqueFd owned_;
@@ -76,6 +91,7 @@ private:
   UniqueFd private_;         ///< the reopened nonblocking handle, if any
   bool nonblocking_ = false; ///< write_fd_ never blocks (private handle or socket)
   bool socket_ = false;
+  bool discards_ = false;
   std::string pending_;
   std::size_t pending_off_ = 0;
   std::chrono::steady_clock::time_point last_progress_ = std::chrono::steady_clock::now();
@@ -86,6 +102,8 @@ private:
 /// Writes all of `data` to `fd`, retrying on EINTR, partial writes and
 /// EAGAIN (waiting for POLLOUT). Returns 0 or the errno that stopped it.
 int write_all(int fd, std::string_view data);
+/// The same for `first` followed by `second`, through writev.
+int write_all(int fd, std::string_view first, std::string_view second);
 
 /// Opens (truncating) a per-rank log file, creating missing parent
 /// directories; close-on-exec. A symlink at the path, a regular file owned by

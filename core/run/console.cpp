@@ -1,6 +1,8 @@
 // The console: air-run's stdout and stderr and the live area under the ranks' lines.
 #include "core/run/console.hpp"
 
+#include "core/base/count_newlines.hpp"
+
 #include <unistd.h>
 
 namespace air {
@@ -8,13 +10,16 @@ namespace air {
 Console::Console(const ConsoleOptions& options)
     : options_(options), stdout_(options.stdout_fd), stderr_(options.stderr_fd) {}
 
-void Console::write(int stream, std::string_view batch, std::size_t lines) {
+void Console::write(int stream, std::string_view first, std::string_view second, std::size_t lines) {
   if (!live_ || !live_->wraps(fd(stream))) {
-    sink(stream).write(batch, lines);
+    sink(stream).write(first, second, lines);
     return;
   }
+  // The area's own lines are not the ranks': a dropped batch counts only these.
+  if (lines == LineSink::k_uncounted) lines = count_newlines(first) + count_newlines(second);
   live_batch_ = live_->erase();
-  live_batch_ += batch;
+  live_batch_ += first;
+  live_batch_ += second;
   live_batch_ += live_->redraw();
   live_stream_ = stream;
   sink(stream).write(live_batch_, lines);
@@ -52,6 +57,10 @@ void Console::set_partial(std::size_t key, const std::string& text) {
 
 std::optional<std::chrono::steady_clock::time_point> Console::next_deadline() const {
   if (!live_) return std::nullopt;
+  // A console that is behind gets no redraw (live_tick): the terminal's
+  // POLLOUT wakes the loop then, not the area's clock, whose passed deadline
+  // would make every poll return at once until the terminal caught up.
+  if (stdout_.pending() || stderr_.pending()) return std::nullopt;
   return live_->next_deadline();
 }
 

@@ -44,7 +44,12 @@ public:
   /// Writes whole lines to `stream`. On the live area's terminal they go out
   /// in one write between the area's erase and its redraw, so the area never
   /// splits a line and always ends up under the newest one.
-  void write(int stream, std::string_view batch, std::size_t lines);
+  void write(int stream, std::string_view batch, std::size_t lines) { write(stream, batch, {}, lines); }
+  /// The same for a batch in two pieces, `first` then `second` (no joined
+  /// copy); `lines` may be LineSink::k_uncounted.
+  void write(int stream, std::string_view first, std::string_view second, std::size_t lines);
+  /// Whether `stream` goes to /dev/null: its lines need not be built at all.
+  bool discards(int stream) const { return sink(stream).discards(); }
   /// Writes `batch` to stderr, when it holds any line: air-run's own lines,
   /// which name the node in a job of several (core/base/speaker.hpp).
   void write(const ConsoleBatch& batch) {
@@ -75,7 +80,8 @@ public:
   bool shows_partials(int stream) const;
   /// Sets the unfinished line of `key` (a rank's stream) shown in the area; "" removes it.
   void set_partial(std::size_t key, const std::string& text);
-  /// When the area wants redrawing; nullopt without an area.
+  /// When the area wants redrawing; nullopt without an area, or while the
+  /// console is behind (it is redrawn with the next lines then).
   std::optional<std::chrono::steady_clock::time_point> next_deadline() const;
   /// Redraws the area when its deadline has come, with `snapshot()`.
   void live_tick(std::chrono::steady_clock::time_point now, const std::function<LiveSnapshot()>& snapshot);

@@ -8,6 +8,7 @@
 #include <poll.h>
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -44,7 +45,7 @@ public:
   /// Reads what `s` has; false when nothing came (and at its end, which closes it).
   bool read(RankState& r, RankStream& s);
   /// Reads what an ended rank left in its pipes (bounded): its last lines
-  /// tell a lost peer apart.
+  /// tell a lost peer apart. Its RankOutcome::tail is up to date afterwards.
   void drain_ready(RankState& r);
   /// The end of the run, once the leftovers are gone: takes what is still
   /// in the pipes and closes them. Their writers have ended, so a read finds
@@ -57,6 +58,17 @@ private:
   void deliver(RankState& r, RankStream& s, std::string_view data, bool eof);
   void write_logs(RankState& r, RankStream& s, std::string_view data, bool eof);
   std::size_t take_lines(RankState& r, RankStream& s, std::string_view data, bool eof, bool echo);
+  std::size_t take_block(RankState& r, RankStream& s, std::string_view block, bool echo,
+                         const char* tail_from, std::size_t tail_max, std::size_t counted);
+  static void add_to_tail(RankOutcome& o, std::string_view own, std::size_t tail_max);
+  void keep_for_tail(RankState& r, std::string_view raw_lines, std::size_t lines);
+  void settle_tail(RankState& r);
+
+  /// A rank's last whole lines, raw, not yet in its RankOutcome::tail.
+  struct PendingTail {
+    std::string raw;
+    std::size_t lines = 0;
+  };
   void update_partial(RankState& r, RankStream& s);
   void show_partial(RankState& r, RankStream& s);
 
@@ -68,7 +80,15 @@ private:
   HangClock& hang_;
   std::vector<char> read_buf_;
   std::string console_batch_;
+  /// Whole lines written to the console after console_batch_: as they are
+  /// in read_buf_ (a rank without a prefix, no copy of their own), or prefixed.
+  std::string_view console_block_;
+  /// Where take_block puts prefixed lines (console_block_ then points here).
+  std::unique_ptr<char[]> prefixed_;
+  std::size_t prefixed_size_ = 0;
   std::string filtered_batch_;
+  std::string tail_line_;                 ///< one line on its way to keep_for_tail
+  std::vector<PendingTail> tail_pending_; ///< per rank, by RankState::index
   std::optional<LineSink>
       filtered_[2]; ///< filtered_stdout.log, filtered_stderr.log (LaunchPlan::filtered_files)
 };

@@ -75,3 +75,56 @@ TEST_CASE("line splitter: the default cap is 1 MiB", "[line_splitter]") {
   CHECK(lines[0] == big);
   CHECK(lines[1] == "b");
 }
+
+namespace {
+
+/// Feeds `chunks` through feed_block, then finishes; returns every line, in
+/// order, whether it came through the callback or in a block.
+std::vector<std::string> split_in_blocks(const std::vector<std::string>& chunks,
+                                         std::size_t max_line = 1 << 20) {
+  air::LineSplitter splitter(max_line);
+  std::vector<std::string> lines;
+  const auto collect = [&](std::string_view line) { lines.emplace_back(line); };
+  for (const auto& c : chunks) {
+    std::string_view block = splitter.feed_block(c, collect);
+    CHECK((block.empty() || block.back() == '\n'));
+    while (!block.empty()) {
+      const auto newline = block.find('\n');
+      lines.emplace_back(block.substr(0, newline));
+      block.remove_prefix(newline + 1);
+    }
+  }
+  splitter.finish(collect);
+  return lines;
+}
+
+} // namespace
+
+TEST_CASE("line splitter: a block holds the whole lines after a held-over one", "[line_splitter]") {
+  air::LineSplitter splitter;
+  std::vector<std::string> called;
+  const auto collect = [&](std::string_view line) { called.emplace_back(line); };
+  CHECK(splitter.feed_block("a\nbb\nc", collect) == "a\nbb\n"); // no held-over line: all in the block
+  CHECK(called.empty());
+  CHECK(splitter.partial() == "c");
+  CHECK(splitter.feed_block("c\ndd\nee\nf", collect) == "dd\nee\n"); // "cc" ended a held-over piece
+  CHECK(called == Lines{"cc"});
+  CHECK(splitter.feed_block("ff", collect).empty()); // no newline: all held
+  CHECK(splitter.partial() == "fff");
+  CHECK(splitter.feed_block("\n", collect).empty());
+  CHECK(called == Lines{"cc", "fff"});
+}
+
+TEST_CASE("line splitter: feed_block gives feed's lines for any cut of the stream", "[line_splitter]") {
+  std::string text;
+  for (int i = 0; i < 300; ++i)
+    text += std::string(static_cast<std::size_t>(i * 7 % 23), 'a' + i % 26) + "\n";
+  text += std::string(100, 'z') + "\r 50%\r100%\nno newline";
+  for (const std::size_t max_line : {std::size_t{5}, std::size_t{64}, std::size_t{1} << 20}) {
+    for (const std::size_t cut : {1, 2, 7, 16, 100, 4096}) {
+      std::vector<std::string> chunks;
+      for (std::size_t at = 0; at < text.size(); at += cut) chunks.push_back(text.substr(at, cut));
+      CHECK(split_in_blocks(chunks, max_line) == split(chunks, max_line));
+    }
+  }
+}

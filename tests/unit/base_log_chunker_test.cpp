@@ -21,9 +21,9 @@ struct Chunks {
 Chunks chunk(const std::vector<std::string>& pieces, std::size_t max_piece = 1 << 20) {
   air::LogChunker chunker(max_piece);
   Chunks out;
-  const auto collect = [&](std::string_view b, std::size_t n) {
-    out.bytes.emplace_back(b);
-    out.newlines += n;
+  const auto collect = [&](std::string_view held, std::string_view b) {
+    out.bytes.emplace_back(std::string(held) + std::string(b));
+    out.newlines += air::count_newlines(held) + air::count_newlines(b);
   };
   for (const auto& p : pieces) chunker.feed(p, collect);
   chunker.finish(collect);

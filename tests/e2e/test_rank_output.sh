@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# The ranks' output as air-run passes it on in bulk (a read's whole lines at
+# once, logs written from the read buffer, the tail kept raw until a report
+# reads it): lines split across reads, progress bars, logs byte for byte,
+# many ranks' long lines, the last lines of a rank whose console nobody reads.
+source "$(dirname "$0")/lib.sh"
+
+json() { # json FILE EXPR: one value from a JSON file
+  /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
+}
+
+test_a_line_split_across_reads_is_one_prefixed_line() {
+  run_air --cpu-ranks 2 --no-python sh -c \
+    'printf "hel"; sleep 0.3; printf "lo wor"; sleep 0.3; printf "ld\nnext\n"; sleep 0.3; printf "last"'
+  expect_rc 0
+  expect_eq "$(grep -c '^\[rank0\]: ' stdout)" 3
+  expect_contains "$out" "[rank0]: hello world"$'\n'"[rank0]: next"
+  expect_contains "$out" "[rank1]: hello world"
+  expect_contains "$out" "[rank1]: last"
+}
+
+test_a_progress_bar_split_across_reads_keeps_its_last_state() {
+  # Off a terminal the bar is one line with its carriage returns; the report
+  # shows its last state.
+  run_air --cpu-ranks 2 --summary s.json --no-python sh -c \
+    'echo start; printf "  5%%\r"; sleep 0.3; printf " 50%%\r"; sleep 0.3; printf "100%%\n"'
+  expect_rc 0
+  expect_contains "$out" "[rank0]:   5%"$'\r'" 50%"$'\r'"100%"
+  expect_eq "$(json s.json 'd["ranks"][0]["last_line"]')" "100%"
+  expect_eq "$(json s.json 'd["ranks"][1]["last_line"]')" "100%"
+}
+
+# Lines of every length (empty ones, one of 200 KB, one with '\r', one with an
+# escape sequence), 1.5 MB in all, the last one without a newline.
+write_mixed_output() {
+  /usr/bin/python3 - <<'PY'
+import random
+random.seed(5)
+lines = []
+for i in range(12000):
+    lines.append("line %d %s" % (i, "y" * random.randrange(0, 200)) if i % 7 else "")
+lines[3000] = "z" * 200_000
+lines[4000] = "  5%\r 50%\r100%"
+lines[5000] = "\x1b[31mred\x1b[0m"
+open("mixed.txt", "w").write("\n".join(lines) + "\nno newline at the end")
+PY
+}
+
+test_log_dir_and_tee_files_hold_the_ranks_bytes_exactly() {
+  write_mixed_output
+  TMPDIR=$PWD run_air --cpu-ranks 2 --run-id t --log-dir logs --tee 3 --no-python cat mixed.txt
+  expect_rc 0
+  cmp logs/t/rank0.log mixed.txt || fail "rank0.log differs from what rank 0 wrote"
+  cmp logs/t/rank1.log mixed.txt || fail "rank1.log differs from what rank 1 wrote"
+  local dir
+  dir=$(sed -n 's/^air-run: rank output files (--redirects\/--tee) in //p' stderr)
+  cmp "$dir/attempt_0/1/stdout.log" mixed.txt || fail "torchrun's stdout.log differs from what rank 1 wrote"
+  # The console: each line behind its prefix, the last one ended.
+  grep -a '^\[rank1\]: ' stdout | cut -c10- >console1.txt
+  { cat mixed.txt && echo; } | cmp - console1.txt || fail "rank 1's lines on the console differ"
+}
+
+test_one_log_for_both_streams_never_mixes_them_inside_a_line() {
+  run_air --cpu-ranks 1 --run-id t --log-dir logs --no-python sh -c \
+    'printf "a"; sleep 0.3; echo b >&2; sleep 0.3; echo c; printf "d" >&2'
+  expect_rc 0
+  expect_eq "$(cat logs/t/rank0.log)" "b"$'\n'"ac"$'\n'"d"
+}
+
+test_sixteen_ranks_long_lines_arrive_whole_through_a_pipe() {
+  /usr/bin/python3 -c 'open("long.txt", "w").write("".join("L%d %s\n" % (i, "x" * 5000) for i in range(300)))'
+  "$AIR_RUN" --cpu-ranks 16 --no-python cat long.txt 2>stderr | cat >stdout
+  expect_eq "${PIPESTATUS[0]}" 0
+  /usr/bin/python3 - <<'PY' || fail "a line torn, lost or out of order"
+import re, sys
+seen = [0] * 16
+for line in open("stdout", "rb").read().split(b"\n")[:-1]:
+    m = re.fullmatch(rb"\[rank(\d+)\]: L(\d+) x{5000}", line)
+    if not m or int(m.group(2)) != seen[int(m.group(1))]:
+        sys.exit("bad line: %r" % line[:60])
+    seen[int(m.group(1))] += 1
+sys.exit(None if seen == [300] * 16 else "lines per rank: %s" % seen)
+PY
+}
+
+test_a_ranks_own_torch_prefix_is_said_once() {
+  /usr/bin/python3 -c 'open("own.txt", "w").write("".join("[rank%%s]: n%d\n" % i for i in range(2000)))'
+  run_air --cpu-ranks 2 --no-python sh -c 'sed "s/%s/$RANK/" own.txt; echo "[rank0]: from $RANK"'
+  expect_rc 0
+  expect_eq "$(grep -c '^\[rank1\]: n[0-9]*$' stdout)" 2000
+  expect_contains "$out" "[rank1]: [rank0]: from 1" # another rank's prefix stays
+  expect_contains "$out" "[rank0]: from 0"
+}
+
+test_the_last_lines_are_kept_with_the_console_on_dev_null() {
+  "$AIR_RUN" --cpu-ranks 2 --summary s.json --no-python sh -c \
+    '[ "$RANK" = 0 ] && exit 0; seq -f "line %g" 100000; echo "the end" >&2; exit 3' >/dev/null 2>&1
+  expect_eq "$(json s.json 'd["ranks"][1]["last_line"]')" "the end"
+  expect_eq "$(json s.json '"line 99999" in d["ranks"][1]["error"]["traceback"]')" "True"
+  expect_eq "$(json s.json '"line 99950" in d["ranks"][1]["error"]["traceback"]')" "False" # 50 lines, no more
+}
+
+run_tests
