@@ -116,7 +116,7 @@ std::unique_ptr<WarmStart> start_warm_interpreter(const LaunchPlan& plan, const 
     env.erase(name);
   const auto target = warm_target(plan.ranks.front().argv, plan.python);
   if (!target) return nullptr; // `python -c`, other options: every rank starts fresh anyway
-  auto warm = WarmStart::start(plan.python, target->unbuffered, env, plan.preload, plan.run_dir);
+  auto warm = WarmStart::start(plan.python, target->unbuffered, std::move(env), plan.preload, plan.run_dir);
   if (!warm) {
     say(console, "--preload: the warm interpreter could not start (" + warm.error().message +
                      "); the ranks start fresh");

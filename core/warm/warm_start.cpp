@@ -245,12 +245,11 @@ std::string warm_start_request(pid_t parent, const std::string& cwd, bool unbuff
 }
 
 Expected<std::unique_ptr<WarmStart>> WarmStart::start(const std::string& python, bool unbuffered,
-                                                      const Environment& env,
+                                                      Environment env,
                                                       const std::vector<std::string>& modules,
                                                       const std::string& dir) {
   std::unique_ptr<WarmStart> w(new WarmStart());
   w->python_ = python;
-  w->base_ = env;
   w->started_ = Clock::now();
   AIR_TRY(write_file_atomically(dir + "/air_run_warm.py", warm_start_program()));
   int pair[2];
@@ -275,6 +274,7 @@ Expected<std::unique_ptr<WarmStart>> WarmStart::start(const std::string& python,
   options.stdin_from = theirs.get();
   auto started = start_process(argv, env, {}, options);
   if (!started) return started.error();
+  w->base_ = std::move(env); // kept, not copied: it may hold 100,000 variables
   w->pid_ = started->child.pid;
   auto child = confirm_exec(std::move(*started));
   if (!child) return child.error();

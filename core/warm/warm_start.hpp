@@ -108,8 +108,7 @@ public:
   /// `modules`. Returns at once; the imports go on
   /// while air-run prepares the first attempt. Errors: system (the spawn).
   static Expected<std::unique_ptr<WarmStart>> start(const std::string& python, bool unbuffered,
-                                                    const Environment& env,
-                                                    const std::vector<std::string>& modules,
+                                                    Environment env, const std::vector<std::string>& modules,
                                                     const std::string& dir);
 
   /// Closes the socket (the interpreter exits on EOF) and reaps it, killing
