@@ -47,12 +47,20 @@ public:
   /// The whole environment as one map (a copy).
   Environment flat() const;
 
+  /// The two parts, for a reader that works on them without merging (the
+  /// warm start sends a rank only what differs from what it shares): the
+  /// shared map (null when there is none) and this rank's own variables, a
+  /// value each or nullopt where the rank unset a shared one.
+  using Own = std::map<std::string, std::optional<std::string>>;
+  const std::shared_ptr<const Environment>& shared() const { return shared_; }
+  const Own& own() const { return own_; }
+
 private:
   const std::string* shared_value(const std::string& name) const;
 
   std::shared_ptr<const Environment> shared_;
   /// This rank's own: a value, or nullopt where it unset a shared variable.
-  std::map<std::string, std::optional<std::string>> own_;
+  Own own_;
 };
 
 template <class F> void RankEnvironment::for_each(F&& f) const {

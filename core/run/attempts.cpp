@@ -104,11 +104,9 @@ namespace {
 /// be started (then said, and the ranks start fresh).
 std::unique_ptr<WarmStart> start_warm_interpreter(const LaunchPlan& plan, const ConsoleOptions& console) {
   if (plan.preload.empty() || plan.ranks.empty()) return nullptr;
-  std::vector<Environment> flat;
-  flat.reserve(plan.ranks.size());
-  for (const auto& r : plan.ranks) flat.push_back(r.env.flat());
-  std::vector<const Environment*> envs;
-  for (const auto& e : flat) envs.push_back(&e);
+  std::vector<const RankEnvironment*> envs;
+  envs.reserve(plan.ranks.size());
+  for (const auto& r : plan.ranks) envs.push_back(&r.env);
   Environment env = common_environment(envs);
   // The interpreter is no rank: with one rank, its variables would be common.
   // Nor does it wait for the MLflow run (mlflow/rank_wait.hpp): ranks it
@@ -119,7 +117,7 @@ std::unique_ptr<WarmStart> start_warm_interpreter(const LaunchPlan& plan, const 
     env.erase(name);
   const auto target = warm_target(plan.ranks.front().argv, plan.python);
   if (!target) return nullptr; // `python -c`, other options: every rank starts fresh anyway
-  auto warm = WarmStart::start(plan.python, target->unbuffered, env, plan.preload, plan.run_dir);
+  auto warm = WarmStart::start(plan.python, target->unbuffered, std::move(env), plan.preload, plan.run_dir);
   if (!warm) {
     say(console, "--preload: the warm interpreter could not start (" + warm.error().message +
                      "); the ranks start fresh");

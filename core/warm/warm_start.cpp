@@ -19,6 +19,7 @@
 #include <climits>
 #include <cstring>
 #include <optional>
+#include <set>
 
 namespace air {
 
@@ -147,9 +148,78 @@ Environment common_environment(const std::vector<const Environment*>& ranks) {
   return common;
 }
 
+Environment common_environment(const std::vector<const RankEnvironment*>& ranks) {
+  if (ranks.empty()) return {};
+  const auto& shared = ranks.front()->shared();
+  const bool one_map = shared != nullptr && std::all_of(ranks.begin(), ranks.end(), [&shared](const auto* r) {
+                         return r->shared() == shared;
+                       });
+  if (!one_map) {
+    std::vector<Environment> flat;
+    flat.reserve(ranks.size());
+    for (const auto* r : ranks) flat.push_back(r->flat());
+    std::vector<const Environment*> envs;
+    for (const auto& e : flat) envs.push_back(&e);
+    return common_environment(envs);
+  }
+  // The shared map, less or plus what the ranks' own variables make of it:
+  // only the names some rank has of its own can differ between ranks.
+  Environment common = *shared;
+  std::set<std::string> own;
+  for (const auto* r : ranks)
+    for (const auto& entry : r->own()) own.insert(entry.first);
+  for (const auto& name : own) {
+    const std::string* first = ranks.front()->get(name);
+    bool everywhere = first != nullptr;
+    for (std::size_t i = 1; i < ranks.size() && everywhere; ++i) {
+      const std::string* value = ranks[i]->get(name);
+      everywhere = value != nullptr && *value == *first;
+    }
+    if (everywhere)
+      common[name] = *first;
+    else
+      common.erase(name);
+  }
+  return common;
+}
+
+EnvironmentChanges environment_changes(const Environment& base, const Environment& env) {
+  EnvironmentChanges out;
+  auto b = base.begin();
+  auto e = env.begin();
+  while (b != base.end() || e != env.end()) {
+    if (e == env.end() || (b != base.end() && b->first < e->first)) {
+      out.emplace_hint(out.end(), b->first, std::nullopt); // the rank lacks it
+      ++b;
+    } else if (b == base.end() || e->first < b->first) {
+      out.emplace_hint(out.end(), e->first, e->second); // the rank adds it
+      ++e;
+    } else {
+      if (b->second != e->second) out.emplace_hint(out.end(), e->first, e->second);
+      ++b;
+      ++e;
+    }
+  }
+  return out;
+}
+
+EnvironmentChanges environment_changes(const Environment& base, const RankEnvironment& env,
+                                       const EnvironmentChanges& shared) {
+  EnvironmentChanges out = shared;
+  for (const auto& [name, value] : env.own()) {
+    const auto it = base.find(name);
+    const bool same = value ? it != base.end() && it->second == *value : it == base.end();
+    if (same)
+      out.erase(name);
+    else
+      out[name] = value;
+  }
+  return out;
+}
+
 std::string warm_start_request(pid_t parent, const std::string& cwd, bool unbuffered, int memory_node,
                                const std::vector<int>& cpus, const std::vector<std::string>& argv,
-                               const Environment& env) {
+                               const EnvironmentChanges& env) {
   std::string out;
   const auto field = [&out](std::string_view text) {
     out.append(text);
@@ -157,7 +227,7 @@ std::string warm_start_request(pid_t parent, const std::string& cwd, bool unbuff
   };
   std::string cpu_list;
   for (int cpu : cpus) cpu_list += (cpu_list.empty() ? "" : ",") + std::to_string(cpu);
-  field("air-run-warm-1");
+  field("air-run-warm-2");
   field(std::to_string(parent));
   field(cwd);
   field(unbuffered ? "1" : "0");
@@ -165,12 +235,17 @@ std::string warm_start_request(pid_t parent, const std::string& cwd, bool unbuff
   field(cpu_list);
   field(std::to_string(argv.size()));
   for (const auto& a : argv) field(a);
-  for (const auto& [name, value] : env) field(name + "=" + value);
+  const auto set = std::count_if(env.begin(), env.end(), [](const auto& change) { return change.second; });
+  field(std::to_string(set));
+  for (const auto& [name, value] : env)
+    if (value) field(name + "=" + *value);
+  for (const auto& [name, value] : env)
+    if (!value) field(name);
   return out;
 }
 
 Expected<std::unique_ptr<WarmStart>> WarmStart::start(const std::string& python, bool unbuffered,
-                                                      const Environment& env,
+                                                      Environment env,
                                                       const std::vector<std::string>& modules,
                                                       const std::string& dir) {
   std::unique_ptr<WarmStart> w(new WarmStart());
@@ -199,6 +274,7 @@ Expected<std::unique_ptr<WarmStart>> WarmStart::start(const std::string& python,
   options.stdin_from = theirs.get();
   auto started = start_process(argv, env, {}, options);
   if (!started) return started.error();
+  w->base_ = std::move(env); // kept, not copied: it may hold 100,000 variables
   w->pid_ = started->child.pid;
   auto child = confirm_exec(std::move(*started));
   if (!child) return child.error();
@@ -378,9 +454,15 @@ std::vector<WarmStart::Forked> WarmStart::start_ranks(const std::vector<Rank>& r
       for (int node = 0; node < 16 * bits && memory_node < 0; ++node)
         if ((options.memory_nodes[node / bits] >> (node % bits)) & 1UL) memory_node = node;
     }
-    const std::string payload =
-        warm_start_request(::getpid(), options.working_dir.empty() ? own_cwd : options.working_dir,
-                           target->unbuffered, memory_node, cpus, argv, ranks[i].env->flat());
+    const RankEnvironment& env = *ranks[i].env;
+    if (!have_shared_changes_ || env.shared() != changes_of_) {
+      changes_of_ = env.shared();
+      shared_changes_ = environment_changes(base_, changes_of_ ? *changes_of_ : Environment());
+      have_shared_changes_ = true;
+    }
+    const std::string payload = warm_start_request(
+        ::getpid(), options.working_dir.empty() ? own_cwd : options.working_dir, target->unbuffered,
+        memory_node, cpus, argv, environment_changes(base_, env, shared_changes_));
     const auto size = static_cast<std::uint32_t>(payload.size());
     const unsigned char header[4] = {static_cast<unsigned char>(size), static_cast<unsigned char>(size >> 8),
                                      static_cast<unsigned char>(size >> 16),

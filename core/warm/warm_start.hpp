@@ -66,12 +66,36 @@ inline bool warm_start_accepts(const std::vector<std::string>& argv, const std::
 /// PYTHONPATH, is the same for all ranks). Pure.
 Environment common_environment(const std::vector<const Environment*>& ranks);
 
+/// The same for ranks kept as RankEnvironment: where they all share one
+/// map, that map less what any rank's own variables change, without
+/// merging each rank's whole environment first. Pure.
+Environment common_environment(const std::vector<const RankEnvironment*>& ranks);
+
+/// What a rank's environment changes of the one the interpreter started
+/// with: the new value of each variable it adds or changes, nullopt for each
+/// it lacks. A fork request carries only these, never the whole environment:
+/// with 100,000 variables, sending and applying all of them was most of a
+/// warm rank's start.
+using EnvironmentChanges = std::map<std::string, std::optional<std::string>>;
+
+/// The changes that make `base` into `env`. Pure; linear in both sizes.
+EnvironmentChanges environment_changes(const Environment& base, const Environment& env);
+
+/// The changes that make `base` into `env`, from `shared`: the changes that
+/// make `base` into env's shared part (environment_changes of it, computed
+/// once for every rank that shares it). Pure; linear in env's own
+/// variables and in `shared`, not in the environment's size.
+EnvironmentChanges environment_changes(const Environment& base, const RankEnvironment& env,
+                                       const EnvironmentChanges& shared);
+
 /// The request for one rank, as the interpreter parses it: NUL-terminated
 /// fields after a version tag (parent pid, cwd, -u, memory node, CPUs, argc,
-/// argv, env as NAME=VALUE). Pure.
+/// argv, the number of variables set, each as NAME=VALUE, then the names
+/// unset). `env`: what the rank changes of the interpreter's start
+/// environment. Pure.
 std::string warm_start_request(pid_t parent, const std::string& cwd, bool unbuffered, int memory_node,
                                const std::vector<int>& cpus, const std::vector<std::string>& argv,
-                               const Environment& env);
+                               const EnvironmentChanges& env);
 
 /// One warm interpreter, alive from start() until destroyed, across every
 /// attempt of a run. Not a rank: it lives in its own process group outside
@@ -80,11 +104,11 @@ std::string warm_start_request(pid_t parent, const std::string& cwd, bool unbuff
 class WarmStart {
 public:
   /// Writes the program to `dir`/air_run_warm.py and starts `python` on it
-  /// with `env`, importing `modules`. Returns at once; the imports go on
+  /// with `env` (what each rank's request is then a change of), importing
+  /// `modules`. Returns at once; the imports go on
   /// while air-run prepares the first attempt. Errors: system (the spawn).
   static Expected<std::unique_ptr<WarmStart>> start(const std::string& python, bool unbuffered,
-                                                    const Environment& env,
-                                                    const std::vector<std::string>& modules,
+                                                    Environment env, const std::vector<std::string>& modules,
                                                     const std::string& dir);
 
   /// Closes the socket (the interpreter exits on EOF) and reaps it, killing
@@ -153,6 +177,15 @@ private:
   std::string python_;
   std::string buffer_; ///< reply bytes read past the last line
   std::string failure_;
+  /// The environment the interpreter started with: each request carries
+  /// only what a rank changes of it.
+  Environment base_;
+  /// environment_changes of the last shared part seen (kept alive here, so
+  /// that the pointer names it): every rank of a node, every attempt, shares
+  /// one, and its changes are worked out once, not once a rank.
+  std::shared_ptr<const Environment> changes_of_;
+  EnvironmentChanges shared_changes_;
+  bool have_shared_changes_ = false;
   Clock::time_point started_;
   bool ready_ = false;
 };

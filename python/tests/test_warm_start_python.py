@@ -22,21 +22,27 @@ def request(*fields):
 
 
 def test_a_request_reads_as_air_run_wrote_it(warm):
-    parsed = warm._parse_request(request(b"air-run-warm-1", b"4242", b"/work dir", b"1", b"-1", b"0,2,5", b"3",
-                                         b"/usr/bin/python3", b"train.py", b"", b"A=1=2", b"EMPTY=",
-                                         b"ODD=\xff"))
+    parsed = warm._parse_request(request(b"air-run-warm-2", b"4242", b"/work dir", b"1", b"-1", b"0,2,5", b"3",
+                                         b"/usr/bin/python3", b"train.py", b"", b"3", b"A=1=2", b"EMPTY=",
+                                         b"ODD=\xff", b"GONE"))
     assert parsed["parent"] == 4242 and parsed["cwd"] == "/work dir" and parsed["unbuffered"]
     assert parsed["mem_node"] == -1 and parsed["cpus"] == [0, 2, 5]
     assert parsed["argv"] == ["/usr/bin/python3", "train.py", ""]  # an empty argument stays one
     assert parsed["env"]["A"] == "1=2" and parsed["env"]["EMPTY"] == ""
     assert os.fsencode(parsed["env"]["ODD"]) == b"\xff"  # any byte survives, as in os.environ
+    assert "GONE" in parsed["env"] and parsed["env"]["GONE"] is None  # unset, not set empty
+    assert len(parsed["env"]) == 4
 
 
 def test_a_request_of_another_protocol_is_refused(warm):
     with pytest.raises(ValueError):
         warm._parse_request(request(b"air-run-warm-0", b"1", b"/", b"0", b"-1", b"", b"0"))
     with pytest.raises(ValueError):
-        warm._parse_request(request(b"air-run-warm-1", b"1"))
+        warm._parse_request(request(b"air-run-warm-2", b"1"))
+    with pytest.raises(ValueError):  # the whole environment, as version 1 sent it
+        warm._parse_request(request(b"air-run-warm-1", b"1", b"/", b"0", b"-1", b"", b"1", b"p", b"A=1"))
+    with pytest.raises(ValueError):  # no count of the variables set
+        warm._parse_request(request(b"air-run-warm-2", b"1", b"/", b"0", b"-1", b"", b"1", b"p"))
 
 
 def test_the_set_up_error_codes_are_placeholders_air_run_fills_in(warm):
@@ -51,11 +57,11 @@ def test_the_set_up_error_codes_are_placeholders_air_run_fills_in(warm):
         assert "_FAILED_%s = AIR_RUN_FAILED_%s\n" % (name, name) in body
 
 
-def test_a_ranks_environment_is_set_by_what_differs(warm, monkeypatch):
-    # os.environ.clear() then update() cost O(n) a variable: with 100,000
-    # variables a warm rank took minutes to start. Only what differs from the
-    # interpreter's environment is set or unset now (the C calls are counted,
-    # and kept off the real environment).
+def test_a_ranks_environment_is_set_by_what_it_changes(warm, monkeypatch):
+    # Only the names a request changes, and those the zygote changed itself
+    # since it started, are looked at: the cost is the rank's own variables',
+    # not the environment's size. The C calls are counted (and kept off the
+    # real environment); os.environ ends as the rank's.
     calls = []
     monkeypatch.setattr(os, "putenv", lambda k, v: calls.append(("set", os.fsdecode(k))))
     monkeypatch.setattr(os, "unsetenv", lambda k: calls.append(("unset", os.fsdecode(k))))
@@ -64,17 +70,34 @@ def test_a_ranks_environment_is_set_by_what_differs(warm, monkeypatch):
         os.environ["AIR_TEST_KEEP"] = "same"
         os.environ["AIR_TEST_DROP"] = "gone"
         os.environ["AIR_TEST_CHANGE"] = "old"
-        target = {k: v for k, v in os.environ.items() if k != "AIR_TEST_DROP"}
-        target.update(AIR_TEST_CHANGE="new", AIR_TEST_NEW="1")
+        os.environ["AIR_TEST_SAME_AGAIN"] = "v"
+        start = dict(warm._environ_data())
+        monkeypatch.setattr(warm, "_START_ENVIRONMENT", start)
+        # What the zygote did after it started: a cap of its own, a variable an import set.
+        os.environ["AIR_TEST_CAP"] = "1"
+        os.environ["AIR_TEST_KEEP"] = "changed by an import"
+        monkeypatch.setattr(warm, "_ZYGOTE_CHANGED", warm._zygote_changes(start, warm._environ_data()))
+        assert warm._ZYGOTE_CHANGED == {b"AIR_TEST_CAP", b"AIR_TEST_KEEP"}
+        expected = {os.fsdecode(k): os.fsdecode(v) for k, v in start.items() if k != b"AIR_TEST_DROP"}
+        expected.update(AIR_TEST_CHANGE="new", AIR_TEST_NEW="1", AIR_TEST_ODD=os.fsdecode(b"\xff"))
         del calls[:]
-        warm._set_environment(target)
-        assert dict(os.environ) == target
-        assert sorted(calls) == [("set", "AIR_TEST_CHANGE"), ("set", "AIR_TEST_NEW"), ("unset", "AIR_TEST_DROP")]
+        warm._set_environment({"AIR_TEST_CHANGE": "new", "AIR_TEST_NEW": "1", "AIR_TEST_DROP": None,
+                               "AIR_TEST_SAME_AGAIN": "v", "AIR_TEST_ODD": os.fsdecode(b"\xff")})
+        assert dict(os.environ) == expected
+        assert sorted(calls) == [("set", "AIR_TEST_CHANGE"), ("set", "AIR_TEST_KEEP"), ("set", "AIR_TEST_NEW"),
+                                 ("set", "AIR_TEST_ODD"), ("unset", "AIR_TEST_CAP"), ("unset", "AIR_TEST_DROP")]
     finally:
         for name in list(os.environ):
             if name not in saved:
                 del os.environ[name]
         os.environ.update(saved)
+
+
+def test_the_zygotes_own_changes_are_none_when_it_changed_nothing(warm):
+    start = {b"A": b"1", b"B": b"2"}
+    assert warm._zygote_changes(start, dict(start)) == frozenset()
+    assert warm._zygote_changes(start, {b"A": b"1", b"C": b"3"}) == {b"B", b"C"}
+    assert warm._zygote_changes(start, {b"A": b"9", b"B": b"2"}) == {b"A"}
 
 
 def test_a_rank_reseeds_torchs_cpu_generator_not_cuda(warm, monkeypatch):

@@ -121,4 +121,86 @@ PY
   expect_eq "$(json_get summary.json '[r["warm"] for r in d["ranks"]]')" "[True, True]"
 }
 
+# Each fork request carries only what a rank's environment changes of the
+# one the interpreter started with. The cases where that differs from the
+# whole: a variable air-run's environment has and every rank lacks
+# (AIR_RESUME_FROM, exported stale, unset while there is no checkpoint), one
+# that changes between attempts (the checkpoint attempt 0 wrote), and one the
+# interpreter set itself (a preloaded module sets a variable when imported,
+# which a fresh rank never imports). Fresh and warm see the same os.environ,
+# attempt by attempt, and the C environment (what getenv reads) is
+# os.environ in every rank.
+test_a_ranks_environment_is_its_own_on_every_attempt() {
+  cat >env.py <<'PY'
+import ctypes, json, os, sys, time
+environ = ctypes.POINTER(ctypes.c_char_p).in_dll(ctypes.CDLL(None), "environ")
+c_env, i = {}, 0
+while environ[i] is not None:
+    name, _, value = environ[i].partition(b"=")
+    c_env[os.fsdecode(name)] = os.fsdecode(value)
+    i += 1
+folder = os.path.dirname(os.environ["AIR_RESULT_FILE"])
+run_id = os.environ["TORCHELASTIC_RUN_ID"]
+seen = {}
+for name, value in os.environ.items():
+    if name in ("MASTER_PORT", "AIR_RUN_CONTROL_PORT"):
+        value = "<port>"
+    seen[name] = value.replace(folder, "<run folder>").replace(run_id, "<run>")
+attempt, rank = os.environ["TORCHELASTIC_RESTART_COUNT"], os.environ["RANK"]
+with open("out/.env.%s.%s.json" % (attempt, rank), "w") as f:
+    json.dump({"environ": seen, "c_matches": c_env == dict(os.environ),
+               "resume": os.environ.get("AIR_RESUME_FROM"), "getenv_resume": os.getenv("AIR_RESUME_FROM"),
+               "warm": "torch" in sys.modules}, f)
+os.rename("out/.env.%s.%s.json" % (attempt, rank), "out/env.%s.%s.json" % (attempt, rank))
+if attempt == "0":
+    if rank == "0":  # fails once every rank has written what it saw
+        while not all(os.path.exists("out/env.0.%d.json" % r) for r in range(int(os.environ["WORLD_SIZE"]))):
+            time.sleep(0.05)
+        os.makedirs("ckpt/step1")
+        open("ckpt/step1/.metadata", "w").close()
+        with open("ckpt/step1/.air-checkpoint", "w") as f:
+            f.write('{"sequence": 1}')
+        sys.exit(1)
+    time.sleep(60)
+PY
+  mkdir modules
+  echo 'import os; os.environ["AIR_TEST_SET_BY_IMPORT"] = "1"' >modules/sets_a_variable.py
+  local mode
+  for mode in fresh warm; do
+    rm -rf out ckpt
+    mkdir out
+    local flags=(--no-preload)
+    [[ $mode == warm ]] && flags=(--preload torch,sets_a_variable)
+    AIR_RESUME_FROM=stale PYTHONPATH=$PWD/modules run_air --nproc-per-node 2 --python "$TORCH_PYTHON" \
+      --max-restarts 1 --grace-period 5s --checkpoint-dir ckpt --summary "$mode.json" "${flags[@]}" env.py
+    expect_rc 0 || return 1
+    mv out "$mode"
+  done
+  expect_eq "$(json_get warm.json '[r["warm"] for r in d["ranks"]]')" "[True, True]"
+  "$TORCH_PYTHON" - "$PWD/ckpt/step1" <<'PY' || fail "a rank's environment differs fresh and warm (above)"
+import json, sys
+checkpoint = sys.argv[1]
+bad = 0
+for attempt in (0, 1):
+    for rank in (0, 1):
+        obs = {m: json.load(open("%s/env.%d.%d.json" % (m, attempt, rank))) for m in ("fresh", "warm")}
+        where = "attempt %d rank %d" % (attempt, rank)
+        resume = checkpoint if attempt else None
+        for mode, o in obs.items():
+            if attempt == 1 and o["warm"] != (mode == "warm"):  # a restart always forks
+                print("%s: %s rank not started %s" % (where, mode, mode)); bad += 1
+            if not o["c_matches"]:
+                print("%s: %s: the C environment is not os.environ" % (where, mode)); bad += 1
+            if o["resume"] != resume or o["getenv_resume"] != resume:
+                print("%s: %s: AIR_RESUME_FROM %r (getenv %r), not %r" % (where, mode, o["resume"],
+                                                                        o["getenv_resume"], resume)); bad += 1
+        a, b = obs["fresh"]["environ"], obs["warm"]["environ"]
+        for name in sorted(set(a) | set(b)):
+            if a.get(name) != b.get(name):
+                print("%s: %s: fresh %r, warm %r" % (where, name, a.get(name), b.get(name))); bad += 1
+print("compared the environment on 2 ranks x 2 attempts, fresh and warm")
+sys.exit(1 if bad else 0)
+PY
+}
+
 run_tests "$@"

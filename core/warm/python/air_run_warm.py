@@ -13,7 +13,8 @@ AIR_RUN_FAILED_CHDIR = AIR_RUN_FAILED_AFFINITY = AIR_RUN_FAILED_MEMPOLICY = 0
 # torch again: on a restart the ranks are back in their loop in a fraction of
 # the time. air-run sends each request over the socket that is this process's
 # stdin: a 4-byte length, then NUL-terminated fields (core/warm/warm_start.cpp
-# writes them: the parent's pid, cwd, -u, memory node, CPUs, argv, env) and,
+# writes them: the parent's pid, cwd, -u, memory node, CPUs, argv, and what the
+# rank's environment changes of the one this process started with) and,
 # as SCM_RIGHTS, the rank's stdin, stdout, stderr, a "set up" pipe and the
 # run's cgroup.procs (when there is one). Strings are bytes, decoded as
 # Python decodes argv and environ (os.fsdecode), so any byte survives.
@@ -81,20 +82,26 @@ def _recv_request(sock):
 
 
 def _parse_request(payload):
-    # One decode of the whole request, then the split: a NUL byte is never
-    # part of another character, and a request holds every variable of the
-    # rank's environment (tens of thousands on some hosts).
+    """The request's fields; "env": what the rank's environment changes of
+    this process's start environment, a value for each variable set, None
+    for each unset (the rank's own few: RANK, its files, a new MASTER_PORT)."""
     fields = os.fsdecode(payload).split("\0")[:-1]
-    if len(fields) < 7 or fields[0] != "air-run-warm-1":
+    if len(fields) < 8 or fields[0] != "air-run-warm-2":
         raise ValueError("not a request of this protocol")
     request = {"parent": int(fields[1]), "cwd": fields[2], "unbuffered": fields[3] == "1",
                "mem_node": int(fields[4]), "cpus": [int(c) for c in fields[5].split(",") if c]}
     argc = int(fields[6])
     request["argv"] = fields[7:7 + argc]
+    if len(fields) < 8 + argc:
+        raise ValueError("not a request of this protocol")
+    at = 8 + argc
+    count = int(fields[7 + argc])
     env = {}
-    for item in fields[7 + argc:]:
+    for item in fields[at:at + count]:
         name, _, value = item.partition("=")
         env[name] = value
+    for name in fields[at + count:]:
+        env[name] = None
     request["env"] = env
     return request
 
@@ -222,24 +229,52 @@ def _become_rank(request, fds, middle, gate, sock):
     os.close(ready_fd)  # the rank is set up: air-run's "exec" is done
 
 
-# The zygote's environment as it serves (main() takes it): what a rank's
-# environment is compared with, as a plain dict.
-_BASE_ENVIRONMENT = None
+# The environment this process started with (main() takes it first), as
+# bytes: what air-run's requests are changes of (warm_start.cpp).
+_START_ENVIRONMENT = None
+# The names whose value the zygote itself changed since (the OpenMP cap, an
+# import that sets a variable): put back to the start's in every rank.
+_ZYGOTE_CHANGED = frozenset()
 
 
-def _set_environment(env):
-    """Makes os.environ (and the C environment under it) `env`, changing
-    only what differs: most of a rank's variables are the node's, which the
-    zygote started with. os.environ.clear() costs O(n) a variable (it lists
-    every key to pop one) and setenv scans the environment for each name:
-    with 100,000 variables a rank took minutes to start. The comparison is
-    with a plain dict (os.environ encodes and decodes every name it is asked)."""
-    base = _BASE_ENVIRONMENT if _BASE_ENVIRONMENT is not None else dict(os.environ)
-    for name in [name for name in base if name not in env]:
-        del os.environ[name]
-    for name, value in env.items():
-        if base.get(name) != value:
-            os.environ[name] = value
+def _environ_data():
+    """os.environ's own mapping of bytes to bytes (the C environment's
+    mirror), read without encoding or decoding each variable; a copy where
+    an interpreter has no such attribute."""
+    data = getattr(os.environ, "_data", None)
+    if isinstance(data, dict):
+        return data
+    return {os.fsencode(k): os.fsencode(v) for k, v in os.environ.items()}
+
+
+def _zygote_changes(start, now):
+    """The names whose value differs between `start` and `now` (bytes
+    dicts): one comparison when none does, as when nothing set a variable."""
+    if start == now:
+        return frozenset()
+    return frozenset(set(start.keys() ^ now.keys()) | {n for n, v in now.items() if n in start and start[n] != v})
+
+
+def _set_environment(changes):
+    """Makes os.environ (and the C environment under it) the rank's: the
+    start environment with `changes` (name: value, None to unset) applied,
+    and what the zygote changed put back. Only those few names are looked
+    at and only those that differ are set or unset, through os.environ, so
+    that it and the C environment agree: the cost is the rank's own
+    variables', not the environment's size (with 100,000 variables, taking
+    the whole environment in each request cost a warm rank 1.5 s)."""
+    start = _START_ENVIRONMENT if _START_ENVIRONMENT is not None else dict(_environ_data())
+    wanted = {name: start.get(name) for name in _ZYGOTE_CHANGED}
+    for name, value in changes.items():
+        wanted[os.fsencode(name)] = None if value is None else os.fsencode(value)
+    data = _environ_data()
+    for name, value in wanted.items():
+        if data.get(name) == value:
+            continue
+        if value is None:
+            del os.environ[os.fsdecode(name)]
+        else:
+            os.environ[os.fsdecode(name)] = os.fsdecode(value)
 
 
 def _reseed():
@@ -555,6 +590,8 @@ def _end_import_children():
 
 
 def main(modules):
+    global _START_ENVIRONMENT, _ZYGOTE_CHANGED
+    _START_ENVIRONMENT = dict(_environ_data())  # before anything here sets a variable
     # fd 0 is the socket to air-run; the zygote reads nothing else.
     sock = socket.socket(fileno=os.dup(0))
     null = os.open(os.devnull, os.O_RDONLY)
@@ -606,8 +643,7 @@ def main(modules):
     import signal
 
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the middle processes reap themselves
-    global _BASE_ENVIRONMENT
-    _BASE_ENVIRONMENT = dict(os.environ)
+    _ZYGOTE_CHANGED = _zygote_changes(_START_ENVIRONMENT, _environ_data())
     sock.sendall(b"ready\n")
     # From here on nothing is written to air-run's pipes: they are not read.
     null = os.open(os.devnull, os.O_WRONLY)
