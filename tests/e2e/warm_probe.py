@@ -150,7 +150,19 @@ obs["distinct"]["cuda_draw"] = torch.rand(2, device="cuda").tolist() if cuda els
 
 attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]
 rank = os.environ["RANK"]
-with open(os.path.join(os.environ["PROBE_OUT"], "obs.%s.%s.json" % (attempt, rank)), "w") as f:
+def path(of_rank):
+    return os.path.join(os.environ["PROBE_OUT"], "obs.%s.%s.json" % (attempt, of_rank))
+
+# Written whole, then renamed: air-run stops rank 0 when rank 1 fails, and a
+# rank stopped mid-write would leave half a file.
+with open(path(rank) + ".part", "w") as f:
     json.dump(obs, f, indent=1, sort_keys=True)
+os.rename(path(rank) + ".part", path(rank))
 if attempt == "0" and rank == "1":
+    # Fail only once rank 0 has written its observations: on a loaded
+    # machine rank 0 is still importing torch when rank 1 gets here.
+    import time
+    deadline = time.monotonic() + 120
+    while not os.path.exists(path(0)) and time.monotonic() < deadline:
+        time.sleep(0.05)
     sys.exit(3)
