@@ -95,6 +95,7 @@ bool names_a_node(ControlMessage::Kind kind) {
   case Kind::over:
   case Kind::quiet:
   case Kind::place:
+  case Kind::work:
   case Kind::preempt:
   case Kind::counted:
     return true;
@@ -251,6 +252,9 @@ std::vector<JobEvent> ControlChannel::tell(const NodeEvent& event, Clock::time_p
   case NodeEvent::Kind::placed:
     ranks_placed(event.places);
     break;
+  case NodeEvent::Kind::no_hang:
+    job_not_hung();
+    break;
   case NodeEvent::Kind::preempted:
     preempt_signalled(event.signal, event.steps, event.grace);
     break;
@@ -270,6 +274,7 @@ void ControlChannel::due_preemption(Clock::time_point now, std::vector<JobEvent>
 }
 
 void ControlChannel::due_hang(Clock::time_point now, std::vector<JobEvent>& events) {
+  if (std::exchange(not_hung_, false)) events.push_back(JobEvent::of(JobEvent::Kind::not_hung));
   if (places_asked()) events.push_back(JobEvent::of(JobEvent::Kind::places_asked));
   if (auto job = job_places(now)) events.push_back(JobEvent::places_of(std::move(*job)));
 }
@@ -401,6 +406,9 @@ std::optional<RemoteFailure> ControlChannel::on_agent_line(Peer& peer, const Con
     // Only this round's, and only up to the count the node gave.
     hang_round_.take_place(m.round, m.node_rank, m.count, m.place);
     return std::nullopt;
+  case ControlMessage::Kind::work:
+    hang_round_.take_work(m.round, m.node_rank, m.place.rank, m.place.working, m.place.exited_ok);
+    return std::nullopt;
   case ControlMessage::Kind::preempt:
     // Only while its ranks run (after the end that node is on its own fallback anyway).
     if (running_) {
@@ -442,6 +450,10 @@ std::optional<RemoteFailure> ControlChannel::on_node0_line(const ControlMessage&
       asked_round_ = m.round;
       places_asked_ = true;
     }
+    return std::nullopt;
+  case ControlMessage::Kind::busy:
+    // Only the answer to the latest question: an older one's verdict is stale.
+    if (m.round == asked_round_) not_hung_ = true;
     return std::nullopt;
   case ControlMessage::Kind::count:
     counts_asked_ = true;
@@ -541,6 +553,15 @@ void ControlChannel::ranks_placed(const std::vector<HangRank>& ranks) {
   if (asked_round_ <= answered_round_) return; // not asked (yet): `where` comes after our `quiet`
   answered_round_ = asked_round_;
   for (const HangRank& rank : ranks) {
+    // How it worked first: node 0 has it when the place completes the node.
+    ControlMessage work;
+    work.kind = ControlMessage::Kind::work;
+    work.round = asked_round_;
+    work.node_rank = options_.node_rank;
+    work.place.rank = rank.rank;
+    work.place.working = rank.working;
+    work.place.exited_ok = rank.exited_ok;
+    send_to_all(peers_, work);
     ControlMessage place;
     place.kind = ControlMessage::Kind::place;
     place.round = asked_round_;
@@ -560,7 +581,24 @@ std::vector<int> ControlChannel::awaited_nodes() const {
 
 std::optional<JobPlaces> ControlChannel::job_places(Clock::time_point now) {
   if (options_.node_rank != 0) return std::nullopt;
-  return hang_round_.complete(awaited_nodes(), options_.num_nodes, now);
+  // A node whose ranks all exited 0 has no supervisor left to answer: its
+  // ranks count as finished, and the round does not wait for it.
+  std::vector<int> awaited{0}, done;
+  for (const auto& peer : peers_) {
+    if (peer->done)
+      done.push_back(peer->node_rank);
+    else if (!peer->link.closed())
+      awaited.push_back(peer->node_rank);
+  }
+  return hang_round_.complete(awaited, options_.num_nodes, now, done);
+}
+
+void ControlChannel::job_not_hung() {
+  if (options_.node_rank != 0 || hang_round_.number() == 0) return;
+  ControlMessage busy;
+  busy.kind = ControlMessage::Kind::busy;
+  busy.round = hang_round_.number();
+  send_to_all(peers_, busy);
 }
 
 void ControlChannel::settle(RunOutcome& outcome) {

@@ -116,7 +116,9 @@ public:
   /// Hangs across nodes: a quiet node says `quiet`; node 0 then asks every
   /// node (itself included) for its ranks' places with `where`, gathers the
   /// `place` lines for up to places_wait and hands them to its supervisor,
-  /// which names the job's laggards. A stop for a hang goes out as `hung`.
+  /// which names the job's laggards, or finds a rank working (each node's
+  /// `work` lines): then `busy` tells every node that it is no hang. A stop
+  /// for a hang goes out as `hung`.
   bool job_wide_hangs() const override { return options_.num_nodes > 1; }
   /// Preemption across nodes: a node that got the signal says `preempt` with
   /// its step counts; node 0 asks the others with `count` (one round trip),
@@ -207,6 +209,8 @@ private:
   void local_failure(const RunOutcome& outcome);
   void ranks_quiet();
   void ranks_placed(const std::vector<HangRank>& ranks);
+  /// Node 0: the job's quiet was no hang; every node begins a new spell (`busy`).
+  void job_not_hung();
   void preempt_signalled(int sig, const NodeSteps& mine, std::chrono::milliseconds grace);
   void ranks_counted(const NodeSteps& mine);
   // What the job decided, handed over once (due_preemption, due_hang).
@@ -242,6 +246,7 @@ private:
   int asked_round_ = 0;       ///< others: the latest round node 0 asked for
   int answered_round_ = 0;    ///< others: the round whose places went out
   bool places_asked_ = false; ///< places_asked() has news
+  bool not_hung_ = false;     ///< others: node 0's `busy` for the latest round came
   bool hang_stop_ = false;    ///< this node's failure is a hang: node 0 tells the others with `hung`
   // Preemption across nodes
   /// Node 0: a preemption signal reached node `node` (this one or another):
