@@ -131,7 +131,8 @@ Quiet HangWatch::judge_quiet_spell(Clock::time_point now) {
 /// No rank made progress for --hang-timeout: ask the ranks for their stacks
 /// and Flight Recorder traces; finish() reads them.
 void HangWatch::begin() {
-  hang_before_ = out_.hang; // what the summary keeps should the job find this spell no hang
+  // What the summary keeps should the job find this spell no hang.
+  if (!std::exchange(withdrawable_, true)) hang_before_ = out_.hang;
   clock_.diagnosing();
   progress_.request_flight_recorder();
   // Stacks already asked for (Ctrl-\\, a timeout) keep their purpose: go on without.
@@ -293,7 +294,7 @@ void HangWatch::finish_job(JobPlaces job) {
 }
 
 void HangWatch::job_not_hung() {
-  if (!clock_.diagnosed()) return; // progress came first: a new spell is under way already
+  if (!withdrawable_) return; // decided already
   console_.write(1, "air-run: node 0 finds the job quiet, not hung; the run goes on\n", 1);
   not_hung(Clock::now());
 }
@@ -301,7 +302,9 @@ void HangWatch::job_not_hung() {
 /// The job's quiet spell was no hang: this node's diagnosis of it is
 /// withdrawn (the summary keeps the one before, if any) and a new spell begins.
 void HangWatch::not_hung(Clock::time_point now) {
-  clock_.busy(now);
+  // After progress a new spell is under way already: it keeps its start.
+  if (clock_.diagnosed()) clock_.busy(now);
+  withdrawable_ = false;
   verdict_deadline_.reset();
   local_places_.clear();
   out_.hang = std::move(hang_before_);
@@ -313,6 +316,7 @@ void HangWatch::not_hung(Clock::time_point now) {
 void HangWatch::conclude(HangReport report, const std::string& lead) {
   const bool stop = plan_.stop_on_hang && plan_.hang_timeout;
   verdict_deadline_.reset(); // decided
+  withdrawable_ = false;
   std::string batch;
   std::size_t lines = 0;
   if (!lead.empty()) {

@@ -57,7 +57,8 @@ public:
   void finish_job(JobPlaces job);
   /// Across nodes (JobEvent::not_hung): node 0 found the job's quiet spell
   /// no hang (a rank of some node works, or ranks finished while none
-  /// waits); this node's diagnosis of it is withdrawn and a new spell begins.
+  /// waits); this node's diagnosis of it is withdrawn and, unless progress
+  /// came meanwhile, a new spell begins.
   void job_not_hung();
   /// The stack dumps asked for the diagnosis are in (or their wait is over).
   void stacks_in() { finish(); }
@@ -115,6 +116,7 @@ private:
   bool measuring_ = false;
   bool places_ready_ = false;
   std::optional<HangReport> hang_before_;
+  bool withdrawable_ = false; ///< a diagnosis began that no verdict has settled yet
 };
 
 } // namespace air

@@ -125,7 +125,8 @@ PY
 
 test_node_0_alone_after_node_1_finished_is_no_hang() {
   # Node 1's ranks are done and exit 0; both ranks of node 0 upload without a
-  # word (a network wait: next to no CPU), longer than the hang timeout.
+  # word (a network wait: next to no CPU), longer than the hang timeout and
+  # than node 0's 10 s wait for the places of a node that never answers.
   cat >upload.py <<'PY'
 import os, time, torch.distributed as dist
 dist.init_process_group("gloo")
@@ -135,7 +136,7 @@ if dist.get_rank() < 2:
     time.sleep(float(os.environ["PHASE"]))
     print("done", flush=True)
 PY
-  run_nodes short upload.py
+  PHASE=16 run_nodes short upload.py
   expect_contains "$err0" "ranks finished and no rank waits in a collective"
 }
 
