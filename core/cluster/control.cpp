@@ -579,11 +579,12 @@ std::vector<int> ControlChannel::awaited_nodes() const {
   return nodes;
 }
 
-std::optional<JobPlaces> ControlChannel::job_places(Clock::time_point now) {
+std::optional<JobPlaces> ControlChannel::job_places(Clock::time_point now, bool self_done) {
   if (options_.node_rank != 0) return std::nullopt;
   // A node whose ranks all exited 0 has no supervisor left to answer: its
   // ranks count as finished, and the round does not wait for it.
-  std::vector<int> awaited{0}, done;
+  std::vector<int> awaited, done;
+  (self_done ? done : awaited).push_back(0);
   for (const auto& peer : peers_) {
     if (peer->done)
       done.push_back(peer->node_rank);
@@ -591,6 +592,25 @@ std::optional<JobPlaces> ControlChannel::job_places(Clock::time_point now) {
       awaited.push_back(peer->node_rank);
   }
   return hang_round_.complete(awaited, options_.num_nodes, now, done);
+}
+
+void ControlChannel::judge_quiet_while_done(Clock::time_point now) {
+  if (!hang_round_.gathering()) return;
+  const auto job = job_places(now, true);
+  // A hang is left to the quiet node, which stops on its own when no verdict comes.
+  if (!job) return;
+  const QuietVerdict verdict = judge_job_quiet(*job);
+  if (verdict.kind == Quiet::hang) return;
+  if (options_.notice)
+    options_.notice(
+        verdict.kind == Quiet::working
+            ? "the job, across the nodes: rank" + std::string(verdict.working.size() > 1 ? "s " : " ") +
+                  rank_words(verdict.working) + " outside any collective " +
+                  (verdict.working.size() > 1 ? "work" : "works") +
+                  " after this node's ranks finished: quiet, not hung; the run goes on"
+            : "the job, across the nodes: ranks finished and no rank waits in a collective: quiet, "
+              "not hung; the run goes on");
+  job_not_hung();
 }
 
 void ControlChannel::job_not_hung() {
@@ -637,6 +657,7 @@ void ControlChannel::wait_all_done(RunOutcome& outcome) {
       adopt(outcome, *f);
       break;
     }
+    if (server) judge_quiet_while_done(Clock::now());
   }
   if (server && !remote_) {
     ControlMessage fin;

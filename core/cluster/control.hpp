@@ -215,7 +215,14 @@ private:
   void ranks_counted(const NodeSteps& mine);
   // What the job decided, handed over once (due_preemption, due_hang).
   bool places_asked();
-  std::optional<JobPlaces> job_places(std::chrono::steady_clock::time_point now);
+  /// `self_done`: node 0's own ranks all exited 0 (it waits for the others).
+  std::optional<JobPlaces> job_places(std::chrono::steady_clock::time_point now, bool self_done = false);
+  /// Node 0 once its own ranks all exited 0, waiting for the others: no
+  /// supervisor of its own judges a round that another node's quiet began,
+  /// so the channel does, with node 0 as done; the quiet node hears `busy`
+  /// when the job's quiet is no hang (its ranks go on alone after node 0's
+  /// finished, or one works).
+  void judge_quiet_while_done(std::chrono::steady_clock::time_point now);
   bool counts_asked();
   std::optional<JobStop> job_stop(std::chrono::steady_clock::time_point now);
 

@@ -140,4 +140,36 @@ PY
   expect_contains "$err0" "ranks finished and no rank waits in a collective"
 }
 
+test_node_1_alone_after_node_0_finished_is_no_hang() {
+  # The other way round: node 0's ranks are done and its agent only waits for
+  # node 1's; node 1's ranks upload in silence. Node 0 has no ranks left to
+  # diagnose, and judges node 1's quiet alone.
+  cat >upload.py <<'PY'
+import os, time, torch.distributed as dist
+dist.init_process_group("gloo")
+print("training over", flush=True)
+dist.barrier()
+if dist.get_rank() >= 2:
+    time.sleep(float(os.environ["PHASE"]))
+print("done", flush=True)
+PY
+  run_nodes short upload.py
+  expect_contains "$err1" "node 0 finds the job quiet, not hung; the run goes on"
+}
+
+test_node_1_alone_after_node_0_s_ranks_exited_is_no_hang() {
+  # Without a process group (rank 0 hosts none, so it leaves at once): node
+  # 0's agent has no supervisor left and only waits for node 1, whose ranks
+  # work on in silence for longer than node 1's 30 s wait for node 0's verdict.
+  cat >alone.py <<'PY'
+import os, time
+print("started", flush=True)
+if int(os.environ["RANK"]) >= 2:
+    time.sleep(float(os.environ["PHASE"]))
+print("done", flush=True)
+PY
+  PHASE=36 run_nodes short alone.py
+  expect_contains "$err1" "node 0 finds the job quiet, not hung; the run goes on"
+}
+
 run_tests
