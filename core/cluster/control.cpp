@@ -452,8 +452,9 @@ std::optional<RemoteFailure> ControlChannel::on_node0_line(const ControlMessage&
     }
     return std::nullopt;
   case ControlMessage::Kind::busy:
-    // Only the answer to the latest question: an older one's verdict is stale.
-    if (m.round == asked_round_) not_hung_ = true;
+    // Only the verdict on the places this node sent last, and not once a new
+    // quiet spell of its own went out since (the verdict crossed it).
+    if (m.round == answered_round_ && !quiet_unanswered_) not_hung_ = true;
     return std::nullopt;
   case ControlMessage::Kind::count:
     counts_asked_ = true;
@@ -540,6 +541,7 @@ void ControlChannel::ranks_quiet() {
   quiet.kind = ControlMessage::Kind::quiet;
   quiet.node_rank = options_.node_rank;
   send_to_all(peers_, quiet);
+  quiet_unanswered_ = true;
 }
 
 bool ControlChannel::places_asked() { return std::exchange(places_asked_, false); }
@@ -552,6 +554,7 @@ void ControlChannel::ranks_placed(const std::vector<HangRank>& ranks) {
   }
   if (asked_round_ <= answered_round_) return; // not asked (yet): `where` comes after our `quiet`
   answered_round_ = asked_round_;
+  quiet_unanswered_ = false;
   for (const HangRank& rank : ranks) {
     // How it worked first: node 0 has it when the place completes the node.
     ControlMessage work;

@@ -249,12 +249,13 @@ private:
   int first_attempt_ = 0;
   // Hang diagnosis across nodes
   void start_round(std::chrono::steady_clock::time_point now); ///< node 0: `where` to every node
-  HangRound hang_round_;      ///< node 0: the job-wide diagnosis that gathers
-  int asked_round_ = 0;       ///< others: the latest round node 0 asked for
-  int answered_round_ = 0;    ///< others: the round whose places went out
-  bool places_asked_ = false; ///< places_asked() has news
-  bool not_hung_ = false;     ///< others: node 0's `busy` for the latest round came
-  bool hang_stop_ = false;    ///< this node's failure is a hang: node 0 tells the others with `hung`
+  HangRound hang_round_;          ///< node 0: the job-wide diagnosis that gathers
+  int asked_round_ = 0;           ///< others: the latest round node 0 asked for
+  int answered_round_ = 0;        ///< others: the round whose places went out
+  bool places_asked_ = false;     ///< places_asked() has news
+  bool not_hung_ = false;         ///< others: node 0's `busy` for the latest round came
+  bool quiet_unanswered_ = false; ///< others: `quiet` went out after the latest places
+  bool hang_stop_ = false;        ///< this node's failure is a hang: node 0 tells the others with `hung`
   // Preemption across nodes
   /// Node 0: a preemption signal reached node `node` (this one or another):
   /// asks the nodes that have not counted yet, unless a decision is under way.
