@@ -99,6 +99,7 @@ bool names_a_node(ControlMessage::Kind kind) {
   case Kind::over:
   case Kind::quiet:
   case Kind::place:
+  case Kind::work:
   case Kind::preempt:
   case Kind::counted:
   case Kind::stopped:
@@ -256,6 +257,9 @@ std::vector<JobEvent> ControlChannel::tell(const NodeEvent& event, Clock::time_p
   case NodeEvent::Kind::placed:
     ranks_placed(event.places);
     break;
+  case NodeEvent::Kind::no_hang:
+    job_not_hung();
+    break;
   case NodeEvent::Kind::preempted:
     preempt_signalled(event.signal, event.steps, event.grace);
     break;
@@ -275,6 +279,7 @@ void ControlChannel::due_preemption(Clock::time_point now, std::vector<JobEvent>
 }
 
 void ControlChannel::due_hang(Clock::time_point now, std::vector<JobEvent>& events) {
+  if (std::exchange(not_hung_, false)) events.push_back(JobEvent::of(JobEvent::Kind::not_hung));
   if (places_asked()) events.push_back(JobEvent::of(JobEvent::Kind::places_asked));
   if (auto job = job_places(now)) events.push_back(JobEvent::places_of(std::move(*job)));
 }
@@ -406,6 +411,9 @@ std::optional<RemoteFailure> ControlChannel::on_agent_line(Peer& peer, const Con
     // Only this round's, and only up to the count the node gave.
     hang_round_.take_place(m.round, m.node_rank, m.count, m.place);
     return std::nullopt;
+  case ControlMessage::Kind::work:
+    hang_round_.take_work(m.round, m.node_rank, m.place.rank, m.place.working, m.place.exited_ok);
+    return std::nullopt;
   case ControlMessage::Kind::preempt:
     // Only while its ranks run (after the end that node is on its own fallback anyway).
     if (running_) {
@@ -450,6 +458,11 @@ std::optional<RemoteFailure> ControlChannel::on_node0_line(const ControlMessage&
       asked_round_ = m.round;
       places_asked_ = true;
     }
+    return std::nullopt;
+  case ControlMessage::Kind::busy:
+    // Only the verdict on the places this node sent last, and not once a new
+    // quiet spell of its own went out since (the verdict crossed it).
+    if (m.round == answered_round_ && !quiet_unanswered_) not_hung_ = true;
     return std::nullopt;
   case ControlMessage::Kind::count:
     counts_asked_ = true;
@@ -536,6 +549,7 @@ void ControlChannel::ranks_quiet() {
   quiet.kind = ControlMessage::Kind::quiet;
   quiet.node_rank = options_.node_rank;
   send_to_all(peers_, quiet);
+  quiet_unanswered_ = true;
 }
 
 bool ControlChannel::places_asked() { return std::exchange(places_asked_, false); }
@@ -548,7 +562,17 @@ void ControlChannel::ranks_placed(const std::vector<HangRank>& ranks) {
   }
   if (asked_round_ <= answered_round_) return; // not asked (yet): `where` comes after our `quiet`
   answered_round_ = asked_round_;
+  quiet_unanswered_ = false;
   for (const HangRank& rank : ranks) {
+    // How it worked first: node 0 has it when the place completes the node.
+    ControlMessage work;
+    work.kind = ControlMessage::Kind::work;
+    work.round = asked_round_;
+    work.node_rank = options_.node_rank;
+    work.place.rank = rank.rank;
+    work.place.working = rank.working;
+    work.place.exited_ok = rank.exited_ok;
+    send_to_all(peers_, work);
     ControlMessage place;
     place.kind = ControlMessage::Kind::place;
     place.round = asked_round_;
@@ -566,9 +590,46 @@ std::vector<int> ControlChannel::awaited_nodes() const {
   return nodes;
 }
 
-std::optional<JobPlaces> ControlChannel::job_places(Clock::time_point now) {
+std::optional<JobPlaces> ControlChannel::job_places(Clock::time_point now, bool self_done) {
   if (options_.node_rank != 0) return std::nullopt;
-  return hang_round_.complete(awaited_nodes(), options_.num_nodes, now);
+  // A node whose ranks all exited 0 has no supervisor left to answer: its
+  // ranks count as finished, and the round does not wait for it.
+  std::vector<int> awaited, done;
+  (self_done ? done : awaited).push_back(0);
+  for (const auto& peer : peers_) {
+    if (peer->done)
+      done.push_back(peer->node_rank);
+    else if (!peer->link.closed())
+      awaited.push_back(peer->node_rank);
+  }
+  return hang_round_.complete(awaited, options_.num_nodes, now, done);
+}
+
+void ControlChannel::judge_quiet_while_done(Clock::time_point now) {
+  if (!hang_round_.gathering()) return;
+  const auto job = job_places(now, true);
+  // A hang is left to the quiet node, which stops on its own when no verdict comes.
+  if (!job) return;
+  const QuietVerdict verdict = judge_job_quiet(*job);
+  if (verdict.kind == Quiet::hang) return;
+  if (options_.notice)
+    options_.notice(
+        verdict.kind == Quiet::working
+            ? "the job, across the nodes: rank" + std::string(verdict.working.size() > 1 ? "s " : " ") +
+                  rank_words(verdict.working) + " outside any collective " +
+                  (verdict.working.size() > 1 ? "work" : "works") +
+                  " after this node's ranks finished: quiet, not hung; the run goes on"
+            : "the job, across the nodes: ranks finished and no rank waits in a collective: quiet, "
+              "not hung; the run goes on");
+  job_not_hung();
+}
+
+void ControlChannel::job_not_hung() {
+  if (options_.node_rank != 0 || hang_round_.number() == 0) return;
+  ControlMessage busy;
+  busy.kind = ControlMessage::Kind::busy;
+  busy.round = hang_round_.number();
+  send_to_all(peers_, busy);
 }
 
 void ControlChannel::settle(RunOutcome& outcome) {
@@ -641,6 +702,7 @@ void ControlChannel::wait_all_done(RunOutcome& outcome) {
       adopt(outcome, *f);
       break;
     }
+    if (server) judge_quiet_while_done(Clock::now());
   }
   if (server && !remote_) {
     ControlMessage fin;

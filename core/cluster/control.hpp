@@ -119,7 +119,9 @@ public:
   /// Hangs across nodes: a quiet node says `quiet`; node 0 then asks every
   /// node (itself included) for its ranks' places with `where`, gathers the
   /// `place` lines for up to places_wait and hands them to its supervisor,
-  /// which names the job's laggards. A stop for a hang goes out as `hung`.
+  /// which names the job's laggards, or finds a rank working (each node's
+  /// `work` lines): then `busy` tells every node that it is no hang. A stop
+  /// for a hang goes out as `hung`.
   bool job_wide_hangs() const override { return options_.num_nodes > 1; }
   /// Preemption across nodes: a node that got the signal says `preempt` with
   /// its step counts; node 0 asks the others with `count` (one round trip),
@@ -210,11 +212,20 @@ private:
   void local_failure(const RunOutcome& outcome);
   void ranks_quiet();
   void ranks_placed(const std::vector<HangRank>& ranks);
+  /// Node 0: the job's quiet was no hang; every node begins a new spell (`busy`).
+  void job_not_hung();
   void preempt_signalled(int sig, const NodeSteps& mine, std::chrono::milliseconds grace);
   void ranks_counted(const NodeSteps& mine);
   // What the job decided, handed over once (due_preemption, due_hang).
   bool places_asked();
-  std::optional<JobPlaces> job_places(std::chrono::steady_clock::time_point now);
+  /// `self_done`: node 0's own ranks all exited 0 (it waits for the others).
+  std::optional<JobPlaces> job_places(std::chrono::steady_clock::time_point now, bool self_done = false);
+  /// Node 0 once its own ranks all exited 0, waiting for the others: no
+  /// supervisor of its own judges a round that another node's quiet began,
+  /// so the channel does, with node 0 as done; the quiet node hears `busy`
+  /// when the job's quiet is no hang (its ranks go on alone after node 0's
+  /// finished, or one works).
+  void judge_quiet_while_done(std::chrono::steady_clock::time_point now);
   bool counts_asked();
   std::optional<JobStop> job_stop(std::chrono::steady_clock::time_point now);
 
@@ -241,11 +252,13 @@ private:
   int first_attempt_ = 0;
   // Hang diagnosis across nodes
   void start_round(std::chrono::steady_clock::time_point now); ///< node 0: `where` to every node
-  HangRound hang_round_;      ///< node 0: the job-wide diagnosis that gathers
-  int asked_round_ = 0;       ///< others: the latest round node 0 asked for
-  int answered_round_ = 0;    ///< others: the round whose places went out
-  bool places_asked_ = false; ///< places_asked() has news
-  bool hang_stop_ = false;    ///< this node's failure is a hang: node 0 tells the others with `hung`
+  HangRound hang_round_;          ///< node 0: the job-wide diagnosis that gathers
+  int asked_round_ = 0;           ///< others: the latest round node 0 asked for
+  int answered_round_ = 0;        ///< others: the round whose places went out
+  bool places_asked_ = false;     ///< places_asked() has news
+  bool not_hung_ = false;         ///< others: node 0's `busy` for the latest round came
+  bool quiet_unanswered_ = false; ///< others: `quiet` went out after the latest places
+  bool hang_stop_ = false;        ///< this node's failure is a hang: node 0 tells the others with `hung`
   // Preemption across nodes
   /// Node 0: a preemption signal reached node `node` (this one or another):
   /// asks the nodes that have not counted yet, unless a decision is under way.

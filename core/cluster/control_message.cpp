@@ -142,6 +142,11 @@ std::string format_control_message(const ControlMessage& m) {
     return fmt::format("where {}\n", m.round);
   case ControlMessage::Kind::place:
     return format_place(m);
+  case ControlMessage::Kind::work:
+    return fmt::format("work {} {} {} {}{}\n", m.round, m.node_rank, m.place.rank, m.place.working ? 1 : 0,
+                       m.place.exited_ok ? 1 : 0);
+  case ControlMessage::Kind::busy:
+    return fmt::format("busy {}\n", m.round);
   case ControlMessage::Kind::hung:
     return fmt::format("hung {} {} {} {} {}\n", m.node_rank, m.rank, m.exit_code, one_word(m.name),
                        one_line(m.text));
@@ -322,6 +327,24 @@ Expected<ControlMessage> parse_place(const Words& in, ControlMessage m) {
   return m;
 }
 
+Expected<ControlMessage> parse_work(const Words& in, ControlMessage m) {
+  const auto w = split_words(in.rest, 4);
+  const bool shaped = w.size() == 5 && w[4].empty() && w[3].size() == 2 &&
+                      (w[3][0] == '0' || w[3][0] == '1') && (w[3][1] == '0' || w[3][1] == '1');
+  if (!shaped || !small_number(w[0], m.round) || m.round < 1 || !small_number(w[1], m.node_rank) ||
+      m.node_rank < 0 || !small_number(w[2], m.place.rank) || m.place.rank < 0)
+    return in.bad("expected 'work ROUND NODE RANK FLAGS'");
+  m.place.working = w[3][0] == '1';
+  m.place.exited_ok = w[3][1] == '1';
+  m.place.node = m.node_rank;
+  return m;
+}
+
+Expected<ControlMessage> parse_busy(const Words& in, ControlMessage m) {
+  if (!small_number(in.rest, m.round) || m.round < 1) return in.bad("expected 'busy ROUND'");
+  return m;
+}
+
 // Preemption: every number is a count (>= 0); a node and a signal too.
 
 Expected<ControlMessage> parse_preempt(const Words& in, ControlMessage m) {
@@ -387,6 +410,7 @@ constexpr Verb k_verbs[] = {
     {"refuse", K::refuse, parse_refuse},    {"done", K::done, parse_done},
     {"hello", K::hello, parse_hello},       {"quiet", K::quiet, parse_quiet},
     {"where", K::where, parse_where},       {"place", K::place, parse_place},
+    {"work", K::work, parse_work},          {"busy", K::busy, parse_busy},
     {"preempt", K::preempt, parse_preempt}, {"counted", K::counted, parse_counted},
     {"stopat", K::stopat, parse_stopat},    {"fail", K::fail, parse_failure},
     {"abort", K::abort, parse_failure},     {"hung", K::hung, parse_failure},

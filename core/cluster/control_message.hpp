@@ -46,6 +46,14 @@ namespace air {
 ///                                                     (one line per rank; FLAGS: running, counted, in
 ///                                                     a collective as 0/1, e.g. "111"; "-" stands for
 ///                                                     an empty word; PLACE is the rest of the line)
+///   work ROUND NODE RANK FLAGS                        agent -> node 0, before each `place`: how that
+///                                                     rank worked, by its node's readings (FLAGS:
+///                                                     working, exited 0, as 0/1, e.g. "10"). Node 0
+///                                                     judges the job's quiet from them; an older node
+///                                                     0 ignores the line, as it ignores any unknown one
+///   busy ROUND                                        node 0 -> all: diagnosis ROUND found no hang (a
+///                                                     rank works, or ranks finished and none waits):
+///                                                     a new quiet spell begins on every node
 ///   hung NODE RANK CODE NAME TEXT                     node 0 -> all: as abort, because the job hung
 ///                                                     (--on-hang stop): every node ends as hung; an
 ///                                                     abort follows for agents that do not know hung
@@ -91,6 +99,8 @@ struct ControlMessage {
     quiet,
     where,
     place,
+    work,
+    busy,
     hung,
     // Preemption across nodes (docs/preemption.md):
     preempt,
@@ -100,7 +110,7 @@ struct ControlMessage {
     stopped,
   };
   Kind kind = Kind::heartbeat;
-  int node_rank = -1;       ///< restart: -1 = unchanged; quiet, place: the sending node
+  int node_rank = -1;       ///< restart: -1 = unchanged; quiet, place, work: the sending node
   int num_nodes = 0;        ///< hello
   int ranks_per_node = 0;   ///< hello
   int rank = -1;            ///< fail, abort, hung
@@ -113,10 +123,11 @@ struct ControlMessage {
   std::string text;
   /// start: the MLflow run node 0 created (`start ... RUN_ID EXPERIMENT_ID MLFLOW_RUN_ID`); "" when none.
   std::string mlflow_experiment_id, mlflow_run_id;
-  int round = 0; ///< where, place: which job-wide hang diagnosis
+  int round = 0; ///< where, place, work, busy: which job-wide hang diagnosis
   int count = 0; ///< place: how many ranks the node sends; preempt, counted: its polling ranks
   /// place: one rank's place (its `node` is node_rank's, not carried). Long
   /// text is cut so that the line stays far below the protocol's limit.
+  /// work: its `rank`, `working` and `exited_ok` only.
   HangRank place;
   // preempt, counted, stopat (`count` carries the polling ranks there):
   int signal = 0;               ///< preempt, stopat: the signal

@@ -36,7 +36,8 @@ struct ControlOptions {
   int master_port = 0;   ///< node 0: the ranks' MASTER_PORT, handed to every node with `start`
   int interrupt_fd = -1; ///< a signalfd (InterruptWatch): a signal ends every wait with exit 128+N
   /// A line for the user while joining (an agent that joined a running job
-  /// waits for the next restart); nullptr: none.
+  /// waits for the next restart), and from node 0's agent once its ranks
+  /// finished (the job's quiet is no hang); nullptr: none.
   std::function<void(const std::string&)> notice;
   /// Node 0: how long a job-wide hang diagnosis waits for the nodes' places:
   /// a node's stack dumps take up to 5 s (with Flight Recorder traces), then

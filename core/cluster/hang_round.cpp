@@ -8,6 +8,7 @@ int HangRound::start(Clock::time_point now, std::chrono::milliseconds wait) {
   deadline_ = now + wait;
   places_.clear();
   counts_.clear();
+  work_.clear();
   return number_;
 }
 
@@ -16,6 +17,11 @@ void HangRound::take_place(int round, int node, int count, const HangRank& place
   auto& places = places_[node];
   counts_[node] = count;
   if (places.size() < static_cast<std::size_t>(count)) places.push_back(place);
+}
+
+void HangRound::take_work(int round, int node, int rank, bool working, bool exited_ok) {
+  if (!deadline_ || round != number_) return;
+  work_[{node, rank}] = {working, exited_ok};
 }
 
 void HangRound::take_places(int node, const std::vector<HangRank>& places) {
@@ -32,16 +38,24 @@ bool HangRound::node_complete(int node) const {
 }
 
 std::optional<JobPlaces> HangRound::complete(const std::vector<int>& awaited, int num_nodes,
-                                             Clock::time_point now) {
+                                             Clock::time_point now, const std::vector<int>& done) {
   if (!deadline_) return std::nullopt;
   bool all = true;
   for (const int node : awaited)
     if (!node_complete(node)) all = false;
   if (!all && now < *deadline_) return std::nullopt;
   deadline_.reset();
-  JobPlaces job = merge_places(places_, num_nodes);
+  // An agent that sends no `work` (an older air-run) leaves its ranks as they came: not working.
+  for (auto& [node, places] : places_)
+    for (HangRank& place : places)
+      if (const auto work = work_.find({node, place.rank}); work != work_.end()) {
+        place.working = work->second.first;
+        place.exited_ok = work->second.second;
+      }
+  JobPlaces job = merge_places(places_, num_nodes, done);
   places_.clear();
   counts_.clear();
+  work_.clear();
   return job;
 }
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace air {
@@ -33,14 +34,18 @@ public:
   /// One place of node `node`, which sends `count` in all: taken while round
   /// `round` is the one gathering, up to that count.
   void take_place(int round, int node, int count, const HangRank& place);
+  /// How rank `rank` of node `node` worked (its `work` line, which comes
+  /// before its `place`): taken while round `round` is the one gathering.
+  void take_work(int round, int node, int rank, bool working, bool exited_ok);
   /// A node's places all at once (node 0's own), while a round gathers.
   void take_places(int node, const std::vector<HangRank>& places);
 
   /// The job's places once every node in `awaited` sent all it announced, or
   /// once `now` reached the deadline; the round then ends. nullopt meanwhile,
   /// and when no round gathers. Nodes 0..num_nodes-1 that sent nothing are
-  /// named as missing.
-  std::optional<JobPlaces> complete(const std::vector<int>& awaited, int num_nodes, Clock::time_point now);
+  /// named as missing, unless `done` lists them (their ranks all exited 0).
+  std::optional<JobPlaces> complete(const std::vector<int>& awaited, int num_nodes, Clock::time_point now,
+                                    const std::vector<int>& done = {});
   /// Drops the round still gathering (its attempt ended); the numbering goes on.
   void cancel();
 
@@ -51,6 +56,8 @@ private:
   std::optional<Clock::time_point> deadline_;
   std::map<int, std::vector<HangRank>> places_; ///< this round's places by node
   std::map<int, int> counts_;                   ///< how many places each node announced
+  /// This round's `work` lines by (node, global rank): working, exited 0.
+  std::map<std::pair<int, int>, std::pair<bool, bool>> work_;
 };
 
 } // namespace air

@@ -34,6 +34,11 @@ struct HangRank {
   std::string since;                ///< wall-clock "12:01:03" when it entered it
   std::string place;                ///< user_place of its stack ("" when unknown)
   std::uint64_t steps = 0;
+  /// Measured by its own node (core/hang/quiet.hpp): it worked over the
+  /// latest window (CPU or I/O) or wrote output within the hang timeout, so
+  /// it is not quiet; node 0 judges the job's quiet from every node's ranks.
+  bool working = false;
+  bool exited_ok = false; ///< it exited with status 0
   /// From its Flight Recorder dump (NCCL, core/hang/flight_recorder.hpp): the
   /// last collective it enqueued in the default group, its name and state.
   std::optional<std::uint64_t> nccl_enqueued;

@@ -4,6 +4,7 @@
 #include "core/base/duration.hpp"
 #include "core/hang/diagnosis.hpp"
 #include "core/hang/flight_recorder.hpp"
+#include "core/hang/job_hang.hpp"
 #include "core/hang/rank_activity.hpp"
 #include "core/os/file_read.hpp"
 #include "core/run/progress.hpp"
@@ -63,10 +64,19 @@ std::optional<HangWatch::Clock::time_point> HangWatch::quiet_deadline() const {
 std::optional<HangWatch::Clock::time_point> HangWatch::next_deadline(bool tearing_down) const {
   std::optional<Clock::time_point> next = tearing_down ? std::nullopt : quiet_deadline();
   if (verdict_deadline_ && (!next || *verdict_deadline_ < *next)) next = verdict_deadline_;
+  if (places_ready_) {
+    const auto measured = asked_at_ + work_window();
+    if (!next || measured < *next) next = measured;
+  }
   return next;
 }
 
 void HangWatch::tick(Clock::time_point now) {
+  // Node 0's question: the stacks are in, the places go out once the work is measured.
+  if (places_ready_ && now >= asked_at_ + work_window()) {
+    places_ready_ = false;
+    finish();
+  }
   if (!teardown_.active() && out_.status == RunOutcome::Status::succeeded && !stacks_.waiting()) {
     const auto limit = clock_.next_deadline();
     if (limit && now >= *limit - work_window() && !counters_fresh()) {
@@ -99,6 +109,7 @@ Quiet HangWatch::judge_quiet_spell(Clock::time_point now) {
   const std::vector<WorkCounters> after = read_work_counters(groups);
   const double elapsed_s = std::chrono::duration<double>(now - *counters_at_).count();
   std::vector<QuietRank> quiet;
+  working_.assign(ranks_.size(), false);
   for (const auto& r : ranks_) {
     const ProgressReading& p = progress_.reading(r.index);
     QuietRank q;
@@ -109,6 +120,7 @@ Quiet HangWatch::judge_quiet_spell(Clock::time_point now) {
     q.working = q.running && r.index < counters_.size() &&
                 worked(counters_[r.index], after[r.index], elapsed_s, clock_ticks_per_second(),
                        r.plan->gpu_uuid.empty());
+    if (r.index < working_.size()) working_[r.index] = q.working;
     quiet.push_back(q);
   }
   const QuietVerdict verdict = judge_quiet(quiet);
@@ -119,6 +131,8 @@ Quiet HangWatch::judge_quiet_spell(Clock::time_point now) {
 /// No rank made progress for --hang-timeout: ask the ranks for their stacks
 /// and Flight Recorder traces; finish() reads them.
 void HangWatch::begin() {
+  // What the summary keeps should the job find this spell no hang.
+  if (!std::exchange(withdrawable_, true)) hang_before_ = out_.hang;
   clock_.diagnosing();
   progress_.request_flight_recorder();
   // Stacks already asked for (Ctrl-\\, a timeout) keep their purpose: go on without.
@@ -131,9 +145,31 @@ void HangWatch::answer_places_asked() {
   } else if (clock_.diagnosed() && !local_places_.empty()) {
     tell_(NodeEvent::placed_ranks(local_places_));
   } else {
+    // Not quiet here (yet): this node's ranks' work is measured over a
+    // window of its own, from now, so that node 0 can tell a rank that works
+    // alone (a checkpoint save the others wait for) from one that waits.
     asked_ = true;
+    std::vector<pid_t> groups;
+    for (const auto& r : ranks_) groups.push_back(r.running() ? r.pid : -1);
+    asked_counters_ = read_work_counters(groups);
+    asked_at_ = Clock::now();
+    measuring_ = true;
     begin();
   }
+}
+
+/// The window that began with node 0's question is over: which ranks worked.
+void HangWatch::measure_asked(Clock::time_point now) {
+  measuring_ = false;
+  std::vector<pid_t> groups;
+  for (const auto& r : ranks_) groups.push_back(r.running() ? r.pid : -1);
+  const std::vector<WorkCounters> after = read_work_counters(groups);
+  const double elapsed_s = std::chrono::duration<double>(now - asked_at_).count();
+  working_.assign(ranks_.size(), false);
+  for (const auto& r : ranks_)
+    if (r.running() && r.index < asked_counters_.size() && r.index < after.size())
+      working_[r.index] = worked(asked_counters_[r.index], after[r.index], elapsed_s,
+                                 clock_ticks_per_second(), r.plan->gpu_uuid.empty());
 }
 
 /// This node's ranks' places at `now`: each one's collective (from its
@@ -162,6 +198,11 @@ HangReport HangWatch::local_report(Clock::time_point now) {
                                           std::chrono::duration<double>(h.waiting_s)));
     }
     h.place = user_place(o.stack);
+    h.exited_ok = r.reaped && o.status.success();
+    // Not quiet: it worked over the latest window, or wrote output within the
+    // hang timeout (a `\r` bar on this node while another node's ranks wait).
+    h.working = h.running && ((r.index < working_.size() && working_[r.index]) ||
+                              (o.last_output_at && now - *o.last_output_at < clock_.quiet_limit()));
     if (p.fr_armed) {
       const std::string fr = r.plan->progress_file + ".fr.json";
       const FileRead dump = read_small_file(fr, k_flight_recorder_max, FileWriter::us);
@@ -183,6 +224,13 @@ HangReport HangWatch::local_report(Clock::time_point now) {
 /// stack, prints the diagnosis and records it; with --on-hang stop, ends the run.
 void HangWatch::finish() {
   const auto now = Clock::now();
+  if (measuring_) {
+    if (now < asked_at_ + work_window()) {
+      places_ready_ = true; // tick() comes back at the window's end
+      return;
+    }
+    measure_asked(now);
+  }
   HangReport report = local_report(now);
   report.diagnosis = diagnose_hang(report.ranks);
   const std::string quiet =
@@ -209,6 +257,29 @@ void HangWatch::finish() {
 void HangWatch::finish_job(JobPlaces job) {
   if (!plan_.hang_timeout) return; // another node's --hang-timeout: this one watches none
   const auto now = Clock::now();
+  // Each node measured its own ranks' work: a rank that works alone, or ranks
+  // that finished while none waits, make the job's quiet no hang.
+  const QuietVerdict verdict = judge_job_quiet(job);
+  if (verdict.kind != Quiet::hang) {
+    std::string why;
+    if (verdict.kind == Quiet::working) {
+      std::vector<int> nodes;
+      for (const HangRank& r : job.ranks)
+        if (std::find(verdict.working.begin(), verdict.working.end(), r.rank) != verdict.working.end() &&
+            std::find(nodes.begin(), nodes.end(), r.node) == nodes.end())
+          nodes.push_back(r.node);
+      why = (verdict.working.size() > 1 ? "ranks " : "rank ") + rank_words(verdict.working) + " (node" +
+            (nodes.size() > 1 ? "s " : " ") + rank_words(nodes) + ") " +
+            (verdict.working.size() > 1 ? "work" : "works") + " outside any collective";
+    } else {
+      why = "ranks finished and no rank waits in a collective";
+    }
+    console_.write(1, "air-run: the job, across the nodes: " + why + ": quiet, not hung; the run goes on\n",
+                   1);
+    tell_(NodeEvent::no_hang_found());
+    not_hung(now);
+    return;
+  }
   HangReport report;
   report.at = std::chrono::system_clock::now();
   // At least one node was quiet for --hang-timeout; node 0's own ranks maybe longer.
@@ -222,11 +293,30 @@ void HangWatch::finish_job(JobPlaces job) {
   conclude(std::move(report), "air-run: the job, across the nodes: no progress for " + quiet + ": ");
 }
 
+void HangWatch::job_not_hung() {
+  if (!withdrawable_) return; // decided already
+  console_.write(1, "air-run: node 0 finds the job quiet, not hung; the run goes on\n", 1);
+  not_hung(Clock::now());
+}
+
+/// The job's quiet spell was no hang: this node's diagnosis of it is
+/// withdrawn (the summary keeps the one before, if any) and a new spell begins.
+void HangWatch::not_hung(Clock::time_point now) {
+  // After progress a new spell is under way already: it keeps its start.
+  if (clock_.diagnosed()) clock_.busy(now);
+  withdrawable_ = false;
+  verdict_deadline_.reset();
+  local_places_.clear();
+  out_.hang = std::move(hang_before_);
+  hang_before_.reset();
+}
+
 /// Prints a diagnosis (`lead` starts its line; none: only the verdict's line)
 /// and records it; with --on-hang stop, ends the run with status hung.
 void HangWatch::conclude(HangReport report, const std::string& lead) {
   const bool stop = plan_.stop_on_hang && plan_.hang_timeout;
   verdict_deadline_.reset(); // decided
+  withdrawable_ = false;
   std::string batch;
   std::size_t lines = 0;
   if (!lead.empty()) {

@@ -55,6 +55,11 @@ public:
   /// diagnosis and records it (laggards as global ranks); with --on-hang
   /// stop, ends the run, and with it the job.
   void finish_job(JobPlaces job);
+  /// Across nodes (JobEvent::not_hung): node 0 found the job's quiet spell
+  /// no hang (a rank of some node works, or ranks finished while none
+  /// waits); this node's diagnosis of it is withdrawn and, unless progress
+  /// came meanwhile, a new spell begins.
+  void job_not_hung();
   /// The stack dumps asked for the diagnosis are in (or their wait is over).
   void stacks_in() { finish(); }
 
@@ -70,6 +75,10 @@ private:
   Quiet judge_quiet_spell(Clock::time_point now);
   void begin();
   void finish();
+  /// Ends the work window that node 0's question began (working_).
+  void measure_asked(Clock::time_point now);
+  /// The job's quiet was no hang: a new spell, the diagnosis withdrawn.
+  void not_hung(Clock::time_point now);
   HangReport local_report(Clock::time_point now);
   void conclude(HangReport report, const std::string& lead);
 
@@ -96,6 +105,18 @@ private:
   std::vector<HangRank> local_places_;
   bool asked_ = false;
   std::optional<Clock::time_point> verdict_deadline_;
+  /// Across nodes: which ranks (by index) worked over the latest window,
+  /// this node's own quiet check's or the one node 0's question began
+  /// (its first counters, when, whether it runs, and whether the stacks are
+  /// in and only the window's end is awaited); and the summary's hang from
+  /// before this spell's diagnosis, kept if the job finds the spell no hang.
+  std::vector<bool> working_;
+  std::vector<WorkCounters> asked_counters_;
+  Clock::time_point asked_at_{};
+  bool measuring_ = false;
+  bool places_ready_ = false;
+  std::optional<HangReport> hang_before_;
+  bool withdrawable_ = false; ///< a diagnosis began that no verdict has settled yet
 };
 
 } // namespace air

@@ -24,6 +24,12 @@ NodeEvent NodeEvent::placed_ranks(std::vector<HangRank> places) {
   return e;
 }
 
+NodeEvent NodeEvent::no_hang_found() {
+  NodeEvent e;
+  e.kind = Kind::no_hang;
+  return e;
+}
+
 NodeEvent NodeEvent::preempted_by(int signal, const NodeSteps& steps, std::chrono::milliseconds grace) {
   NodeEvent e;
   e.kind = Kind::preempted;

@@ -24,6 +24,9 @@ struct NodeEvent {
     quiet,
     /// This node's ranks' places (`places`), from its latest hang diagnosis.
     placed,
+    /// Node 0: the job's quiet spell is no hang (a rank works, or ranks
+    /// finished and none waits): every node begins a new spell.
+    no_hang,
     /// A preemption signal (`signal`) reached this node while `steps.polling`
     /// of its ranks call air.should_stop(); they have `grace` from now.
     preempted,
@@ -40,6 +43,7 @@ struct NodeEvent {
   static NodeEvent failed_with(const RunOutcome& outcome);
   static NodeEvent quiet_ranks();
   static NodeEvent placed_ranks(std::vector<HangRank> places);
+  static NodeEvent no_hang_found();
   static NodeEvent preempted_by(int signal, const NodeSteps& steps, std::chrono::milliseconds grace);
   static NodeEvent counted_steps(const NodeSteps& steps);
 };
@@ -63,6 +67,9 @@ struct JobEvent {
     /// Node 0 only: the job's places (`places`), once every node answered
     /// or the wait for them ended; the supervisor names the job's laggards.
     places,
+    /// Node 0 found the job's quiet spell no hang: this node's diagnosis of
+    /// it is withdrawn and a new spell begins.
+    not_hung,
   };
   Kind kind = Kind::counts_asked;
   JobStop stop;          ///< stop

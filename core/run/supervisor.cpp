@@ -386,6 +386,9 @@ void Supervisor::on_job_event(JobEvent event) {
   case JobEvent::Kind::places:
     hang_.finish_job(std::move(event.places));
     break;
+  case JobEvent::Kind::not_hung:
+    hang_.job_not_hung();
+    break;
   }
 }
 

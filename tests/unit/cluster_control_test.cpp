@@ -691,6 +691,36 @@ TEST_CASE("hang messages survive a round trip", "[control][hang]") {
   p.waiting_s = 1e300;
   CHECK(round_trip(place).place.waiting_s == 999'999.999);
 
+  ControlMessage work;
+  work.kind = Kind::work;
+  work.round = 3;
+  work.node_rank = 1;
+  work.place.rank = 2;
+  work.place.working = true;
+  CHECK(air::format_control_message(work) == "work 3 1 2 10\n");
+  const auto w = round_trip(work);
+  CHECK(w.kind == Kind::work);
+  CHECK(w.round == 3);
+  CHECK(w.node_rank == 1);
+  CHECK(w.place.rank == 2);
+  CHECK(w.place.node == 1);
+  CHECK(w.place.working);
+  CHECK_FALSE(w.place.exited_ok);
+  work.place.working = false;
+  work.place.exited_ok = true;
+  CHECK(air::format_control_message(work) == "work 3 1 2 01\n");
+  CHECK(round_trip(work).place.exited_ok);
+  ControlMessage busy;
+  busy.kind = Kind::busy;
+  busy.round = 4;
+  CHECK(air::format_control_message(busy) == "busy 4\n");
+  CHECK(round_trip(busy).round == 4);
+  CHECK_FALSE(air::parse_control_message("busy 0").ok());
+  CHECK_FALSE(air::parse_control_message("work 3 1 2 1").ok());    // one flag
+  CHECK_FALSE(air::parse_control_message("work 3 1 2 12").ok());   // bad flag
+  CHECK_FALSE(air::parse_control_message("work 3 1 2 10 x").ok()); // more words
+  CHECK_FALSE(air::parse_control_message("work 0 1 2 10").ok());   // no round 0
+
   CHECK_FALSE(air::parse_control_message("where 0").ok());
   CHECK_FALSE(air::parse_control_message("quiet -1").ok());
   CHECK_FALSE(air::parse_control_message("place 1 1 2 3 110 5 3 0 - - - -").ok());     // words missing
@@ -778,6 +808,52 @@ TEST_CASE("a quiet node 1 gets node 0 the job's places, and a hang stop ends nod
   CHECK(f->exit_code == 124);
   CHECK(air::remote_failure_reason(*f) ==
         "stopped because node 0 (alpha) found the job hung: no progress for 4s; the others wait for rank 3");
+}
+
+TEST_CASE("node 1's work reading reaches node 0 with its places, and node 0's no-hang reaches node 1",
+          "[control][hang][quiet]") {
+  auto [node0, node1] = join_two(air_test::free_port());
+  // Rank 2, on node 1, saves a checkpoint (its node measured it working);
+  // node 0's ranks wait at the barrier for it.
+  std::vector<air::HangRank> places[2] = {{place_of(0, true), place_of(1, true)},
+                                          {place_of(2, false), place_of(3, true)}};
+  places[1][0].working = true;
+  air_test::tell(*node0, air::NodeEvent::quiet_ranks());
+  auto job = gather(*node0, *node1, places, 5s);
+  REQUIRE(job.has_value());
+  REQUIRE(job->ranks.size() == 4);
+  CHECK(job->ranks[2].working);
+  CHECK_FALSE(job->ranks[3].working);
+  CHECK(air::judge_job_quiet(*job).kind == air::Quiet::working);
+
+  // Node 0 finds no hang: node 1 hears it, once, for the round it answered.
+  const auto hears_not_hung = [&node0, &node1](std::chrono::milliseconds limit) {
+    bool heard = false;
+    const auto end = Clock::now() + limit;
+    while (!heard && Clock::now() < end) {
+      for (auto& e : air_test::take_events(*node0)) { // heartbeats go on
+        REQUIRE(e.kind != air::JobEvent::Kind::failed);
+        CHECK(e.kind != air::JobEvent::Kind::not_hung);
+      }
+      for (auto& e : air_test::take_events(*node1)) {
+        REQUIRE(e.kind != air::JobEvent::Kind::failed);
+        heard = heard || e.kind == air::JobEvent::Kind::not_hung;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    return heard;
+  };
+  air_test::tell(*node0, air::NodeEvent::no_hang_found());
+  CHECK(hears_not_hung(3s));
+
+  // Node 1 goes quiet again while node 0's verdict on its last places is on
+  // its way: the verdict is stale, node 1's new diagnosis stands.
+  air_test::tell(*node0, air::NodeEvent::quiet_ranks()); // round 2 on node 0's own word
+  job = gather(*node0, *node1, places, 5s);
+  REQUIRE(job.has_value());
+  air_test::tell(*node1, air::NodeEvent::quiet_ranks());
+  air_test::tell(*node0, air::NodeEvent::no_hang_found());
+  CHECK_FALSE(hears_not_hung(1s));
 }
 
 TEST_CASE("node 0 names a node that never sends its places after the wait", "[control][hang]") {

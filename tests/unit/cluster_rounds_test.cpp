@@ -178,3 +178,35 @@ TEST_CASE("node 0 requeues after Slurm's warning only when every node's asked ra
   CHECK_FALSE(air::requeue_verdict(p).requeue);
   CHECK(air::requeue_verdict(p).why_not.empty());
 }
+
+TEST_CASE("a hang round gives each place its node's work reading, and does not wait for a done node",
+          "[rounds][hang][quiet]") {
+  air::HangRound round;
+  CHECK(round.start(round_t0, 10s) == 1);
+  air::HangRank saving = place(0);
+  saving.working = true; // node 0's own places carry it
+  round.take_places(0, {saving, place(1)});
+  round.take_work(1, 1, 3, false, false);
+  round.take_work(1, 1, 2, true, false);
+  round.take_work(2, 1, 3, true, true); // another round's: dropped
+  round.take_place(1, 1, 2, place(2));
+  round.take_place(1, 1, 2, place(3));
+  auto job = round.complete({0, 1}, 3, round_t0 + 1s, {2});
+  REQUIRE(job.has_value());
+  REQUIRE(job->ranks.size() == 4);
+  CHECK(job->ranks[0].working);
+  CHECK_FALSE(job->ranks[1].working);
+  CHECK(job->ranks[2].working);
+  CHECK_FALSE(job->ranks[3].working);
+  CHECK_FALSE(job->ranks[3].exited_ok);
+  CHECK(job->missing_nodes.empty());
+  CHECK(job->done_nodes == std::vector<int>{2});
+
+  // The next round starts without the last one's readings.
+  CHECK(round.start(round_t0 + 20s, 10s) == 2);
+  round.take_places(0, {place(0)});
+  round.take_place(2, 1, 1, place(3));
+  job = round.complete({0, 1}, 2, round_t0 + 21s);
+  REQUIRE(job.has_value());
+  CHECK_FALSE(job->ranks[1].working);
+}

@@ -101,3 +101,55 @@ TEST_CASE("mismatched collectives across nodes name the node of a rank alone in 
                   "stuck.py:16 since 12:01:03; rank 2 (node 1) in broadcast_object_list #4 at <module> at "
                   "stuck.py:16 since 12:01:03");
 }
+
+TEST_CASE("a rank of node 0 saving a checkpoint while node 1's ranks wait for it is quiet, not hung",
+          "[diagnosis][job][quiet]") {
+  // Node 0 measured rank 0's work (a silent torch.save: CPU and disk); rank 1
+  // and node 1's ranks wait at the barrier. Node 1 alone looks hung.
+  std::map<int, std::vector<HangRank>> by_node;
+  HangRank saving = outside(0);
+  saving.working = true;
+  by_node[0] = {saving, waiting(1)};
+  by_node[1] = {waiting(2), waiting(3)};
+  air::JobPlaces job = air::merge_places(by_node, 2);
+  const air::QuietVerdict quiet = air::judge_job_quiet(job);
+  CHECK(quiet.kind == air::Quiet::working);
+  CHECK(quiet.working == std::vector<int>{0});
+
+  // The same places from an older agent carry no work: a hang, as before.
+  job.ranks[0].working = false;
+  CHECK(air::judge_job_quiet(job).kind == air::Quiet::hang);
+  CHECK(air::diagnose_job_hang(job).laggards == std::vector<int>{0});
+
+  // A rank inside a collective never counts as working (a spinning wait burns CPU).
+  job.ranks[1].working = true;
+  CHECK(air::judge_job_quiet(job).kind == air::Quiet::hang);
+}
+
+TEST_CASE("ranks left after another node's all exited 0 are nobody's hang", "[diagnosis][job][quiet]") {
+  // Node 1 is done (its ranks exited 0, it sends no places); node 0's rank 0
+  // uploads next to no CPU, its rank 1 exited 0 too.
+  std::map<int, std::vector<HangRank>> by_node;
+  HangRank uploading = outside(0);
+  HangRank finished = outside(1);
+  finished.running = false;
+  by_node[0] = {uploading};
+  const air::JobPlaces alone = air::merge_places(by_node, 2, {1});
+  CHECK(alone.missing_nodes.empty());
+  CHECK(alone.done_nodes == std::vector<int>{1});
+  CHECK(air::judge_job_quiet(alone).kind == air::Quiet::finished);
+  // Without node 1's `done`, node 1 is missing and nothing finished: a hang.
+  CHECK(air::judge_job_quiet(air::merge_places(by_node, 2)).kind == air::Quiet::hang);
+
+  // A rank of another node that exited 0 counts the same, told by its `work` line.
+  by_node[1] = {finished};
+  air::JobPlaces job = air::merge_places(by_node, 2);
+  CHECK(air::judge_job_quiet(job).kind == air::Quiet::hang); // its exit status is unknown
+  job.ranks[1].exited_ok = true;
+  CHECK(air::judge_job_quiet(job).kind == air::Quiet::finished);
+  // But a rank that waits in a collective for the finished ones waits for ever.
+  job.ranks[0] = waiting(0);
+  CHECK(air::judge_job_quiet(job).kind == air::Quiet::hang);
+
+  CHECK(air::judge_job_quiet(air::merge_places({}, 2)).kind == air::Quiet::hang); // nothing seen
+}

@@ -330,9 +330,10 @@ TEST_CASE("across nodes a node's own diagnosis does not stop it", "[supervisor][
   CHECK(out.hang->ranks.size() == 1);
 }
 
-TEST_CASE("across nodes node 0's question is answered at once by a node that is not quiet",
+TEST_CASE("across nodes node 0's question is answered by a node that is not quiet, after a work window",
           "[supervisor][hooks][hang]") {
-  auto plan = plan_of({{"/bin/sh", "-c", "echo up; exec sleep 1"}});
+  // The window is a second: the rank outlives it.
+  auto plan = plan_of({{"/bin/sh", "-c", "echo up; exec sleep 3"}});
   plan.hang_timeout = air::Millis(60'000);
   JobHangHooks hooks;
   hooks.ask = true;
@@ -341,5 +342,25 @@ TEST_CASE("across nodes node 0's question is answered at once by a node that is 
   REQUIRE(hooks.placed.size() == 1);
   CHECK(hooks.placed[0].size() == 1);
   CHECK(hooks.placed[0][0].rank == 0);
+  CHECK(hooks.placed[0][0].working); // it wrote output within the hang timeout: not quiet
+  CHECK(out.status == air::RunOutcome::Status::succeeded);
+}
+
+TEST_CASE("across nodes a node asked for its places measures which ranks work",
+          "[supervisor][hooks][hang][quiet]") {
+  // Rank 0 sleeps, rank 1 spins a core (a child of its own, kept in its
+  // process group by --foreground, as a checkpoint writer would be); neither
+  // prints. Node 0 asks at once: the window starts then.
+  auto plan = plan_of({{"/bin/sh", "-c", "exec sleep 4"},
+                       {"/bin/sh", "-c", "timeout --foreground 4 sh -c 'while :; do :; done'; exit 0"}});
+  plan.hang_timeout = air::Millis(60'000);
+  JobHangHooks hooks;
+  hooks.ask = true;
+  const air::RunOutcome out = air::supervise(plan, quiet(), &hooks);
+  REQUIRE(hooks.placed.size() == 1);
+  REQUIRE(hooks.placed[0].size() == 2);
+  CHECK_FALSE(hooks.placed[0][0].working);
+  CHECK(hooks.placed[0][1].working);
+  CHECK_FALSE(hooks.placed[0][1].exited_ok);
   CHECK(out.status == air::RunOutcome::Status::succeeded);
 }
