@@ -22,7 +22,7 @@ RELEASE_FLAGS = -DCMAKE_BUILD_TYPE=Release -DAIR_PORTABLE=ON -DAIR_BUILD_TESTS=O
 # `make portable`: the same, built in a Debian 11 root (scripts/build-portable.sh).
 PORTABLE_BUILD ?= build-portable
 
-.PHONY: all deps configure build demo test unit e2e pytest asan fuzz fuzz-build format format-check lint bench soak clean \
+.PHONY: all deps configure build demo test unit e2e pytest asan fuzz fuzz-build check-includes format format-check lint bench soak clean \
 	install release package wheel portable test-install test-install-packages test-install-fresh test-distros
 
 all: build
@@ -138,12 +138,21 @@ fuzz: deps
 	scripts/run-fuzz.sh $(FUZZ_BUILD)/fuzz $(FUZZ_SECONDS)
 
 # The fuzz targets alone, built as a unity build (a target's files in batches
-# of 8: about half the compile time; `make build` compiles file by file). CI
+# of 8: about half the compile time; `make build` compiles file by file, and
+# CI runs `make check-includes` for what unity batches hide). CI
 # builds them while the tests run.
 fuzz-build:
 	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_UNITY_BUILD=ON \
 	  -DAIR_FUZZ=ON -DAIR_BUILD_TESTS=OFF -DAIR_WITH_CUDA=OFF -DAIR_SANITIZE=fuzzer-no-link,address,undefined >/dev/null
 	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_targets
+
+# Each core/ and cli/ file compiles on its own, with -fsyntax-only (nothing
+# built): CI's builds are unity builds, where a file that misses an include
+# still compiles if a file batched before it has the include.
+INCLUDES_BUILD ?= build-includes
+check-includes:
+	@cmake -S . -B $(INCLUDES_BUILD) -DAIR_BUILD_TESTS=OFF -DAIR_WITH_CUDA=OFF -DCMAKE_UNITY_BUILD=OFF >/dev/null
+	python3 scripts/check-includes.py $(INCLUDES_BUILD) -j $(JOBS)
 
 format:
 	git ls-files '*.cpp' '*.hpp' | xargs clang-format -i
@@ -163,4 +172,4 @@ soak: build
 	python3 scripts/soak.py --air-run $(BUILD)/cli/air-run --fixtures $(BUILD)/fixtures $(SOAK_ARGS)
 
 clean:
-	rm -rf build build-asan build-fuzz $(DEMO_BUILD) $(RELEASE_BUILD) $(PORTABLE_BUILD) compile_commands.json
+	rm -rf build build-asan build-fuzz $(INCLUDES_BUILD) $(DEMO_BUILD) $(RELEASE_BUILD) $(PORTABLE_BUILD) compile_commands.json
