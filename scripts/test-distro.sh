@@ -7,7 +7,9 @@
 #
 #   scripts/test-distro.sh SUITE DIR     e.g. scripts/test-distro.sh trixie build-roots
 #
-# Needs root (scripts/debian-root.sh). Tests the checkout's last commit.
+# AIR_DISTRO_COMMANDS="make demo" runs only those commands (comma-separated):
+# the demo's first wait alone. Needs root (scripts/debian-root.sh). Tests the
+# checkout's last commit.
 # Prints each command's time and exit
 # status and keeps the logs in DIR/SUITE-*.log; the root is removed at the end
 # (AIR_KEEP_ROOT=1 keeps it).
@@ -22,7 +24,8 @@ scripts/debian-root.sh make "$suite" "$root" make git || exit 1
 # committed tree, so commit what is to be tested.
 git clone -q --no-hardlinks "$PWD" "$root/src" || exit 1
 status=0
-for command in "make demo" "make test"; do
+IFS=, read -ra commands <<<"${AIR_DISTRO_COMMANDS:-make demo,make test}"
+for command in "${commands[@]}"; do
   log=$dir/$suite-${command#make }.log
   start=$SECONDS
   scripts/debian-root.sh run "$root" bash -c "cd /src && $command" >"$log" 2>&1
