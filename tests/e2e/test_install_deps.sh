@@ -221,9 +221,9 @@ test_c_make_configure_in_the_fresh_root_finds_every_library() {
 # (Debian 12, sanitized, unoptimised) is quiet. A unity build (batches of 8
 # files): half the CPU of a file-by-file one (526 s of a quiet 2-core machine
 # for the latter), and a file with warning options of its own (cli/options.cpp)
-# is left out of the batches by CMake, so keeps them. File-by-file builds that
-# catch a missing include are elsewhere in CI (the fuzz targets, make build).
-# Nice 19: a build beside it keeps the CPU.
+# is left out of the batches by CMake, so keeps them. What a batch hides, a
+# missing include, CI's `make check-includes` fails. Nice 19: a build beside
+# it keeps the CPU.
 test_d_the_roots_compiler_builds_without_a_warning() {
   local i
   for i in "${!SUITES[@]}"; do
