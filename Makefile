@@ -1,6 +1,10 @@
 # Thin wrapper over CMake; every target is one or two commands.
 BUILD ?= build
 CMAKE_FLAGS ?=
+# A unity build (each target's files compiled in batches of 8): about half the
+# CPU of a first `make build` / `make test`. UNITY=OFF compiles file by file,
+# what an edit-compile loop wants (one changed file, one file compiled).
+UNITY ?= ON
 # The interpreter that runs the Python ranks: python3 on PATH when it has torch
 # (a GPU machine's own PyTorch), else Debian's, where `make deps` puts python3-torch.
 ifeq ($(origin PYTHON),undefined)
@@ -33,7 +37,7 @@ deps:
 
 # AIR_TEST_PYTHON: the interpreter that runs pytest under ctest (tests/CMakeLists.txt).
 configure: deps
-	@cmake -S . -B $(BUILD) -DAIR_TEST_PYTHON=$(PYTHON) $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B $(BUILD) -DAIR_TEST_PYTHON=$(PYTHON) -DCMAKE_UNITY_BUILD=$(UNITY) $(CMAKE_FLAGS) >/dev/null
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
@@ -44,8 +48,8 @@ build: configure
 # unity build (a target's files compiled in batches of 8), no tests, -O1
 # without debug information, fmt and yaml-cpp linked as shared libraries (the
 # static runtime compiles fmt into every file that uses it). Less than half the
-# CPU time of `make build`'s air-run (docs/benchmarks.md, "make demo"); `make
-# build` keeps compiling file by file, so a missing include still fails there.
+# CPU time of a file-by-file build's air-run (docs/benchmarks.md, "make demo");
+# `make check-includes` fails a file that misses an include.
 # An existing tree is used as it is configured: DEMO_BUILD=build takes `make build`'s.
 DEMO_BUILD ?= build-demo
 DEMO_FLAGS = -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" -DCMAKE_UNITY_BUILD=ON \
@@ -138,8 +142,8 @@ fuzz: deps
 	scripts/run-fuzz.sh $(FUZZ_BUILD)/fuzz $(FUZZ_SECONDS)
 
 # The fuzz targets alone, built as a unity build (a target's files in batches
-# of 8: about half the compile time; `make build` compiles file by file, and
-# CI runs `make check-includes` for what unity batches hide). CI
+# of 8: about half the compile time; CI runs `make check-includes` for what
+# unity batches hide). CI
 # builds them while the tests run.
 fuzz-build:
 	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_UNITY_BUILD=ON \
