@@ -313,7 +313,9 @@ def test_only_a_rank_on_rank_0s_node_waits_for_the_store(rank_python, monkeypatc
     assert rendezvous._create_c10d_store("127.0.0.1", 29500, rank, 8, timeout) == "store"
     assert events == ([("wait", 29500, 90.0)] if waits else []) + [("create",)]
     events.clear()
-    assert rendezvous._create_c10d_store("localhost", port=29501, rank=rank, world_size=8,
+    # By keyword, and by another loopback address: not "localhost", which a
+    # minimal Debian root (no /etc/hosts) cannot resolve.
+    assert rendezvous._create_c10d_store("127.0.0.2", port=29501, rank=rank, world_size=8,
                                          timeout=timeout) == "store"
     assert events == ([("wait", 29501, 90.0)] if waits else []) + [("create",)]
     events.clear()
