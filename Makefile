@@ -65,9 +65,20 @@ demo: deps
 	  exit $$built
 	PYTHONPATH=$(CHECKOUT_PYTHONPATH) $(DEMO_BUILD)/cli/air-run --python $(PYTHON) -f configs/demo.yaml
 
-# Unit, end-to-end and pytest (one entry per file), two at a time.
-test: build
-	cd $(BUILD) && ctest --output-on-failure -j 2
+# Unit, end-to-end and pytest (one entry per file), TEST_JOBS at a time: most
+# of them wait (ranks that sleep, hangs that must be seen), so three at a time
+# on two cores. What only the tests use (PyTorch, Chromium, Slurm, clang:
+# hundreds of packages on a fresh Debian) installs while the compiler runs;
+# only the compiler's packages come first.
+TEST_JOBS ?= 3
+test: DEPS = build
+test: configure
+	@PYTHON=$(PYTHON) scripts/install-deps.sh test >$(BUILD)/install-test.log 2>&1 & deps=$$!; \
+	  cmake --build $(BUILD) -j $(JOBS); built=$$?; \
+	  wait $$deps || { cat $(BUILD)/install-test.log; echo "make test: installing the tests' packages failed (above)" >&2; exit 1; }; \
+	  exit $$built
+	@ln -sf $(BUILD)/compile_commands.json compile_commands.json
+	cd $(BUILD) && ctest --output-on-failure -j $(TEST_JOBS)
 
 # air-run, air-nccl-check when built, man page, completions, the air package
 # (where $(PYTHON) looks under PREFIX) and the docs; see docs/install.md.

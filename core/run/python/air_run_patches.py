@@ -211,9 +211,14 @@ def _air_run_wait_for_store(port, timeout_s, sleep=None, listening=None):
 
 def _air_run_is_local_address(host):
     """Whether `host` names an address of this machine: one of the addresses
-    it resolves to can be bound here. False when it cannot be resolved."""
+    it resolves to can be bound here. False when it cannot be resolved.
+    "localhost" (and any name under it) is this machine's by definition
+    (RFC 6761), also where nothing resolves it (no /etc/hosts)."""
     import socket
 
+    name = host.rstrip(".").lower()
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
     try:
         infos = socket.getaddrinfo(host, None, type=socket.SOCK_DGRAM)
     except (OSError, UnicodeError):
