@@ -167,7 +167,7 @@ def png_pixels(path):
 
 def expected_from(summaries):
     """What the page must show, from the summaries alone."""
-    ranks, first_steps, quiet, exits, spans = 0, 0, 0, 0, 0
+    ranks, first_steps, quiet, spans = 0, 0, 0, 0
     attempts = len((summaries[0].get("outcome") or {}).get("attempts") or [])
     for doc in summaries:
         ranks += len(doc.get("ranks") or [])
