@@ -127,7 +127,9 @@ PY
 # (AIR_RESUME_FROM, exported stale, unset while there is no checkpoint), one
 # that changes between attempts (the checkpoint attempt 0 wrote), and one the
 # interpreter set itself (a preloaded module sets a variable when imported,
-# which a fresh rank never imports). Fresh and warm see the same os.environ,
+# which a fresh rank never imports, and one a library it loads sets in C
+# alone, as GNU readline sets LINES and COLUMNS when torch's imports load it
+# on Python 3.13). Fresh and warm see the same os.environ,
 # attempt by attempt, and the C environment (what getenv reads) is
 # os.environ in every rank.
 test_a_ranks_environment_is_its_own_on_every_attempt() {
@@ -164,7 +166,11 @@ if attempt == "0":
     time.sleep(60)
 PY
   mkdir modules
-  echo 'import os; os.environ["AIR_TEST_SET_BY_IMPORT"] = "1"' >modules/sets_a_variable.py
+  cat >modules/sets_a_variable.py <<'PY'
+import ctypes, os
+os.environ["AIR_TEST_SET_BY_IMPORT"] = "1"
+ctypes.CDLL(None).setenv(b"AIR_TEST_SET_IN_C", b"1", 1)  # os.environ never sees it
+PY
   local mode
   for mode in fresh warm; do
     rm -rf out ckpt

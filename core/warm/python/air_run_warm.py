@@ -277,6 +277,31 @@ def _set_environment(changes):
             os.environ[os.fsdecode(name)] = os.fsdecode(value)
 
 
+def _sync_c_environment():
+    """Makes the C environment (what getenv reads) os.environ again. A library
+    that a preloaded module loads may call setenv() itself, which os.environ
+    never sees: GNU readline, loaded by torch's imports on Python 3.13, sets
+    LINES and COLUMNS. A fresh rank has neither, and the ranks forked from
+    here would have them in C but not in os.environ."""
+    try:
+        import ctypes
+
+        environ = ctypes.POINTER(ctypes.c_char_p).in_dll(ctypes.CDLL(None), "environ")
+    except Exception:
+        return
+    c_env, i = {}, 0
+    while environ[i] is not None:
+        name, _, value = environ[i].partition(b"=")
+        c_env[name] = value
+        i += 1
+    data = _environ_data()
+    for name, value in c_env.items():
+        if name not in data:
+            os.unsetenv(name)
+        elif data[name] != value:
+            os.putenv(name, data[name])
+
+
 def _reseed():
     """The generators a fresh interpreter seeds from entropy when it starts
     or imports: one state per rank and per attempt, never the zygote's.
@@ -643,6 +668,7 @@ def main(modules):
     import signal
 
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the middle processes reap themselves
+    _sync_c_environment()
     _ZYGOTE_CHANGED = _zygote_changes(_START_ENVIRONMENT, _environ_data())
     sock.sendall(b"ready\n")
     # From here on nothing is written to air-run's pipes: they are not read.
