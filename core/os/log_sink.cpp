@@ -223,7 +223,10 @@ Expected<UniqueFd> open_log_file(const std::string& path) {
                          (st.st_nlink > 1 ? " with another name (a hard link)" : "") +
                          "; air-run writes only files of its own");
     }
-    if (::ftruncate(fd.get(), 0) != 0) return sys_error("ftruncate " + path, errno);
+    // Only a file that holds something: on ext4, truncating marks the file
+    // to be written out when closed (its guard for files replaced by
+    // truncation), which made the end of a run write every log to disk.
+    if (st.st_size > 0 && ::ftruncate(fd.get(), 0) != 0) return sys_error("ftruncate " + path, errno);
   }
   const int flags = ::fcntl(fd.get(), F_GETFL);
   if (flags >= 0) ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);

@@ -1,5 +1,6 @@
 #include "core/os/process.hpp"
 
+#include "core/os/pipe_capacity.hpp"
 #include "core/os/shared_spawn.hpp"
 #include "core/os/spawn_request.hpp"
 
@@ -91,7 +92,9 @@ Expected<UniqueFd> make_output(UniqueFd& write_end, bool want_tty, const SpawnOp
     }
     write_end.reset(); // out of pseudo-terminals (kernel.pty.max): a pipe does
   }
-  return make_pipe(write_end);
+  auto read_end = make_pipe(write_end);
+  if (read_end) set_pipe_size(read_end->get(), options.output_pipe_size);
+  return read_end;
 }
 
 Expected<UniqueFd> make_pipe(UniqueFd& write_end) {

@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <sys/types.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -51,6 +52,9 @@ struct SpawnOptions {
   bool stderr_tty = false;
   unsigned short tty_columns = 0;
   unsigned short tty_rows = 0;
+  /// Bytes of buffer for a stdout or stderr pipe (core/os/pipe_capacity.hpp);
+  /// 0: the kernel's default.
+  std::size_t output_pipe_size = 0;
   /// --numa-binding, prepared by the parent (`bind_to`): the child sets
   /// this CPU affinity and prefers this memory node before exec.
   bool bind_cpus = false;

@@ -23,7 +23,7 @@ namespace {
 constexpr auto k_drain_timeout = std::chrono::seconds(2);
 /// How much of a reaped rank's pipes to read before judging how it failed.
 constexpr int k_max_drain_reads = 16;
-constexpr std::size_t k_read_size = std::size_t{64} * 1024;
+constexpr std::size_t k_read_size = std::size_t{1024} * 1024;
 /// One tail entry keeps at most this much of a line: the tail is for the
 /// human summary, and 50 lines of 1 MiB would be 50 MiB.
 constexpr std::size_t k_tail_line_max = 4096;

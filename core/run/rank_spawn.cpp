@@ -2,6 +2,7 @@
 #include "core/run/rank_spawn.hpp"
 
 #include "core/os/containment.hpp"
+#include "core/os/pipe_capacity.hpp"
 #include "core/os/shared_spawn.hpp"
 #include "core/run/terminal_line.hpp"
 #include "core/warm/warm_start.hpp"
@@ -169,6 +170,8 @@ SpawnOptions RankSpawn::spawn_options(const RankState& r) const {
   SpawnOptions options;
   options.stdin_pipe = r.plan->rank == console.stdin_rank;
   if (!r.plan->cpu_affinity.empty()) bind_to(options, r.plan->cpu_affinity, r.plan->numa_node);
+  // Room for a rank that prints in bulk, shared out among the node's pipes.
+  options.output_pipe_size = output_pipe_size(2 * ranks_.size(), pipe_limits());
   // A terminal only where the rank's stream reaches air-run's terminal: a
   // stream that goes to files only (-r) or a rank off the console (--ranks)
   // keeps its pipe, as its output is no terminal's either.

@@ -100,4 +100,38 @@ test_the_last_lines_are_kept_with_the_console_on_dev_null() {
   expect_eq "$(json s.json '"line 99950" in d["ranks"][1]["error"]["traceback"]')" "False" # 50 lines, no more
 }
 
+# A rank that prints in bulk fills a pipe far larger than the kernel's 64 KiB
+# (fewer wakeups of air-run, each across CPUs): up to 1 MiB each, within a
+# quarter of the user's pipe limit. The same for a rank forked warm.
+test_a_ranks_output_pipes_are_enlarged() {
+  local expected
+  expected=$(/usr/bin/python3 - 4 <<'PY'
+import sys
+pipes = int(sys.argv[1])
+most = min(1 << 20, int(open("/proc/sys/fs/pipe-max-size").read()))
+soft = int(open("/proc/sys/fs/pipe-user-pages-soft").read()) * 4096
+if soft:
+    most = min(most, soft // 4 // pipes)
+size = 65536
+while size * 2 <= most:
+    size *= 2
+print(size)
+PY
+)
+  cat >sizes.py <<'PY'
+import fcntl
+F_GETPIPE_SZ = 1032
+print("pipes", fcntl.fcntl(1, F_GETPIPE_SZ), fcntl.fcntl(2, F_GETPIPE_SZ))
+PY
+  local flags
+  for flags in --no-preload "--preload json"; do
+    # shellcheck disable=SC2086 # two words
+    run_air --nproc-per-node 2 --python /usr/bin/python3 $flags sizes.py
+    expect_rc 0
+    expect_contains "$out" "[rank0]: pipes $expected $expected"
+    expect_contains "$out" "[rank1]: pipes $expected $expected"
+  done
+  [[ $expected -gt 65536 ]] || echo "  (this machine's limits leave the pipes at 64 KiB)"
+}
+
 run_tests
