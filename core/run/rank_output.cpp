@@ -23,6 +23,8 @@ namespace {
 constexpr auto k_drain_timeout = std::chrono::seconds(2);
 /// How much of a reaped rank's pipes to read before judging how it failed.
 constexpr int k_max_drain_reads = 16;
+/// As much as a rank's pipe holds (core/os/pipe_capacity.hpp): one read
+/// takes all a rank wrote in bulk, not 16 reads of 64 KiB.
 constexpr std::size_t k_read_size = std::size_t{1024} * 1024;
 /// One tail entry keeps at most this much of a line: the tail is for the
 /// human summary, and 50 lines of 1 MiB would be 50 MiB.
@@ -36,7 +38,7 @@ constexpr std::size_t k_tail_pending_max = std::size_t{64} * 1024;
 RankOutput::RankOutput(const LaunchPlan& plan, RankTable& ranks, Console& console, RunOutcome& out,
                        const Teardown& teardown, HangClock& hang)
     : plan_(plan), ranks_(ranks), console_(console), out_(out), teardown_(teardown), hang_(hang),
-      read_buf_(k_read_size), tail_pending_(ranks.size()) {}
+      read_buf_(new char[k_read_size]), tail_pending_(ranks.size()) {}
 
 bool RankOutput::open_logs() {
   const auto open = [&](const std::string& path, std::optional<LineSink>& sink) {
@@ -91,13 +93,13 @@ RankOutput::Clock::time_point RankOutput::drain_deadline(const RankState& r) con
 }
 
 bool RankOutput::read(RankState& r, RankStream& s) {
-  const ssize_t n = ::read(s.fd.get(), read_buf_.data(), read_buf_.size());
+  const ssize_t n = ::read(s.fd.get(), read_buf_.get(), k_read_size);
   if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) return false;
   if (n <= 0) {
     close(r, s); // EOF, or an error that ends the stream all the same
     return false;
   }
-  deliver(r, s, std::string_view(read_buf_.data(), static_cast<std::size_t>(n)), false);
+  deliver(r, s, std::string_view(read_buf_.get(), static_cast<std::size_t>(n)), false);
   return true;
 }
 
@@ -114,10 +116,10 @@ void RankOutput::close_all() {
   for (auto& r : ranks_) {
     for (auto& s : r.streams) {
       while (s.fd) {
-        const ssize_t n = ::read(s.fd.get(), read_buf_.data(), read_buf_.size());
+        const ssize_t n = ::read(s.fd.get(), read_buf_.get(), k_read_size);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) break;
-        deliver(r, s, std::string_view(read_buf_.data(), static_cast<std::size_t>(n)), false);
+        deliver(r, s, std::string_view(read_buf_.get(), static_cast<std::size_t>(n)), false);
       }
       close(r, s);
     }

@@ -78,7 +78,9 @@ private:
   RunOutcome& out_;
   const Teardown& teardown_;
   HangClock& hang_;
-  std::vector<char> read_buf_;
+  /// Where a read lands: not zeroed, so that a run whose ranks print little
+  /// never touches most of its pages (a launch of 8 ranks is milliseconds).
+  std::unique_ptr<char[]> read_buf_;
   std::string console_batch_;
   /// Whole lines written to the console after console_batch_: as they are
   /// in read_buf_ (a rank without a prefix, no copy of their own), or prefixed.
