@@ -151,7 +151,8 @@ def run_air(air_run, inputs, sink, console, folder):
     # Each rank cats its own file: one argument, the rank picked by the shell.
     files = " ".join(inputs)
     script = f'set -- {files}; shift "$RANK"; exec cat "$1"'
-    cmd = [air_run, "--cpu-ranks", str(len(inputs)), "--no-python"]
+    # N CPU ranks even on a GPU machine (--cpu-ranks applies only where no GPU is found).
+    cmd = [air_run, "--accelerator-type", "CPU", "-n", str(len(inputs)), "--no-python"]
     if console in ("log-dir", "tee"):
         logs = os.path.join(folder, "logs")
         shutil.rmtree(logs, ignore_errors=True)
