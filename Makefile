@@ -67,9 +67,9 @@ demo: deps
 
 # Unit, end-to-end and pytest (one entry per file), TEST_JOBS at a time: most
 # of them wait (ranks that sleep, hangs that must be seen), so four at a time
-# on two cores (ctest 389 s at 3, 335 s at 4 on the 2-core machine). What only the tests use (PyTorch, Chromium, Slurm, clang:
-# hundreds of packages on a fresh Debian) installs while the compiler runs;
-# only the compiler's packages come first.
+# on two cores (the suite in 335 s; 389 s at three). What only the tests use
+# (PyTorch, Chromium, Slurm, clang: hundreds of packages on a fresh Debian)
+# installs while the compiler runs; only the compiler's packages come first.
 TEST_JOBS ?= 4
 test: DEPS = build
 test: configure
