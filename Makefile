@@ -66,11 +66,12 @@ demo: deps
 	PYTHONPATH=$(CHECKOUT_PYTHONPATH) $(DEMO_BUILD)/cli/air-run --python $(PYTHON) -f configs/demo.yaml
 
 # Unit, end-to-end and pytest (one entry per file), TEST_JOBS at a time: most
-# of them wait (ranks that sleep, hangs that must be seen), so four at a time
-# on two cores (the suite in 335 s; 389 s at three). What only the tests use
+# of them wait (ranks that sleep, hangs that must be seen), so five at a time
+# on two cores (the suite without the real Slurm: 243 s; about 300 s at four,
+# 350 s at three). What only the tests use
 # (PyTorch, Chromium, Slurm, clang: hundreds of packages on a fresh Debian)
 # installs while the compiler runs; only the compiler's packages come first.
-TEST_JOBS ?= 4
+TEST_JOBS ?= 5
 test: DEPS = build
 test: configure
 	@PYTHON=$(PYTHON) scripts/install-deps.sh test >$(BUILD)/install-test.log 2>&1 & deps=$$!; \
