@@ -68,9 +68,9 @@ demo: deps
 # Unit, end-to-end and pytest (one entry per file), TEST_JOBS at a time: most
 # of them wait (ranks that sleep, hangs that must be seen), so five at a time
 # on two cores (the suite without the real Slurm: 243 s; with it, 335 s at
-# four and 389 s at three). What only the tests use
-# (PyTorch, Chromium, Slurm, clang: hundreds of packages on a fresh Debian)
-# installs while the compiler runs; only the compiler's packages come first.
+# four and 389 s at three). What only the tests use (PyTorch, Chromium,
+# Slurm, clang: hundreds of packages on a fresh Debian) installs while the
+# compiler runs; only the compiler's packages come first.
 TEST_JOBS ?= 5
 test: DEPS = build
 test: configure
