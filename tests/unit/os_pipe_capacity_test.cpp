@@ -21,11 +21,11 @@ TEST_CASE("a few ranks' output pipes get 1 MiB each") {
 }
 
 TEST_CASE("many ranks share a quarter of the user's soft limit, in powers of two") {
-  CHECK(air::output_pipe_size(32, k_defaults) == 512 * KiB);   // 16 MiB / 32
-  CHECK(air::output_pipe_size(48, k_defaults) == 256 * KiB);   // 341 KiB, rounded down
-  CHECK(air::output_pipe_size(128, k_defaults) == 128 * KiB);  // 64 ranks
-  CHECK(air::output_pipe_size(256, k_defaults) == 0);          // 64 KiB: the kernel's own
-  CHECK(air::output_pipe_size(2048, k_defaults) == 0);         // 1,024 ranks: left alone
+  CHECK(air::output_pipe_size(32, k_defaults) == 512 * KiB);  // 16 MiB / 32
+  CHECK(air::output_pipe_size(48, k_defaults) == 256 * KiB);  // 341 KiB, rounded down
+  CHECK(air::output_pipe_size(128, k_defaults) == 128 * KiB); // 64 ranks
+  CHECK(air::output_pipe_size(256, k_defaults) == 0);         // 64 KiB: the kernel's own
+  CHECK(air::output_pipe_size(2048, k_defaults) == 0);        // 1,024 ranks: left alone
 }
 
 TEST_CASE("the pipe limit and an absent soft limit are kept to") {
