@@ -70,6 +70,7 @@ LineSink::LineSink(int fd) : fd_(fd), write_fd_(fd) {
     nonblocking_ = true;
     return;
   }
+  regular_file_ = S_ISREG(st.st_mode);
   if (!S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode)) return; // a file: writes do not wait on a reader
   const std::string self = "/proc/self/fd/" + std::to_string(fd);
   private_.reset(::open(self.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));

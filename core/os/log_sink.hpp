@@ -55,6 +55,9 @@ public:
   /// Whether the fd is /dev/null: what is written to it can be skipped
   /// unbuilt (the console of a run whose output nobody keeps).
   bool discards() const { return discards_; }
+  /// Whether a write never waits for a reader: /dev/null or a regular file
+  /// (no buffer fills, nothing is held back).
+  bool never_waits() const { return discards_ || regular_file_; }
 
   /// Bytes that wait for the fd to accept them (console sinks only).
   bool pending() const { return pending_.size() > pending_off_; }
@@ -92,6 +95,7 @@ private:
   bool nonblocking_ = false; ///< write_fd_ never blocks (private handle or socket)
   bool socket_ = false;
   bool discards_ = false;
+  bool regular_file_ = false;
   std::string pending_;
   std::size_t pending_off_ = 0;
   std::chrono::steady_clock::time_point last_progress_ = std::chrono::steady_clock::now();

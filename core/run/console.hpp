@@ -61,6 +61,9 @@ public:
   void say(std::string_view text, std::size_t lines = 1) { write(1, said(text), lines); }
   /// Writes a piece of a line (a rank's prompt): no line is counted, the area is not redrawn.
   void write_piece(int stream, std::string_view text);
+  /// Whether no write to either stream ever waits or is held back: each
+  /// goes to a file or /dev/null, and there is no live area.
+  bool never_waits() const { return !live_ && stdout_.never_waits() && stderr_.never_waits(); }
   /// Whether `stream` takes nothing more now (its buffer is full).
   bool full(int stream) const { return sink(stream).full(); }
   /// When `stream` last took anything.

@@ -27,6 +27,9 @@ struct RankStream {
   bool tty = false; ///< fd is a pseudo-terminal's master (ConsoleOptions::stdout_tty)
   /// Bytes of the unfinished line already shown (a prompt of the --stdin rank).
   std::size_t shown_partial = 0;
+  /// The pipe reader thread that reads fd (core/run/output/pipe_readers.hpp);
+  /// -1: the supervisor's loop does.
+  int reader = -1;
 
   /// 0 for stdout, 1 for stderr: the index into per-stream arrays.
   int index() const { return is_stderr ? 1 : 0; }

@@ -12,9 +12,9 @@
 #include "core/run/exits.hpp"
 #include "core/run/hang_watch.hpp"
 #include "core/run/lost_peer.hpp"
+#include "core/run/output/rank_output.hpp"
 #include "core/run/preemption.hpp"
 #include "core/run/progress_watch.hpp"
-#include "core/run/rank_output.hpp"
 #include "core/run/rank_spawn.hpp"
 #include "core/run/rank_table.hpp"
 #include "core/run/signal_actions.hpp"
@@ -35,6 +35,7 @@
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -73,6 +74,7 @@ struct PollSet {
   std::vector<std::pair<RankState*, RankStream*>> owners; ///< by fds index from 1, for the pipes
   std::size_t first_sink = 0;
   std::size_t first_hook = 0;
+  std::size_t readers_index = 0; ///< the pipe readers' "a pipe ended", when they run
   std::size_t stdin_index = 0;
 };
 
@@ -175,6 +177,9 @@ RunOutcome Supervisor::run() {
     return std::move(out_);
   }
   signals_ = guard->get();
+  // Held but while the loop waits in poll: the pipe readers hand on what
+  // they read then, never while the loop works (core/run/output/pipe_readers.hpp).
+  std::unique_lock<std::mutex> held(output_.lock());
   exits_.read_oom_baseline();
   phases::mark("signals");
   if (output_.open_logs()) {
@@ -190,7 +195,7 @@ RunOutcome Supervisor::run() {
     out_.leftover_processes = containment_->sweep(grace);
     out_.leftover_names = containment_->swept();
     phases::mark("sweep");
-    output_.close_all();
+    output_.close_all();  // the pipe readers end here
     containment_.reset(); // while SIGPIPE is still ignored: it writes to the watchdog
     phases::mark("containment-end");
   }
@@ -232,7 +237,12 @@ void Supervisor::start() {
 /// part its turn in an order that matters (see the comments).
 void Supervisor::iterate() {
   PollSet set = poll_set();
-  const int ready = ::poll(set.fds.data(), set.fds.size(), poll_timeout_ms(Clock::now()));
+  const int timeout_ms = poll_timeout_ms(Clock::now());
+  output_.lock().unlock(); // the pipe readers' turn
+  const int ready = ::poll(set.fds.data(), set.fds.size(), timeout_ms);
+  const int poll_errno = errno;
+  output_.lock().lock();
+  errno = poll_errno;
   if (ready < 0 && errno != EINTR) poll_failed();
   // Signals first: an interrupt decides how the exits that follow are read.
   if (ready > 0 && (set.fds[0].revents & POLLIN)) handle_signals();
@@ -267,6 +277,8 @@ PollSet Supervisor::poll_set() {
   if (hooks_) {
     for (const int fd : hooks_->poll_fds()) set.fds.push_back({fd, POLLIN, 0});
   }
+  set.readers_index = set.fds.size();
+  if (const int fd = output_.readers_ended_fd(); fd >= 0) set.fds.push_back({fd, POLLIN, 0});
   set.stdin_index = set.fds.size();
   if (const auto entry = stdin_.poll_entry()) set.fds.push_back(*entry);
   return set;
@@ -291,6 +303,8 @@ void Supervisor::take_ready(PollSet& set) {
   if (set.stdin_index < set.fds.size() && set.fds[set.stdin_index].revents != 0)
     stdin_.forward(set.fds[set.stdin_index]);
   if (set.first_sink < set.first_hook) console_.flush();
+  if (set.readers_index < set.stdin_index && set.fds[set.readers_index].revents != 0)
+    output_.clear_readers_ended(); // a pipe ended: the loop checks whether the run is over
   for (std::size_t i = 1; i < set.first_sink; ++i) {
     if (set.fds[i].revents == 0) continue;
     auto [rank, stream] = set.owners[i];

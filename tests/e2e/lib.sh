@@ -13,6 +13,14 @@ unset AIR_RUN_FAKE_GPUS CUDA_VISIBLE_DEVICES RANK LOCAL_RANK WORLD_SIZE MASTER_P
 # GitHub Actions or GitLab CI must not change what air-run prints.
 unset GITHUB_ACTIONS GITHUB_STEP_SUMMARY GITHUB_WORKSPACE GITLAB_CI
 for v in $(env | sed -n 's/^\(AIR_RUN_[A-Z_]*\)=.*/\1/p'); do [[ $v == AIR_RUN_BINARY ]] || unset "$v"; done
+# The suite is written for a machine without GPUs (CI's): `--cpu-ranks N`
+# runs N ranks only where none is found, and what air-run prints names none.
+# On a machine with NVIDIA GPUs it is shown none (an empty AIR_RUN_FAKE_GPUS
+# is "no GPU"), so that the same cases hold there. The scripts written for
+# GPUs as well set AIR_E2E_GPUS=real before sourcing this: they see the real ones.
+if [[ ${AIR_E2E_GPUS:-} != real ]] && [[ -e /dev/nvidiactl || -e /dev/nvidia0 ]]; then
+  export AIR_RUN_FAKE_GPUS=
+fi
 # The sanitizer runtime reports leaks of the parent only; children are not instrumented.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
 

@@ -6,6 +6,7 @@
 # GPUs and a torch with CUDA; on any other machine (CI) the whole file exits
 # 77, which ctest reports as skipped (label `gpu`). scripts/gpu-suite.sh runs
 # them on the GPU machine.
+AIR_E2E_GPUS=real # the GPUs air-run finds, where there are any (lib.sh)
 source "$(dirname "$0")/lib.sh"
 
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')

@@ -5,6 +5,7 @@
 # happens later (a synchronize, .item()), and a rank waiting behind NCCL spins
 # a core, so the gloo suites cannot stand in for these. Needs 2 GPUs and a
 # torch with CUDA ($TORCH_PYTHON); exits 77 (skipped) otherwise.
+AIR_E2E_GPUS=real # the GPUs air-run finds, where there are any (lib.sh)
 source "$(dirname "$0")/lib.sh"
 export NCCL_NVLS_ENABLE=0 # never NVLink multicast: it can take a shared host's GPUs down
 AIR_BOUND=${AIR_BOUND:-120}

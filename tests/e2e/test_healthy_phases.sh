@@ -5,6 +5,7 @@
 # no restart. Each runs under the defaults of a job with restarts
 # (--max-restarts 1: 5m hang timeout, --on-hang stop) and under a short
 # --hang-timeout, which the phase outlasts (docs/hangs.md, "What a hang is").
+AIR_E2E_GPUS=real # the GPUs air-run finds, where there are any (lib.sh)
 source "$(dirname "$0")/lib.sh"
 # --nproc-per-node 2, not --cpu-ranks 2: two ranks on a GPU host too (they
 # share its GPU), so the GPU machine runs the same cases with its own torch.

@@ -134,4 +134,68 @@ PY
   [[ $expected -gt 65536 ]] || echo "  (this machine's limits leave the pipes at 64 KiB)"
 }
 
+# Ranks that print in bulk to consoles that never make them wait (files
+# here) are read by threads of their own, beside their writers
+# (core/run/output/pipe_readers.hpp). Their bytes keep their order on the
+# console and in the logs; a rank that fails after printing in bulk is
+# judged from its last lines, read before the judgement.
+test_ranks_that_print_in_bulk_are_read_by_threads_of_their_own() {
+  cat >bulk.py <<'PY'
+import os, sys
+rank = int(os.environ["RANK"])
+out = sys.stdout
+for i in range(150000):
+    out.write("r%d %d %s\n" % (rank, i, "y" * (i % 97)))
+    if i % 50000 == 0:
+        sys.stderr.write("r%d err %d\n" % (rank, i))
+        sys.stderr.flush()
+out.flush()
+if rank == 0 and not os.environ.get("FAIL"):
+    tasks = os.listdir("/proc/%d/task" % os.getppid())
+    readers = sum(open("/proc/%d/task/%s/comm" % (os.getppid(), t)).read().strip() == "air-run-read" for t in tasks)
+    print("readers %d" % readers)
+if rank == 3 and os.environ.get("FAIL"):
+    sys.stderr.write("the end\n")
+    sys.exit(3)
+PY
+  TMPDIR=$PWD run_air --cpu-ranks 4 --run-id t --log-dir logs --python /usr/bin/python3 bulk.py
+  expect_rc 0
+  local readers
+  readers=$(sed -n 's/^\[rank0\]: readers //p' stdout)
+  [[ ${readers:-0} -ge 1 ]] || fail "no pipe reader thread ran (readers: '${readers}')"
+  /usr/bin/python3 - <<'PY' || fail "a line torn, lost or out of order"
+import re, sys
+seen = [0] * 4
+for line in open("stdout", "rb").read().split(b"\n")[:-1]:
+    m = re.fullmatch(rb"\[rank(\d)\]: r(\d) (\d+) (y*)", line)
+    if not m:
+        continue  # rank 0's count of readers
+    r, i = int(m.group(1)), int(m.group(3))
+    if int(m.group(2)) != r or i != seen[r] or len(m.group(4)) != i % 97:
+        sys.exit("bad line: %r" % line[:60])
+    seen[r] += 1
+sys.exit(None if seen == [150000] * 4 else "lines per rank: %s" % seen)
+PY
+  local r
+  for r in 0 1 2 3; do
+    /usr/bin/python3 - "$r" logs/t/rank$r.log <<'PY' || fail "rank$r.log is not the rank's bytes"
+import sys
+r = int(sys.argv[1])
+want = []
+for i in range(150000):
+    want.append("r%d %d %s\n" % (r, i, "y" * (i % 97)))
+got = open(sys.argv[2]).read().splitlines(keepends=True)
+out = [l for l in got if not l.startswith("r%d err" % r) and not l.startswith("readers") and l != "the end\n"]
+errs = [l for l in got if l.startswith("r%d err" % r)]
+sys.exit(None if out == want and len(errs) == 3 else "%d lines, %d of stderr" % (len(out), len(errs)))
+PY
+  done
+  # A rank that fails after printing in bulk: judged from its last lines,
+  # its stderr's after its stdout's, as it wrote them.
+  FAIL=1 run_air --cpu-ranks 4 --summary s.json --python /usr/bin/python3 bulk.py
+  expect_rc 3
+  expect_eq "$(json s.json 'd["ranks"][3]["last_line"]')" "the end"
+  expect_contains "$(json s.json 'd["ranks"][3]["error"]["traceback"]')" "r3 149999 "
+}
+
 run_tests

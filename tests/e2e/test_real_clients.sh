@@ -10,6 +10,7 @@
 #
 # Needs a torch with those libraries (TORCH_PYTHON): the GPU machine has them
 # (scripts/gpu-suite.sh, step "clients"); elsewhere the test is skipped (77).
+AIR_E2E_GPUS=real # the GPUs air-run finds, where there are any (lib.sh)
 source "$(dirname "$0")/lib.sh"
 
 CLIENTS=$AIR_SOURCE_DIR/tests/clients

@@ -8,6 +8,7 @@
 # torch's view of it, argv, cwd, umask, rlimits, signal dispositions and
 # masks, fds, the hash flag. Real torch: Debian's /usr/bin/python3
 # ($TORCH_PYTHON); with CUDA (the GPU machine) the CUDA generator too.
+AIR_E2E_GPUS=real # the GPUs air-run finds, where there are any (lib.sh)
 source "$(dirname "$0")/lib.sh"
 # --nproc-per-node 2, not --cpu-ranks 2: two ranks on a GPU host too (they
 # share its GPU), so the GPU machine runs the same cases with its own torch.

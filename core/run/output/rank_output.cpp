@@ -1,5 +1,5 @@
 // Rank output: the ranks' pipes fanned out to logs, tail and console.
-#include "core/run/rank_output.hpp"
+#include "core/run/output/rank_output.hpp"
 
 #include "core/base/count_newlines.hpp"
 #include "core/base/text.hpp"
@@ -23,9 +23,12 @@ namespace {
 constexpr auto k_drain_timeout = std::chrono::seconds(2);
 /// How much of a reaped rank's pipes to read before judging how it failed.
 constexpr int k_max_drain_reads = 16;
-/// As much as a rank's pipe holds (core/os/pipe_capacity.hpp): one read
-/// takes all a rank wrote in bulk, not 16 reads of 64 KiB.
-constexpr std::size_t k_read_size = std::size_t{1024} * 1024;
+constexpr std::size_t k_read_size = PipeReaders::k_read_size;
+/// A read this large (a full pipe of the kernel's size) says the rank
+/// prints in bulk: its pipes move to a pipe reader of their own.
+constexpr std::size_t k_bulk_read = std::size_t{64} * 1024;
+/// Pipe readers at most: a thread per rank up to this many.
+constexpr std::size_t k_most_pipe_readers = 64;
 /// One tail entry keeps at most this much of a line: the tail is for the
 /// human summary, and 50 lines of 1 MiB would be 50 MiB.
 constexpr std::size_t k_tail_line_max = 4096;
@@ -38,7 +41,16 @@ constexpr std::size_t k_tail_pending_max = std::size_t{64} * 1024;
 RankOutput::RankOutput(const LaunchPlan& plan, RankTable& ranks, Console& console, RunOutcome& out,
                        const Teardown& teardown, HangClock& hang)
     : plan_(plan), ranks_(ranks), console_(console), out_(out), teardown_(teardown), hang_(hang),
-      read_buf_(new char[k_read_size]), tail_pending_(ranks.size()) {}
+      read_buf_(new char[k_read_size]), tail_pending_(ranks.size()),
+      readers_(
+          lock_,
+          [this](RankState& r, RankStream& s, std::string_view data, bool end) {
+            if (end)
+              close(r, s);
+            else
+              deliver(r, s, data, false);
+          },
+          std::min(ranks.size(), k_most_pipe_readers)) {}
 
 bool RankOutput::open_logs() {
   const auto open = [&](const std::string& path, std::optional<LineSink>& sink) {
@@ -71,7 +83,7 @@ void RankOutput::add_poll_fds(std::vector<pollfd>& fds,
                               std::vector<std::pair<RankState*, RankStream*>>& owners) const {
   for (auto& r : ranks_) {
     for (auto& s : r.streams) {
-      if (!s.fd || held_back(r, s)) continue;
+      if (!s.fd || s.reader >= 0 || held_back(r, s)) continue;
       fds.push_back({s.fd.get(), POLLIN, 0});
       owners.emplace_back(&r, &s);
     }
@@ -93,6 +105,7 @@ RankOutput::Clock::time_point RankOutput::drain_deadline(const RankState& r) con
 }
 
 bool RankOutput::read(RankState& r, RankStream& s) {
+  if (s.reader >= 0) return false; // a pipe reader's now (handed over earlier in this pass)
   const ssize_t n = ::read(s.fd.get(), read_buf_.get(), k_read_size);
   if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) return false;
   if (n <= 0) {
@@ -100,10 +113,21 @@ bool RankOutput::read(RankState& r, RankStream& s) {
     return false;
   }
   deliver(r, s, std::string_view(read_buf_.get(), static_cast<std::size_t>(n)), false);
+  if (static_cast<std::size_t>(n) >= k_bulk_read && may_hand_over(r)) readers_.adopt(r);
   return true;
 }
 
+/// Whether the pipes of `r` may be read by a pipe reader: one of several
+/// ranks', running on, whose lines go to consoles that never make a writer
+/// wait (a file, /dev/null: no lines held back, no live area) and that no
+/// prompt or terminal needs shown as it comes.
+bool RankOutput::may_hand_over(const RankState& r) const {
+  return readers_.adopting() && ranks_.size() >= 2 && !r.reads_stdin && !r.reaped && !teardown_.active() &&
+         console_.never_waits() && !r.streams[0].tty && !r.streams[1].tty;
+}
+
 void RankOutput::drain_ready(RankState& r) {
+  readers_.park();
   for (auto& s : r.streams) {
     for (int i = 0; i < k_max_drain_reads && s.fd; ++i) {
       if (!read(r, s)) break;
@@ -113,6 +137,7 @@ void RankOutput::drain_ready(RankState& r) {
 }
 
 void RankOutput::close_all() {
+  readers_.stop();
   for (auto& r : ranks_) {
     for (auto& s : r.streams) {
       while (s.fd) {
