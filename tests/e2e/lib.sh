@@ -18,7 +18,7 @@ for v in $(env | sed -n 's/^\(AIR_RUN_[A-Z_]*\)=.*/\1/p'); do [[ $v == AIR_RUN_B
 # On a machine with NVIDIA GPUs it is shown none (an empty AIR_RUN_FAKE_GPUS
 # is "no GPU"), so that the same cases hold there. The scripts written for
 # GPUs as well set AIR_E2E_GPUS=real before sourcing this: they see the real ones.
-if [[ ${AIR_E2E_GPUS:-} != real ]] && [[ -e /dev/nvidiactl || -e /dev/nvidia0 ]]; then
+if [[ ${AIR_E2E_GPUS:-} != real ]] && { [[ -e /dev/nvidiactl || -e /dev/nvidia0 ]] || command -v nvidia-smi >/dev/null; }; then
   export AIR_RUN_FAKE_GPUS=
 fi
 # The sanitizer runtime reports leaks of the parent only; children are not instrumented.
