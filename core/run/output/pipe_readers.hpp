@@ -33,9 +33,9 @@ public:
   /// ended (EOF or a read error: it is closed then). Called under the lock.
   using Deliver = std::function<void(RankState& r, RankStream& s, std::string_view data, bool end)>;
 
-  /// The supervisor's read: as much as a rank's pipe holds
-  /// (core/os/pipe_capacity.hpp), so that one read takes all a rank wrote in
-  /// bulk, not 16 reads of 64 KiB.
+  /// A read of a rank's pipe, the supervisor's or a reader's: as much as the
+  /// pipe holds (core/os/pipe_capacity.hpp), so that one read takes all a
+  /// rank wrote in bulk, not 16 reads of 64 KiB.
   static constexpr std::size_t k_read_size = std::size_t{1024} * 1024;
 
   /// `lock`: the supervisor's; `most_threads`: at most this many threads.
