@@ -62,7 +62,6 @@ PipeReaders::~PipeReaders() {
   if (readers_.empty()) return;
   {
     const std::lock_guard<std::mutex> held(lock_);
-    parked_ = true;
     stopping_ = true;
     for (const auto& r : readers_) wake(*r);
   }
@@ -79,20 +78,16 @@ void PipeReaders::clear_ended() const {
 }
 
 void PipeReaders::adopt(RankState& r) {
-  if (!adopting()) return;
-  if (reader_of_rank_.size() <= r.index) reader_of_rank_.resize(r.index + 1, -1);
-  int& index = reader_of_rank_[r.index];
-  if (index >= 0) return; // adopted already
+  if (!adopting() || r.streams[0].reader >= 0 || r.streams[1].reader >= 0) return; // adopted already
+  int index = 0;
   if (readers_.size() < most_threads_) {
     const Reader* started = start_reader();
     if (started == nullptr) return; // no thread: the supervisor's loop goes on reading them
     index = started->index;
   } else {
-    // Every thread runs: the ranks share them in turn.
-    const auto adopted =
-        std::count_if(reader_of_rank_.begin(), reader_of_rank_.end(), [](int i) { return i >= 0; });
-    index = static_cast<int>(adopted % static_cast<long>(readers_.size()));
+    index = static_cast<int>(adopted_ % readers_.size()); // every thread runs: the ranks share them in turn
   }
+  ++adopted_;
   Reader& reader = *readers_[static_cast<std::size_t>(index)];
   for (RankStream& s : r.streams) {
     if (!s.fd) continue;
@@ -184,9 +179,10 @@ void PipeReaders::run(Reader& me) {
       const Owned& pipe = me.pipes[polled[i]];
       if (batch.size > 0)
         deliver_(*pipe.rank, *pipe.stream, std::string_view(me.buffer.get(), batch.size), false);
-      const bool end = batch.ended;
-      if (end) deliver_(*pipe.rank, *pipe.stream, {}, true);
-      if (end) signal_eventfd(ended_.get()); // the supervisor's loop: is the run over?
+      if (batch.ended) {
+        deliver_(*pipe.rank, *pipe.stream, {}, true);
+        signal_eventfd(ended_.get()); // the supervisor's loop: is the run over?
+      }
     }
   }
   me.busy = false;

@@ -87,7 +87,7 @@ private:
   Deliver deliver_;
   std::size_t most_threads_;
   std::vector<std::unique_ptr<Reader>> readers_;
-  std::vector<int> reader_of_rank_; ///< by RankState::index; -1: none yet
+  std::size_t adopted_ = 0; ///< ranks adopted so far: past most_threads_, they share threads in turn
   UniqueFd ended_;
   std::condition_variable_any idle_;    ///< a thread stopped being busy
   std::condition_variable_any stopped_; ///< stopping_ was set
