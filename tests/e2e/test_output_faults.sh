@@ -55,15 +55,19 @@ test_slow_reader_loses_nothing() {
 
 test_full_disk_under_log_dir_is_reported() {
   mkdir logs
-  if ! mount -t tmpfs -o size=64k tmpfs logs 2>/dev/null; then
+  if ! mount -t tmpfs -o size=1m tmpfs logs 2>/dev/null; then
     echo "  (skipped: cannot mount a tmpfs here; the unit test with /dev/full covers the sink)"
     return 0
   fi
-  run_air --no-python --cpu-ranks 2 --run-id full --log-dir logs --summary summary.json sh -c 'exec "$0" 1' "$F/spew"
+  # 6 MB a rank into 1 MB, the console a file: the disk fills after the
+  # ranks' pipes moved to reader threads, which write the logs themselves.
+  run_air --no-python --cpu-ranks 2 --run-id full --log-dir logs --summary summary.json sh -c 'exec "$0" 3' "$F/spew"
   umount -l logs
   expect_rc 0 # the ranks' code, not air-run's trouble
   expect_contains "$err" "warning: rank 0's log is incomplete: write logs/full/rank0.log: No space left on device"
+  expect_contains "$err" "warning: rank 1's log is incomplete: write logs/full/rank1.log: No space left on device"
   expect_contains "$(cat summary.json)" '"log_error": "write logs/'
+  expect_eq "$(wc -l <"$TESTDIR/stdout")" "$((2 * $("$F/spew" 3 2>/dev/null | wc -l)))" # the console lost nothing
 }
 
 run_tests

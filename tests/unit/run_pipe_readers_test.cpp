@@ -14,9 +14,12 @@
 
 namespace {
 
-/// What the readers handed on, per rank and stream, and the ends seen.
+/// What the readers handed on, per rank and stream, and the ends seen;
+/// `written`: what they wrote first, without the lock (the logs' part).
 struct Delivered {
   std::string bytes[4][2];
+  std::string written[4][2];
+  bool written_first = true; ///< each read was written before it was handed on
   int ends = 0;
 };
 
@@ -72,17 +75,22 @@ template <class Done> bool wait_unlocked(std::mutex& lock, Done done) {
 
 } // namespace
 
-TEST_CASE("pipe readers hand on each pipe's bytes in order and close it at its end") {
+TEST_CASE("pipe readers write and hand on each pipe's bytes in order and close it at its end") {
   std::mutex lock;
   Delivered got;
   air::PipeReaders readers(
       lock,
+      [&](air::RankState& r, air::RankStream& s, std::string_view data) {
+        got.written[r.index][s.index()].append(data); // by the rank's one reader only
+      },
       [&](air::RankState& r, air::RankStream& s, std::string_view data, bool end) {
         if (end) {
           s.fd.reset();
           ++got.ends;
         } else {
-          got.bytes[r.index][s.index()].append(data);
+          std::string& bytes = got.bytes[r.index][s.index()];
+          bytes.append(data);
+          if (got.written[r.index][s.index()] != bytes) got.written_first = false;
         }
       },
       2); // 3 ranks, 2 threads: the third shares one
@@ -109,9 +117,12 @@ TEST_CASE("pipe readers hand on each pipe's bytes in order and close it at its e
   for (auto& w : writers) w.join();
   lock.lock();
   for (auto& r : ranks) {
-    for (int stream = 0; stream < 2; ++stream)
+    for (int stream = 0; stream < 2; ++stream) {
       CHECK(got.bytes[r->state.index][stream] == lines_of(r->state.index, stream, 200000));
+      CHECK(got.written[r->state.index][stream] == got.bytes[r->state.index][stream]);
+    }
   }
+  CHECK(got.written_first);
   pollfd ended{readers.ended_fd(), POLLIN, 0};
   CHECK(::poll(&ended, 1, 0) == 1); // the supervisor's loop was told
   readers.clear_ended();
@@ -123,7 +134,7 @@ TEST_CASE("park hands every pipe back once what was read is handed on, and nothi
   std::mutex lock;
   Delivered got;
   air::PipeReaders readers(
-      lock,
+      lock, [](air::RankState&, air::RankStream&, std::string_view) {},
       [&](air::RankState& r, air::RankStream& s, std::string_view data, bool end) {
         if (!end) got.bytes[r.index][s.index()].append(data);
       },

@@ -53,8 +53,8 @@ Batch read_batch(int fd, char* buffer) {
 
 } // namespace
 
-PipeReaders::PipeReaders(std::mutex& lock, Deliver deliver, std::size_t most_threads)
-    : lock_(lock), deliver_(std::move(deliver)), most_threads_(most_threads) {
+PipeReaders::PipeReaders(std::mutex& lock, Write write, Deliver deliver, std::size_t most_threads)
+    : lock_(lock), write_(std::move(write)), deliver_(std::move(deliver)), most_threads_(most_threads) {
   readers_.reserve(most_threads_); // start_reader() appends a running thread: no reallocation then
 }
 
@@ -148,7 +148,8 @@ void PipeReaders::stop() {
 }
 
 /// A reader's loop: poll its pipes without the lock, read each ready one
-/// without the lock, hand on what came under it.
+/// and write it to the rank's logs without the lock, hand on the rest
+/// under it.
 void PipeReaders::run(Reader& me) {
   std::unique_lock<std::mutex> held(lock_);
   std::vector<pollfd> fds;
@@ -173,10 +174,12 @@ void PipeReaders::run(Reader& me) {
       if (fds[i].revents == 0) continue;
       // The pipe is this thread's until park(), which waits for it, so its
       // descriptor stays open (only its owner closes it) while read unlocked.
+      // me.pipes may grow meanwhile (adopt() under the lock): copy the entry.
+      const Owned pipe = me.pipes[polled[i]];
       held.unlock();
       const Batch batch = read_batch(fds[i].fd, me.buffer.get());
+      if (batch.size > 0) write_(*pipe.rank, *pipe.stream, std::string_view(me.buffer.get(), batch.size));
       held.lock();
-      const Owned& pipe = me.pipes[polled[i]];
       if (batch.size > 0)
         deliver_(*pipe.rank, *pipe.stream, std::string_view(me.buffer.get(), batch.size), false);
       if (batch.ended) {

@@ -20,8 +20,9 @@ namespace air {
 /// read on the supervisor's, and all the reads queue on one CPU. A reader
 /// thread per rank (64 at most) reads beside its writer, several at once.
 ///
-/// Only the read itself runs beside the supervisor: what a read brings is
-/// handed on (to the logs, the tail, the console) under `lock`, the lock the
+/// The read, and the writes to the rank's own log files (no one else's),
+/// run beside the supervisor; the rest of what a read brings is handed on
+/// (to the tail, the console, the hang clock) under `lock`, the lock the
 /// supervisor's loop holds whenever it is not waiting in poll. A pipe is read
 /// by one thread at a time, its owner (RankStream::reader), so its bytes
 /// keep their order. park() gives every pipe back to the supervisor's thread
@@ -32,6 +33,11 @@ public:
   /// Hands a read on: `data` from the pipe `s` of `r`; `end` when the pipe
   /// ended (EOF or a read error: it is closed then). Called under the lock.
   using Deliver = std::function<void(RankState& r, RankStream& s, std::string_view data, bool end)>;
+  /// Writes a read where only its rank's pipes go (its log files), before
+  /// Deliver. Called without the lock, by the pipe's owner: what it touches
+  /// must belong to the rank `r` alone, which no other thread reads while
+  /// the pipes are a reader's.
+  using Write = std::function<void(RankState& r, RankStream& s, std::string_view data)>;
 
   /// A read of a rank's pipe, the supervisor's or a reader's: as much as the
   /// pipe holds (core/os/pipe_capacity.hpp), so that one read takes all a
@@ -39,7 +45,7 @@ public:
   static constexpr std::size_t k_read_size = std::size_t{1024} * 1024;
 
   /// `lock`: the supervisor's; `most_threads`: at most this many threads.
-  PipeReaders(std::mutex& lock, Deliver deliver, std::size_t most_threads);
+  PipeReaders(std::mutex& lock, Write write, Deliver deliver, std::size_t most_threads);
   /// Ends the threads (with the lock not held: the run is unwinding).
   ~PipeReaders();
   PipeReaders(const PipeReaders&) = delete;
@@ -84,6 +90,7 @@ private:
   static void wake(const Reader& r);
 
   std::mutex& lock_;
+  Write write_;
   Deliver deliver_;
   std::size_t most_threads_;
   std::vector<std::unique_ptr<Reader>> readers_;

@@ -44,11 +44,12 @@ RankOutput::RankOutput(const LaunchPlan& plan, RankTable& ranks, Console& consol
       read_buf_(new char[k_read_size]), tail_pending_(ranks.size()),
       readers_(
           lock_,
+          [this](RankState& r, RankStream& s, std::string_view data) { write_logs(r, s, data, false); },
           [this](RankState& r, RankStream& s, std::string_view data, bool end) {
             if (end)
               close(r, s);
             else
-              deliver(r, s, data, false);
+              take(r, s, data, false);
           },
           std::min(ranks.size(), k_most_pipe_readers)) {}
 
@@ -159,9 +160,13 @@ void RankOutput::close(RankState& r, RankStream& s) {
 }
 
 void RankOutput::deliver(RankState& r, RankStream& s, std::string_view data, bool eof) {
+  write_logs(r, s, data, eof);
+  take(r, s, data, eof);
+}
+
+void RankOutput::take(RankState& r, RankStream& s, std::string_view data, bool eof) {
   // Nothing is built for a console on /dev/null: nobody sees it.
   const bool echo = r.plan->console && r.plan->stream_console[s.index()] && !console_.discards(s.index());
-  write_logs(r, s, data, eof);
   const std::size_t lines = take_lines(r, s, data, eof, echo);
   if (echo) update_partial(r, s);
   if (!data.empty()) {
@@ -181,7 +186,9 @@ void RankOutput::deliver(RankState& r, RankStream& s, std::string_view data, boo
 }
 
 /// The logs get the rank's bytes unchanged; only the console's view splits
-/// an over-long line and ends a last line without a newline.
+/// an over-long line and ends a last line without a newline. Touches only
+/// what is the rank's own (its log files, its chunker, its log_error): a
+/// pipe reader calls it without the lock.
 void RankOutput::write_logs(RankState& r, RankStream& s, std::string_view data, bool eof) {
   const int stream = s.index();
   const bool log = r.log.has_value() && !r.log->broken();

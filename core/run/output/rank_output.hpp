@@ -71,7 +71,10 @@ public:
 private:
   bool may_hand_over(const RankState& r) const;
   void close(RankState& r, RankStream& s);
+  /// A read, or the end (`eof`) of `s`: write_logs(), then take().
   void deliver(RankState& r, RankStream& s, std::string_view data, bool eof);
+  /// All of a read but the logs: the tail, the filtered logs, the console, the hang clock.
+  void take(RankState& r, RankStream& s, std::string_view data, bool eof);
   void write_logs(RankState& r, RankStream& s, std::string_view data, bool eof);
   std::size_t take_lines(RankState& r, RankStream& s, std::string_view data, bool eof, bool echo);
   std::size_t take_block(RankState& r, RankStream& s, std::string_view block, bool echo,
