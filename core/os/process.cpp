@@ -351,7 +351,10 @@ Expected<StartedProcess> start_with(const std::vector<std::string>& argv, const 
     std::memcpy(request.mem_nodemask, options.memory_nodes, sizeof(request.mem_nodemask));
     request.mem_maxnode = sizeof(request.mem_nodemask) * 8 + 1;
   }
-  request.reset_signals = own_signals() | options.handled_signals.value_or(handled_signals());
+  // Not value_or(handled_signals()): its argument, 62 system calls, would be
+  // worked out for every rank even where the batch's table is given.
+  request.reset_signals =
+      own_signals() | (options.handled_signals ? *options.handled_signals : handled_signals());
   const long pid = start_child(request, spawn_method(), cgroup, memory->stack);
   if (pid < 0) return sys_error("clone", static_cast<int>(-pid));
 
