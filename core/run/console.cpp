@@ -7,6 +7,14 @@
 
 namespace air {
 
+namespace {
+
+/// A batch of the area's terminal is written once it holds this much: a
+/// pass over many ranks' pipes (1 MiB reads off a terminal) keeps no more.
+constexpr std::size_t k_most_batched = std::size_t{1} << 20;
+
+} // namespace
+
 Console::Console(const ConsoleOptions& options)
     : options_(options), stdout_(options.stdout_fd), stderr_(options.stderr_fd) {}
 
@@ -17,15 +25,35 @@ void Console::write(int stream, std::string_view first, std::string_view second,
   }
   // The area's own lines are not the ranks': a dropped batch counts only these.
   if (lines == LineSink::k_uncounted) lines = count_newlines(first) + count_newlines(second);
-  live_batch_ = live_->erase();
+  if (batch_stream_ >= 0 && batch_stream_ != stream) write_batch(); // each stream's lines in its own sink
+  if (batch_stream_ < 0) {
+    live_batch_ = live_->erase();
+    batch_stream_ = stream;
+    batch_lines_ = 0;
+  }
   live_batch_ += first;
   live_batch_ += second;
-  live_batch_ += live_->redraw();
-  live_stream_ = stream;
-  sink(stream).write(live_batch_, lines);
+  batch_lines_ += lines;
+  if (!batching_ || live_batch_.size() >= k_most_batched) write_batch();
 }
 
-void Console::write_piece(int stream, std::string_view text) { sink(stream).write(text, 0); }
+void Console::write_batch() {
+  if (batch_stream_ < 0) return;
+  live_batch_ += live_->redraw();
+  live_stream_ = batch_stream_;
+  sink(batch_stream_).write(live_batch_, batch_lines_);
+  batch_stream_ = -1;
+}
+
+void Console::resized() {
+  write_batch(); // drawn at the old width: erased by it
+  if (live_) live_->resized();
+}
+
+void Console::write_piece(int stream, std::string_view text) {
+  write_batch();
+  sink(stream).write(text, 0);
+}
 
 void Console::add_poll_fds(std::vector<pollfd>& fds) const {
   for (const LineSink* s : {&stdout_, &stderr_}) {
@@ -34,6 +62,7 @@ void Console::add_poll_fds(std::vector<pollfd>& fds) const {
 }
 
 void Console::flush() {
+  write_batch();
   stdout_.flush();
   stderr_.flush();
 }
@@ -66,6 +95,7 @@ std::optional<std::chrono::steady_clock::time_point> Console::next_deadline() co
 
 void Console::live_tick(std::chrono::steady_clock::time_point now,
                         const std::function<LiveSnapshot()>& snapshot) {
+  write_batch();
   if (!live_ || now < live_->next_deadline()) return;
   // A console that is behind gets no redraw now: the next batch of lines
   // brings the area along anyway.
@@ -77,6 +107,7 @@ void Console::live_tick(std::chrono::steady_clock::time_point now,
 }
 
 void Console::stop_live() {
+  write_batch();
   if (!live_) return;
   const std::string text = live_->close();
   if (!text.empty()) sink(live_stream_).write(text, 0);
@@ -84,6 +115,7 @@ void Console::stop_live() {
 }
 
 std::uint64_t Console::finish(int stall_ms) {
+  write_batch();
   stdout_.finish(stall_ms);
   stderr_.finish(stall_ms);
   return stdout_.lines_dropped() + stderr_.lines_dropped();

@@ -59,6 +59,19 @@ public:
   /// naming the node in a job of several (said()). Never a rank's lines:
   /// those stay as the rank wrote them.
   void say(std::string_view text, std::size_t lines = 1) { write(1, said(text), lines); }
+  /// Between begin_batch() and end_batch() (one pass over the ranks' ready
+  /// pipes), the lines bound for the live area's terminal go out together:
+  /// one erase, every rank's lines, one redraw, one write, rather than all
+  /// three for each read (a rank on a terminal is read 4 KiB at a time).
+  /// A batch is also written when it changes stream or reaches 1 MiB.
+  void begin_batch() { batching_ = true; }
+  /// Writes what the pass gathered (see begin_batch()).
+  void end_batch() {
+    batching_ = false;
+    write_batch();
+  }
+  /// The terminal was resized: the live area takes its new width.
+  void resized();
   /// Writes a piece of a line (a rank's prompt): no line is counted, the area is not redrawn.
   void write_piece(int stream, std::string_view text);
   /// Whether no write to either stream ever waits or is held back: each
@@ -98,12 +111,17 @@ private:
   LineSink& sink(int stream) { return stream == 1 ? stderr_ : stdout_; }
   const LineSink& sink(int stream) const { return stream == 1 ? stderr_ : stdout_; }
   int fd(int stream) const { return stream == 1 ? options_.stderr_fd : options_.stdout_fd; }
+  /// Writes the gathered lines, wrapped in the area's erase and redraw.
+  void write_batch();
 
   ConsoleOptions options_;
   LineSink stdout_;
   LineSink stderr_;
   std::optional<LiveView> live_; ///< the live status area, when on
   std::string live_batch_;       ///< a console batch wrapped in the area's erase and redraw
+  int batch_stream_ = -1;        ///< the stream live_batch_ goes to; -1: none gathered
+  std::size_t batch_lines_ = 0;  ///< the lines in live_batch_
+  bool batching_ = false;        ///< between begin_batch() and end_batch()
   /// The stream that last drew the area (0 stdout, 1 stderr): its erase goes
   /// the same way, behind it. Each stream buffers on its own when the terminal
   /// is slow, so an erase on the other one could arrive first.

@@ -50,6 +50,7 @@ LiveView::LiveView(int fd, int stdout_fd, std::vector<LiveGpuSource> gpus, bool 
     : fd_(fd), stdout_fd_(stdout_fd), color_(color), sources_(std::move(gpus)), use_nvml_(nvml),
       status_(status) {
   stdout_shared_ = stdout_fd_ == fd_ || same_terminal(fd_, stdout_fd_);
+  width_ = terminal_width(fd_);
   for (const auto& s : sources_) {
     LiveGpu g;
     g.index = s.index;
@@ -105,11 +106,16 @@ Clock::time_point LiveView::next_deadline() const {
   return next;
 }
 
+void LiveView::resized() {
+  if (closed_) return;
+  width_ = terminal_width(fd_);
+  compose();
+}
+
 /// The area's text from the unfinished lines and the status lines.
 void LiveView::compose() {
   std::vector<std::string> lines;
-  const int width = terminal_width(fd_);
-  for (const auto& [key, text] : partials_) lines.push_back(fit_columns(text, width - 1));
+  for (const auto& [key, text] : partials_) lines.push_back(fit_columns(text, width_ - 1));
   lines.insert(lines.end(), status_lines_.begin(), status_lines_.end());
   text_ = draw_text(lines);
   lines_ = lines.size();
@@ -124,7 +130,8 @@ std::string LiveView::tick(Clock::time_point now, LiveSnapshot snapshot) {
     next_render_ = now + k_render_interval;
     if (now >= next_sample_) sample(now);
     snapshot.gpus = gpus_;
-    status_lines_ = render_live_status(snapshot, terminal_width(fd_), color_);
+    width_ = terminal_width(fd_); // also where no SIGWINCH reaches air-run
+    status_lines_ = render_live_status(snapshot, width_, color_);
     compose();
   }
   if (partials_due) {

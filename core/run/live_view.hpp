@@ -55,6 +55,10 @@ public:
   /// due, or the next batch of lines.
   void set_partial(std::size_t key, const std::string& text);
 
+  /// The terminal was resized (SIGWINCH): its width is read again. Between
+  /// resizes the area uses the width it knows, not an ioctl a rank's read.
+  void resized();
+
   /// Whether writes to `fd` land on the area's terminal (and must be wrapped).
   bool wraps(int fd) const { return !closed_ && (fd == fd_ || (fd == stdout_fd_ && stdout_shared_)); }
 
@@ -83,6 +87,7 @@ private:
 
   int fd_;
   int stdout_fd_;
+  int width_ = 80; ///< the terminal's columns: at the start, on resized() and each status render
   bool stdout_shared_ = false;
   bool color_;
   bool closed_ = false;

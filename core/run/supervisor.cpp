@@ -305,12 +305,14 @@ void Supervisor::take_ready(PollSet& set) {
   if (set.first_sink < set.first_hook) console_.flush();
   if (set.readers_index < set.stdin_index && set.fds[set.readers_index].revents != 0)
     output_.clear_readers_ended(); // a pipe ended: the loop checks whether the run is over
+  console_.begin_batch();          // the pass's lines for the live area's terminal in one write
   for (std::size_t i = 1; i < set.first_sink; ++i) {
     if (set.fds[i].revents == 0) continue;
     auto [rank, stream] = set.owners[i];
     if (output_.held_back(*rank, *stream)) continue; // an earlier read in this pass filled the console
     output_.read(*rank, *stream);
   }
+  console_.end_batch();
 }
 
 /// poll only fails like this on EINVAL/ENOMEM; do not spin, give up politely.
@@ -422,6 +424,7 @@ void Supervisor::handle_signals() {
     if (sig == SIGCHLD) continue; // reap() runs every iteration
     if (sig == SIGWINCH) {
       spawn_.resize_terminals();
+      console_.resized();
       continue;
     }
     switch (signal_action(sig, plan_.forwarded_signals)) {

@@ -41,3 +41,63 @@ TEST_CASE("console: a terminal that is behind sets no redraw deadline", "[consol
   ::close(slave);
   ::close(master);
 }
+
+namespace {
+
+/// Everything the terminal `master` holds now (its reads never wait).
+std::string drain_terminal(int master) {
+  ::fcntl(master, F_SETFL, ::fcntl(master, F_GETFL) | O_NONBLOCK);
+  std::string got;
+  char buf[65536];
+  for (ssize_t n; (n = ::read(master, buf, sizeof buf)) > 0;) got.append(buf, static_cast<std::size_t>(n));
+  return got;
+}
+
+std::size_t occurrences(const std::string& text, const std::string& what) {
+  std::size_t count = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++count;
+  return count;
+}
+
+} // namespace
+
+TEST_CASE("console: one pass's lines reach the live area's terminal in one write, one redraw", "[console]") {
+  // A rank on a terminal is read 4 KiB at a time: an erase, the lines and a
+  // redraw of the area for each read cost more than the lines themselves.
+  int master = -1;
+  int slave = -1;
+  REQUIRE(::openpty(&master, &slave, nullptr, nullptr, nullptr) == 0);
+  air::ConsoleOptions options;
+  options.stdout_fd = slave;
+  options.stderr_fd = slave;
+  options.live = true;
+  air::Console console(options);
+  console.start_live(false);
+  console.set_partial(0, "PARTIAL-LINE");
+  console.begin_batch();
+  console.write(0, "rank 0 line\n", 1);
+  console.write(0, "rank 1 line\n", 1);
+  console.write(0, "rank 2 line\n", air::LineSink::k_uncounted);
+  CHECK(drain_terminal(master).empty()); // gathered, not written yet
+  console.end_batch();
+  const std::string pass = drain_terminal(master);
+  CHECK(pass.find("rank 0 line\r\nrank 1 line\r\nrank 2 line\r\n") != std::string::npos);
+  CHECK(occurrences(pass, "PARTIAL-LINE") == 1); // redrawn once, under the last line
+  CHECK(pass.rfind("PARTIAL-LINE") > pass.find("rank 2 line"));
+  // Another stream's line ends the batch of the first: each stream's lines
+  // go out through their own sink, in the order they came.
+  console.begin_batch();
+  console.write(0, "out line\n", 1);
+  console.write(1, "err line\n", 1);
+  CHECK(drain_terminal(master).find("out line") != std::string::npos);
+  console.end_batch();
+  const std::string second = drain_terminal(master);
+  CHECK(second.find("err line") != std::string::npos);
+  CHECK(second.find("out line") == std::string::npos);
+  // Outside a pass each write goes out at once.
+  console.write(0, "alone\n", 1);
+  CHECK(drain_terminal(master).find("alone") != std::string::npos);
+  console.stop_live();
+  ::close(slave);
+  ::close(master);
+}
