@@ -126,12 +126,17 @@ std::string LiveView::tick(Clock::time_point now, LiveSnapshot snapshot) {
   const bool status_due = status_ && now >= next_render_;
   const bool partials_due = partials_changed_ && now >= next_partial_draw_;
   if (!status_due && !partials_due) return {};
+  // Read again at most every 50 ms, also where no SIGWINCH reaches air-run.
+  const int width = terminal_width(fd_);
+  const bool resized = width != width_;
+  width_ = width;
   if (status_due) {
     next_render_ = now + k_render_interval;
     if (now >= next_sample_) sample(now);
     snapshot.gpus = gpus_;
-    width_ = terminal_width(fd_); // also where no SIGWINCH reaches air-run
     status_lines_ = render_live_status(snapshot, width_, color_);
+    compose();
+  } else if (resized) {
     compose();
   }
   if (partials_due) {

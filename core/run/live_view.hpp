@@ -87,7 +87,7 @@ private:
 
   int fd_;
   int stdout_fd_;
-  int width_ = 80; ///< the terminal's columns: at the start, on resized() and each status render
+  int width_ = 80; ///< the terminal's columns: read at the start, on resized() and in tick()
   bool stdout_shared_ = false;
   bool color_;
   bool closed_ = false;

@@ -8,12 +8,14 @@ unset CI
 
 # on_tty OUT ARGS...: air-run ARGS on a fresh 100-column terminal; its bytes
 # in OUT, $rc. With TTY_WHEN and TTY_TOUCH set, the file TTY_TOUCH is created
-# once TTY_WHEN has appeared on the terminal.
+# once TTY_WHEN has appeared on the terminal; with TTY_RESIZE too, the
+# terminal is first made that many columns wide.
 on_tty() {
   local file=$1
   shift
   local when=()
   [[ -n ${TTY_WHEN:-} ]] && when=(--when "$TTY_WHEN" --touch "$TTY_TOUCH")
+  [[ -n ${TTY_RESIZE:-} ]] && when+=(--resize "$TTY_RESIZE")
   # TERM as a terminal emulator sets it: a caller's may be "dumb" (a CI
   # runner, a chroot), which is no terminal to draw on.
   TERM=xterm python3 "$AIR_SOURCE_DIR/tests/e2e/rank_tty.py" "$file" --cols 100 "${when[@]}" -- "$AIR_RUN" "$@"
@@ -70,6 +72,30 @@ test_an_unfinished_progress_line_shows_before_its_newline() {
   text=$(screen_text screen)
   expect_not_contains "$text" "never seen"
   expect_contains "$text" "[rank0]: step 2 of 2"
+}
+
+test_an_unfinished_line_fits_the_terminal_after_a_resize() {
+  # Rank 0's 150-column progress line is shown cut to the terminal behind
+  # its prefix: 99 columns of the 100 (90 x's), then, once the window is
+  # made 60 wide, 59 (50 y's). air-run reads the width when the window
+  # changes (SIGWINCH), not at each line it draws.
+  local flag=$PWD/resized xs ys
+  xs=$(printf 'x%.0s' $(seq 150))
+  ys=$(printf 'y%.0s' $(seq 150))
+  TTY_WHEN="[rank0]: xxxxxxxxxx" TTY_TOUCH=$flag TTY_RESIZE=60 on_tty screen --cpu-ranks 2 --no-python sh -c '
+    [ "$RANK" = 0 ] || exit 0
+    printf "'"$xs"'\r"
+    i=0; while [ ! -e '"$flag"' ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+    sleep 0.3
+    printf "'"$ys"'\r"
+    sleep 0.5
+    printf "\n"'
+  expect_rc 0
+  [[ -e $flag ]] || fail "the first unfinished line was never shown"
+  # lengths CHAR: the lengths of the pieces on the screen that are rank 0's CHAR run alone.
+  lengths() { screen_text screen | sed -n "s/^\[rank0\]: \($1*\)$/\1/p" | awk '{ print length($0) }' | sort -un | tr '\n' ' '; }
+  expect_contains " $(lengths x)" " 90 " # (and 50 if the area was redrawn between the two)
+  expect_eq "$(lengths y)" "50 150 " # the last: the finished line, as the rank wrote it
 }
 
 test_lines_of_two_ranks_are_never_torn() {
