@@ -46,7 +46,7 @@ void Console::write_batch() {
 }
 
 void Console::resized() {
-  write_batch(); // drawn at the old width: erased by it
+  write_batch(); // (none between passes) what was gathered, with the area as it was drawn
   if (live_) live_->resized();
 }
 

@@ -56,7 +56,8 @@ public:
   void set_partial(std::size_t key, const std::string& text);
 
   /// The terminal was resized (SIGWINCH): its width is read again. Between
-  /// resizes the area uses the width it knows, not an ioctl a rank's read.
+  /// resizes the area uses the width it knows rather than asking the
+  /// terminal at each rank's read (tick() also asks, at most every 50 ms).
   void resized();
 
   /// Whether writes to `fd` land on the area's terminal (and must be wrapped).
