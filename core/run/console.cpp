@@ -46,12 +46,11 @@ void Console::write_batch() {
 }
 
 void Console::resized() {
-  write_batch(); // (none between passes) what was gathered, with the area as it was drawn
   if (live_) live_->resized();
 }
 
 void Console::write_piece(int stream, std::string_view text) {
-  write_batch();
+  write_batch(); // a prompt shown during a pass comes after the lines gathered before it
   sink(stream).write(text, 0);
 }
 
@@ -62,7 +61,6 @@ void Console::add_poll_fds(std::vector<pollfd>& fds) const {
 }
 
 void Console::flush() {
-  write_batch();
   stdout_.flush();
   stderr_.flush();
 }
@@ -95,7 +93,6 @@ std::optional<std::chrono::steady_clock::time_point> Console::next_deadline() co
 
 void Console::live_tick(std::chrono::steady_clock::time_point now,
                         const std::function<LiveSnapshot()>& snapshot) {
-  write_batch();
   if (!live_ || now < live_->next_deadline()) return;
   // A console that is behind gets no redraw now: the next batch of lines
   // brings the area along anyway.
@@ -107,7 +104,6 @@ void Console::live_tick(std::chrono::steady_clock::time_point now,
 }
 
 void Console::stop_live() {
-  write_batch();
   if (!live_) return;
   const std::string text = live_->close();
   if (!text.empty()) sink(live_stream_).write(text, 0);
@@ -115,7 +111,6 @@ void Console::stop_live() {
 }
 
 std::uint64_t Console::finish(int stall_ms) {
-  write_batch();
   stdout_.finish(stall_ms);
   stderr_.finish(stall_ms);
   return stdout_.lines_dropped() + stderr_.lines_dropped();

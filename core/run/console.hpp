@@ -63,7 +63,8 @@ public:
   /// pipes), the lines bound for the live area's terminal go out together:
   /// one erase, every rank's lines, one redraw, one write, rather than all
   /// three for each read (a rank on a terminal is read 4 KiB at a time).
-  /// A batch is also written when it changes stream or reaches 1 MiB.
+  /// A batch is also written when it changes stream or reaches 1 MiB;
+  /// outside a pass every write goes out at once, so nothing waits then.
   void begin_batch() { batching_ = true; }
   /// Writes what the pass gathered (see begin_batch()).
   void end_batch() {

@@ -128,7 +128,7 @@ std::string LiveView::tick(Clock::time_point now, LiveSnapshot snapshot) {
   if (!status_due && !partials_due) return {};
   // Read again at most every 50 ms, also where no SIGWINCH reaches air-run.
   const int width = terminal_width(fd_);
-  const bool resized = width != width_;
+  const bool width_changed = width != width_;
   width_ = width;
   if (status_due) {
     next_render_ = now + k_render_interval;
@@ -136,7 +136,7 @@ std::string LiveView::tick(Clock::time_point now, LiveSnapshot snapshot) {
     snapshot.gpus = gpus_;
     status_lines_ = render_live_status(snapshot, width_, color_);
     compose();
-  } else if (resized) {
+  } else if (width_changed) {
     compose();
   }
   if (partials_due) {

@@ -7,18 +7,43 @@
 
 #include <string>
 
+namespace {
+
+/// A console on a fresh pseudo-terminal (both streams) with its live area
+/// on; `master` is the terminal's other end, what a user's screen reads.
+struct LiveTerminal {
+  int master = -1;
+  int slave = -1;
+  air::Console console; ///< after the two above: made from the terminal they open
+
+  LiveTerminal() : console(open_terminal()) { console.start_live(false); }
+  ~LiveTerminal() {
+    console.stop_live();
+    ::close(slave);
+    ::close(master);
+  }
+  LiveTerminal(const LiveTerminal&) = delete;
+  LiveTerminal& operator=(const LiveTerminal&) = delete;
+
+private:
+  air::ConsoleOptions open_terminal() {
+    REQUIRE(::openpty(&master, &slave, nullptr, nullptr, nullptr) == 0);
+    air::ConsoleOptions options;
+    options.stdout_fd = slave;
+    options.stderr_fd = slave;
+    options.live = true;
+    return options;
+  }
+};
+
+} // namespace
+
 TEST_CASE("console: a terminal that is behind sets no redraw deadline", "[console]") {
   // A passed deadline of the live area while the terminal takes nothing made
   // every poll return at once: air-run spun at full CPU until it caught up.
-  int master = -1;
-  int slave = -1;
-  REQUIRE(::openpty(&master, &slave, nullptr, nullptr, nullptr) == 0);
-  air::ConsoleOptions options;
-  options.stdout_fd = slave;
-  options.stderr_fd = slave;
-  options.live = true;
-  air::Console console(options);
-  console.start_live(false);
+  LiveTerminal term;
+  air::Console& console = term.console;
+  const int master = term.master;
   REQUIRE(console.next_deadline().has_value());
   std::string batch;
   for (int i = 0; i < 4000; ++i) { // far more than a terminal buffers unread
@@ -37,9 +62,6 @@ TEST_CASE("console: a terminal that is behind sets no redraw deadline", "[consol
     console.flush();
   }
   CHECK(console.next_deadline().has_value());
-  console.stop_live();
-  ::close(slave);
-  ::close(master);
 }
 
 namespace {
@@ -64,15 +86,9 @@ std::size_t occurrences(const std::string& text, const std::string& what) {
 TEST_CASE("console: one pass's lines reach the live area's terminal in one write, one redraw", "[console]") {
   // A rank on a terminal is read 4 KiB at a time: an erase, the lines and a
   // redraw of the area for each read cost more than the lines themselves.
-  int master = -1;
-  int slave = -1;
-  REQUIRE(::openpty(&master, &slave, nullptr, nullptr, nullptr) == 0);
-  air::ConsoleOptions options;
-  options.stdout_fd = slave;
-  options.stderr_fd = slave;
-  options.live = true;
-  air::Console console(options);
-  console.start_live(false);
+  LiveTerminal term;
+  air::Console& console = term.console;
+  const int master = term.master;
   console.set_partial(0, "PARTIAL-LINE");
   console.begin_batch();
   console.write(0, "rank 0 line\n", 1);
@@ -97,7 +113,4 @@ TEST_CASE("console: one pass's lines reach the live area's terminal in one write
   // Outside a pass each write goes out at once.
   console.write(0, "alone\n", 1);
   CHECK(drain_terminal(master).find("alone") != std::string::npos);
-  console.stop_live();
-  ::close(slave);
-  ::close(master);
 }
