@@ -6,9 +6,11 @@
       [--json results.json] [--other <an earlier air-run>]
 
 Each rank runs `cat` of a file of 100-byte lines (--megabytes in all, shared
-out among the ranks). The baseline copies the same bytes through one plain
-pipe per rank into a `cat` of its own that writes where air-run's console
-would: the same writers, the same destination, no launcher. The two are
+out among the ranks), started by `sh -c` that picks the rank's file by $RANK.
+The baseline starts the same writers (the same `sh -c`, RANK set) and copies
+their bytes through one plain pipe per rank into a `cat` of its own that
+writes where air-run's console would: the same writers, the same
+destination, no launcher. The two are
 interleaved run by run.
 
 Consoles: `null` (/dev/null), `file` (a regular file, appended to), `tty` (a
@@ -122,13 +124,23 @@ def cpu_of_children():
     return ru.ru_utime + ru.ru_stime
 
 
+def rank_script(inputs):
+    """What every rank runs, on both sides: `sh -c` picks the rank's file and execs `cat` of it."""
+    return f'set -- {" ".join(inputs)}; shift "$RANK"; exec cat "$1"'
+
+
 def run_baseline(inputs, sink, files=0, folder=None):
-    """Every rank: cat <file> | cat > console; with `files`, cat <file> | tee <files> | cat > console."""
+    """Every rank: <the rank's writer> | cat > console; with `files`, <writer> | tee <files> | cat > console.
+
+    The writer is the one air-run starts (rank_script, with RANK set), so that
+    the two sides differ by the launcher alone, not by a shell's start."""
     procs = []
+    script = rank_script(inputs)
     start = time.perf_counter()
-    for n, path in enumerate(inputs):
+    for n in range(len(inputs)):
         r, w = os.pipe()
-        procs.append(subprocess.Popen(["cat", path], stdout=w, stdin=subprocess.DEVNULL))
+        procs.append(subprocess.Popen(["sh", "-c", script], stdout=w, stdin=subprocess.DEVNULL,
+                                      env={**os.environ, "RANK": str(n)}))
         if files:
             r2, w2 = os.pipe()
             logs = [os.path.join(folder, f"tee{n}.{i}.log") for i in range(files)]
@@ -149,8 +161,7 @@ def run_air(air_run, inputs, sink, console, folder):
     env.pop("CI", None)
     env["TERM"] = "xterm-256color"
     # Each rank cats its own file: one argument, the rank picked by the shell.
-    files = " ".join(inputs)
-    script = f'set -- {files}; shift "$RANK"; exec cat "$1"'
+    script = rank_script(inputs)
     # N CPU ranks even on a GPU machine (--cpu-ranks applies only where no GPU is found).
     cmd = [air_run, "--accelerator-type", "CPU", "-n", str(len(inputs)), "--no-python"]
     if console in ("log-dir", "tee"):

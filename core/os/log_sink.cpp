@@ -36,6 +36,18 @@ void consume(std::string_view& first, std::string_view& second, std::size_t n) {
 
 } // namespace
 
+bool same_waiting_destination(int a, int b) {
+  if (a < 0 || b < 0) return false;
+  struct stat sa {};
+  struct stat sb {};
+  if (::fstat(a, &sa) != 0 || ::fstat(b, &sb) != 0) return false;
+  if (S_ISCHR(sa.st_mode) && S_ISCHR(sb.st_mode))
+    return sa.st_rdev == sb.st_rdev && sa.st_rdev != makedev(1, 3); // not /dev/null
+  const bool waits = S_ISFIFO(sa.st_mode) || S_ISSOCK(sa.st_mode);
+  return waits && (sa.st_mode & S_IFMT) == (sb.st_mode & S_IFMT) && sa.st_dev == sb.st_dev &&
+         sa.st_ino == sb.st_ino;
+}
+
 int write_all(int fd, std::string_view data) { return write_all(fd, data, {}); }
 
 int write_all(int fd, std::string_view first, std::string_view second) {

@@ -103,6 +103,12 @@ private:
   std::uint64_t lines_dropped_ = 0;
 };
 
+/// Whether `a` and `b` lead to the same terminal, pipe or socket (as with
+/// `2>&1`): what waits to be written to one must come out before anything
+/// written to the other, so such a pair takes one LineSink. Regular files
+/// and /dev/null never make a write wait: false for them.
+bool same_waiting_destination(int a, int b);
+
 /// Writes all of `data` to `fd`, retrying on EINTR, partial writes and
 /// EAGAIN (waiting for POLLOUT). Returns 0 or the errno that stopped it.
 int write_all(int fd, std::string_view data);

@@ -16,7 +16,8 @@ constexpr std::size_t k_most_batched = std::size_t{1} << 20;
 } // namespace
 
 Console::Console(const ConsoleOptions& options)
-    : options_(options), stdout_(options.stdout_fd), stderr_(options.stderr_fd) {}
+    : options_(options), shared_(same_waiting_destination(options.stdout_fd, options.stderr_fd)),
+      stdout_(options.stdout_fd), stderr_(shared_ ? -1 : options.stderr_fd) {}
 
 void Console::write(int stream, std::string_view first, std::string_view second, std::size_t lines) {
   if (!live_ || !live_->wraps(fd(stream))) {
@@ -100,7 +101,7 @@ void Console::live_tick(std::chrono::steady_clock::time_point now,
   const std::string text = live_->tick(now, snapshot());
   if (text.empty()) return;
   live_stream_ = 1;
-  stderr_.write(text, 0);
+  sink(1).write(text, 0);
 }
 
 void Console::stop_live() {

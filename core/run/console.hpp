@@ -78,8 +78,9 @@ public:
   /// Whether no write to either stream ever waits or is held back: each
   /// goes to a file or /dev/null, and there is no live area.
   bool never_waits() const { return !live_ && stdout_.never_waits() && stderr_.never_waits(); }
-  /// Whether `stream` takes nothing more now (its buffer is full).
-  bool full(int stream) const { return sink(stream).full(); }
+  /// Whether `stream` has bytes its reader has not taken yet: the ranks'
+  /// pipes wait until they are written (RankOutput::held_back).
+  bool behind(int stream) const { return sink(stream).pending(); }
   /// When `stream` last took anything.
   std::chrono::steady_clock::time_point last_progress(int stream) const {
     return sink(stream).last_progress();
@@ -109,15 +110,20 @@ public:
   std::uint64_t finish(int stall_ms);
 
 private:
-  LineSink& sink(int stream) { return stream == 1 ? stderr_ : stdout_; }
-  const LineSink& sink(int stream) const { return stream == 1 ? stderr_ : stdout_; }
+  /// Both streams' sink is stdout_'s where they lead to the same terminal
+  /// or pipe: two buffers of their own would let one stream's lines pass
+  /// what waits in the other's (the live area's erase landing on the wrong
+  /// lines, an old redraw shown after newer lines).
+  LineSink& sink(int stream) { return stream == 1 && !shared_ ? stderr_ : stdout_; }
+  const LineSink& sink(int stream) const { return stream == 1 && !shared_ ? stderr_ : stdout_; }
   int fd(int stream) const { return stream == 1 ? options_.stderr_fd : options_.stdout_fd; }
   /// Writes the gathered lines, wrapped in the area's erase and redraw.
   void write_batch();
 
   ConsoleOptions options_;
+  bool shared_; ///< stdout and stderr lead to the same terminal or pipe: one sink
   LineSink stdout_;
-  LineSink stderr_;
+  LineSink stderr_; ///< unused (fd -1) when shared_
   std::optional<LiveView> live_; ///< the live status area, when on
   std::string live_batch_;       ///< a console batch wrapped in the area's erase and redraw
   int batch_stream_ = -1;        ///< the stream live_batch_ goes to; -1: none gathered

@@ -51,7 +51,7 @@ TEST_CASE("console: a terminal that is behind sets no redraw deadline", "[consol
     batch += '\n';
   }
   console.write(0, batch, 4000);
-  REQUIRE(!console.full(0)); // buffered, not refused
+  REQUIRE(console.behind(0)); // buffered, not refused: the ranks' pipes wait now
   CHECK(!console.next_deadline().has_value());
   // Once the terminal took it all, the area keeps its clock again.
   ::fcntl(master, F_SETFL, ::fcntl(master, F_GETFL) | O_NONBLOCK);
@@ -62,6 +62,7 @@ TEST_CASE("console: a terminal that is behind sets no redraw deadline", "[consol
     console.flush();
   }
   CHECK(console.next_deadline().has_value());
+  CHECK(!console.behind(0));
 }
 
 namespace {
@@ -113,4 +114,42 @@ TEST_CASE("console: one pass's lines reach the live area's terminal in one write
   // Outside a pass each write goes out at once.
   console.write(0, "alone\n", 1);
   CHECK(drain_terminal(master).find("alone") != std::string::npos);
+}
+
+TEST_CASE("console: stdout and stderr on one terminal come out in the order written, however far behind",
+          "[console]") {
+  // Two buffers of their own let a stderr line (or the live area's redraw)
+  // pass the stdout lines still waiting: the area's erase then lands on the
+  // wrong lines and an old redraw shows up below newer lines.
+  int master = -1;
+  int slave = -1;
+  REQUIRE(::openpty(&master, &slave, nullptr, nullptr, nullptr) == 0);
+  const int err = ::dup(slave); // as `2>&1`: another descriptor, the same terminal
+  air::ConsoleOptions options;
+  options.stdout_fd = slave;
+  options.stderr_fd = err;
+  options.live = false;
+  {
+    air::Console console(options);
+    std::string batch;
+    for (int i = 0; i < 4000; ++i) batch += "out " + std::to_string(i) + " " + std::string(90, 'x') + "\n";
+    console.write(0, batch, 4000);
+    REQUIRE(console.behind(0)); // far more than a terminal buffers unread
+    std::string shown = drain_terminal(master); // the terminal has room again, stdout's rest still waits
+    console.write(1, "the error line\n", 1);
+    for (int i = 0; i < 100000 && (console.behind(0) || console.behind(1)); ++i) {
+      shown += drain_terminal(master);
+      console.flush();
+    }
+    shown += drain_terminal(master);
+    const auto last_out = shown.find("out 3999 ");
+    const auto error = shown.find("the error line");
+    REQUIRE(last_out != std::string::npos);
+    REQUIRE(error != std::string::npos);
+    CHECK(error > last_out);
+    CHECK(console.finish(0) == 0); // nothing dropped
+  }
+  ::close(err);
+  ::close(slave);
+  ::close(master);
 }

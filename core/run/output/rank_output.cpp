@@ -93,7 +93,13 @@ void RankOutput::add_poll_fds(std::vector<pollfd>& fds,
 
 bool RankOutput::held_back(const RankState& r, const RankStream& s) const {
   if (!r.plan->console || teardown_.active()) return false;
-  return console_.full(s.index());
+  // Held back while anything waits for the console, not only once its
+  // buffer is full: a terminal takes a few KiB a wakeup, and a pipe read
+  // each time it takes some would be as small, each with a write, a wakeup
+  // of the rank and a redraw of the live area of its own. Left in the pipe
+  // meanwhile, the rank's bytes come in one read of up to a pipe's size
+  // once the console has caught up.
+  return console_.behind(s.index());
 }
 
 RankOutput::Clock::time_point RankOutput::drain_deadline(const RankState& r) const {
