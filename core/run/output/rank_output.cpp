@@ -27,6 +27,10 @@ constexpr std::size_t k_read_size = PipeReaders::k_read_size;
 /// A read this large (a full pipe of the kernel's size) says the rank
 /// prints in bulk: its pipes move to a pipe reader of their own.
 constexpr std::size_t k_bulk_read = std::size_t{64} * 1024;
+/// A read of a rank's terminal this full says its writer has more queued.
+constexpr std::size_t k_terminal_read_full = 4000;
+/// What one pass gathers from a rank's terminal at most.
+constexpr std::size_t k_terminal_batch = std::size_t{64} * 1024;
 /// Pipe readers at most: a thread per rank up to this many.
 constexpr std::size_t k_most_pipe_readers = 64;
 /// One tail entry keeps at most this much of a line: the tail is for the
@@ -113,15 +117,33 @@ RankOutput::Clock::time_point RankOutput::drain_deadline(const RankState& r) con
 
 bool RankOutput::read(RankState& r, RankStream& s) {
   if (s.reader >= 0) return false; // a pipe reader's now (handed over earlier in this pass)
-  const ssize_t n = ::read(s.fd.get(), read_buf_.get(), k_read_size);
+  ssize_t n = ::read(s.fd.get(), read_buf_.get(), k_read_size);
   if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) return false;
   if (n <= 0) {
     close(r, s); // EOF, or an error that ends the stream all the same
     return false;
   }
+  if (s.tty) n += static_cast<ssize_t>(read_more(s.fd.get(), static_cast<std::size_t>(n)));
   deliver(r, s, std::string_view(read_buf_.get(), static_cast<std::size_t>(n)), false);
   if (static_cast<std::size_t>(n) >= k_bulk_read && may_hand_over(r)) readers_.adopt(r);
   return true;
+}
+
+/// A terminal hands over at most its line discipline's buffer (4 KiB) a
+/// read, however much its writer has queued behind it: while reads come
+/// back that full, more is read into the same batch (to k_terminal_batch),
+/// so that the console gets one write for many of them. Returns the bytes
+/// added after the first `have`.
+std::size_t RankOutput::read_more(int fd, std::size_t have) {
+  const std::size_t first = have;
+  std::size_t last = have;
+  while (last >= k_terminal_read_full && have + k_terminal_read_full < k_terminal_batch) {
+    const ssize_t n = ::read(fd, read_buf_.get() + have, k_read_size - have);
+    if (n <= 0) break; // nothing more now (EAGAIN), or the end, which the next read finds again
+    last = static_cast<std::size_t>(n);
+    have += last;
+  }
+  return have - first;
 }
 
 /// Whether the pipes of `r` may be read by a pipe reader: one of several

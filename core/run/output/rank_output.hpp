@@ -70,6 +70,7 @@ public:
 
 private:
   bool may_hand_over(const RankState& r) const;
+  std::size_t read_more(int fd, std::size_t have);
   void close(RankState& r, RankStream& s);
   /// A read, or the end (`eof`) of `s`: write_logs(), then take().
   void deliver(RankState& r, RankStream& s, std::string_view data, bool eof);
