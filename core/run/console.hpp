@@ -123,7 +123,7 @@ private:
   ConsoleOptions options_;
   bool shared_; ///< stdout and stderr lead to the same terminal or pipe: one sink
   LineSink stdout_;
-  LineSink stderr_; ///< unused (fd -1) when shared_
+  LineSink stderr_;              ///< unused (fd -1) when shared_
   std::optional<LiveView> live_; ///< the live status area, when on
   std::string live_batch_;       ///< a console batch wrapped in the area's erase and redraw
   int batch_stream_ = -1;        ///< the stream live_batch_ goes to; -1: none gathered

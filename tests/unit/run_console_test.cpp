@@ -134,7 +134,7 @@ TEST_CASE("console: stdout and stderr on one terminal come out in the order writ
     std::string batch;
     for (int i = 0; i < 4000; ++i) batch += "out " + std::to_string(i) + " " + std::string(90, 'x') + "\n";
     console.write(0, batch, 4000);
-    REQUIRE(console.behind(0)); // far more than a terminal buffers unread
+    REQUIRE(console.behind(0));                 // far more than a terminal buffers unread
     std::string shown = drain_terminal(master); // the terminal has room again, stdout's rest still waits
     console.write(1, "the error line\n", 1);
     for (int i = 0; i < 100000 && (console.behind(0) || console.behind(1)); ++i) {
