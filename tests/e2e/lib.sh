@@ -6,7 +6,15 @@ set -uo pipefail
 : "${AIR_SOURCE_DIR:=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 : "${AIR_RUN:=$AIR_SOURCE_DIR/build/cli/air-run}"
 : "${AIR_FIXTURE_DIR:=$AIR_SOURCE_DIR/build/fixtures}"
-: "${TORCH_PYTHON:=/usr/bin/python3}" # Debian's interpreter, the one with torch
+# has_module PY MODULE: whether PY finds MODULE (found, not imported: torch's import takes seconds).
+has_module() { "$1" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec(sys.argv[1]) is None)' "$2" >/dev/null 2>&1; }
+# The interpreter with torch: Debian's (python3-torch), else the python3 on
+# PATH where that one has it (a GPU machine's, whose /usr/bin/python3 has none).
+if [[ -z ${TORCH_PYTHON:-} ]]; then
+  TORCH_PYTHON=/usr/bin/python3
+  if ! has_module /usr/bin/python3 torch && has_module python3 torch; then TORCH_PYTHON=$(command -v python3); fi
+fi
+export TORCH_PYTHON
 F=$AIR_FIXTURE_DIR
 unset AIR_RUN_FAKE_GPUS CUDA_VISIBLE_DEVICES RANK LOCAL_RANK WORLD_SIZE MASTER_PORT
 # The tests set the CI system they mean themselves: running the suite inside

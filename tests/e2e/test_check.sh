@@ -26,22 +26,22 @@ EOF
   export AIR_RUN_NCCL_CHECK=$PWD/fake-nccl-check
 }
 
-# no_torch_python: an interpreter without torch (Debian's, without site-packages).
+# no_torch_python: an interpreter without torch (the one with it, without site-packages).
 no_torch_python() {
-  printf '#!/bin/sh\nexec /usr/bin/python3 -S "$@"\n' >python-without-torch
+  printf '#!/bin/sh\nexec %s -S "$@"\n' "$TORCH_PYTHON" >python-without-torch
   chmod +x python-without-torch
 }
 
 test_no_gpu_reports_the_environment() {
   # A CPU node: the report is the environment, and it passes when torch imports.
-  AIR_RUN_FAKE_GPUS="NVIDIA H200" CUDA_VISIBLE_DEVICES=-1 run_air_bounded --check --python /usr/bin/python3
+  AIR_RUN_FAKE_GPUS="NVIDIA H200" CUDA_VISIBLE_DEVICES=-1 run_air_bounded --check --python "$TORCH_PYTHON"
   expect_rc 0
   local version
-  version=$(/usr/bin/python3 -c 'import platform; print(platform.python_version())')
-  expect_contains "$out" "Python    /usr/bin/python3, Python $version"
-  expect_contains "$out" "torch     $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') (distributed backends: gloo"
+  version=$("$TORCH_PYTHON" -c 'import platform; print(platform.python_version())')
+  expect_contains "$out" "Python    $TORCH_PYTHON, Python $version"
+  expect_contains "$out" "torch     $("$TORCH_PYTHON" -c 'import torch; print(torch.__version__)') (distributed backends: gloo"
   expect_contains "$out" 'GPUs      none (CUDA_VISIBLE_DEVICES="-1" hides every GPU (0 of 1 kept))'
-  expect_contains "$out" "environment.python = /usr/bin/python3  (flag"
+  expect_contains "$out" "environment.python = $TORCH_PYTHON  (flag"
   expect_not_contains "$out" "(default)"
   expect_contains "$out" "Result: PASS"
   expect_eq "$err" ""
@@ -57,23 +57,23 @@ test_no_gpu_without_torch_fails() {
 }
 
 test_no_gpu_json() {
-  AIR_RUN_FAKE_GPUS="" run_air_bounded --check --json --python /usr/bin/python3
+  AIR_RUN_FAKE_GPUS="" run_air_bounded --check --json --python "$TORCH_PYTHON"
   expect_rc 0
   echo "$out" >report.json
-  /usr/bin/python3 - <<'PY' || fail "bad JSON report: $out"
-import json
+  "$TORCH_PYTHON" - <<'PY' || fail "bad JSON report: $out"
+import json, os
 r = json.load(open("report.json"))
 assert r["status"] == "pass" and r["exit_code"] == 0, r
 e = r["environment"]
-assert e["python"].startswith("/usr/bin/python3, Python 3."), e
+assert e["python"].startswith(os.environ["TORCH_PYTHON"] + ", Python 3."), e
 assert e["torch"]["status"] == "pass" and "gloo" in e["backends"], e
 assert e["gpus"] == "none (AIR_RUN_FAKE_GPUS is empty)", e
-assert any(s.startswith("environment.python = /usr/bin/python3") for s in e["settings"]), e
+assert any(s.startswith("environment.python = " + os.environ["TORCH_PYTHON"]) for s in e["settings"]), e
 PY
 }
 
 test_cpu_requested_reports_the_environment() {
-  AIR_RUN_FAKE_GPUS="2xNVIDIA H200" run_air_bounded --check --accelerator-type CPU --python /usr/bin/python3
+  AIR_RUN_FAKE_GPUS="2xNVIDIA H200" run_air_bounded --check --accelerator-type CPU --python "$TORCH_PYTHON"
   expect_rc 0
   expect_contains "$out" "GPUs      none (accelerator type CPU requested)"
 }
