@@ -186,7 +186,10 @@ def run_block(block, index, args):
     env = dict(os.environ)
     for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
                  "CUDA_VISIBLE_DEVICES", "AIR_RUN_FAKE_GPUS"):
-        env.pop(name, None)
+        # An empty AIR_RUN_FAKE_GPUS is tests/e2e/lib.sh's "show no GPU" on a
+        # machine that has some: the blocks are written for a CPU machine.
+        if name != "AIR_RUN_FAKE_GPUS" or env.get(name) != "":
+            env.pop(name, None)
     env.update(PATH=bindir + os.pathsep + env.get("PATH", "/usr/bin:/bin"),
                PYTHONPATH=os.path.join(args.source, "python"), HOME=home,
                AIR_RUN_BINARY=os.path.abspath(args.air_run))
