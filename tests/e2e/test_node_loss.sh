@@ -94,7 +94,7 @@ dist.all_reduce(t)
 print("finished at world size", dist.get_world_size())
 PY
   local args=(--nnodes 1:2 --max-restarts 2 --cpu-ranks 1 --grace-period 2s --timeout 2m
-    --python /usr/bin/python3 gloo_job.py)
+    --python "$TORCH_PYTHON" gloo_job.py)
   start_agent a "${args[@]}"
   wait_for "port_listening $PORT" 10 || fail "agent a never listened on $PORT"
   start_agent b "${args[@]}"
