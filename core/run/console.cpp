@@ -26,7 +26,7 @@ void Console::write(int stream, std::string_view first, std::string_view second,
   }
   // The area's own lines are not the ranks': a dropped batch counts only these.
   if (lines == LineSink::k_uncounted) lines = count_newlines(first) + count_newlines(second);
-  if (batch_stream_ >= 0 && batch_stream_ != stream) write_batch(); // each stream's lines in its own sink
+  if (batch_stream_ >= 0 && batch_stream_ != stream) write_batch(); // each stream's lines in their order
   if (batch_stream_ < 0) {
     live_batch_ = live_->erase();
     batch_stream_ = stream;
@@ -41,8 +41,7 @@ void Console::write(int stream, std::string_view first, std::string_view second,
 void Console::write_batch() {
   if (batch_stream_ < 0) return;
   live_batch_ += live_->redraw();
-  live_stream_ = batch_stream_;
-  sink(batch_stream_).write(live_batch_, batch_lines_);
+  area_sink().write(live_batch_, batch_lines_);
   batch_stream_ = -1;
 }
 
@@ -100,14 +99,13 @@ void Console::live_tick(std::chrono::steady_clock::time_point now,
   if (stdout_.pending() || stderr_.pending()) return;
   const std::string text = live_->tick(now, snapshot());
   if (text.empty()) return;
-  live_stream_ = 1;
-  sink(1).write(text, 0);
+  area_sink().write(text, 0);
 }
 
 void Console::stop_live() {
   if (!live_) return;
   const std::string text = live_->close();
-  if (!text.empty()) sink(live_stream_).write(text, 0);
+  if (!text.empty()) area_sink().write(text, 0);
   live_.reset();
 }
 

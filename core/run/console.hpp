@@ -116,6 +116,9 @@ private:
   /// lines, an old redraw shown after newer lines).
   LineSink& sink(int stream) { return stream == 1 && !shared_ ? stderr_ : stdout_; }
   const LineSink& sink(int stream) const { return stream == 1 && !shared_ ? stderr_ : stdout_; }
+  /// Where the live area and the lines it wraps go: stderr's sink, which is
+  /// stdout's too when the area wraps stdout (the same terminal: shared_).
+  LineSink& area_sink() { return sink(1); }
   int fd(int stream) const { return stream == 1 ? options_.stderr_fd : options_.stdout_fd; }
   /// Writes the gathered lines, wrapped in the area's erase and redraw.
   void write_batch();
@@ -126,13 +129,9 @@ private:
   LineSink stderr_;              ///< unused (fd -1) when shared_
   std::optional<LiveView> live_; ///< the live status area, when on
   std::string live_batch_;       ///< a console batch wrapped in the area's erase and redraw
-  int batch_stream_ = -1;        ///< the stream live_batch_ goes to; -1: none gathered
+  int batch_stream_ = -1;        ///< the stream live_batch_ holds lines of; -1: none gathered
   std::size_t batch_lines_ = 0;  ///< the lines in live_batch_
   bool batching_ = false;        ///< between begin_batch() and end_batch()
-  /// The stream that last drew the area (0 stdout, 1 stderr): its erase goes
-  /// the same way, behind it. Each stream buffers on its own when the terminal
-  /// is slow, so an erase on the other one could arrive first.
-  int live_stream_ = 1;
 };
 
 } // namespace air

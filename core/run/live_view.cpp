@@ -1,10 +1,9 @@
 #include "core/run/live_view.hpp"
 
+#include "core/os/log_sink.hpp"
 #include "core/run/terminal_line.hpp"
 
 #include <sys/ioctl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 
@@ -30,15 +29,6 @@ int terminal_width(int fd) {
   return 80;
 }
 
-/// Whether `a` and `b` are the same terminal device.
-bool same_terminal(int a, int b) {
-  if (::isatty(a) != 1 || ::isatty(b) != 1) return false;
-  struct stat sa {};
-  struct stat sb {};
-  if (::fstat(a, &sa) != 0 || ::fstat(b, &sb) != 0) return false;
-  return sa.st_rdev == sb.st_rdev;
-}
-
 } // namespace
 
 bool live_view_wanted(bool asked, bool stderr_is_tty, const Environment& env) {
@@ -49,7 +39,7 @@ bool live_view_wanted(bool asked, bool stderr_is_tty, const Environment& env) {
 LiveView::LiveView(int fd, int stdout_fd, std::vector<LiveGpuSource> gpus, bool nvml, bool color, bool status)
     : fd_(fd), stdout_fd_(stdout_fd), color_(color), sources_(std::move(gpus)), use_nvml_(nvml),
       status_(status) {
-  stdout_shared_ = stdout_fd_ == fd_ || same_terminal(fd_, stdout_fd_);
+  stdout_shared_ = stdout_fd_ == fd_ || same_waiting_destination(fd_, stdout_fd_);
   width_ = terminal_width(fd_);
   for (const auto& s : sources_) {
     LiveGpu g;

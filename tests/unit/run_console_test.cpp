@@ -9,16 +9,21 @@
 
 namespace {
 
-/// A console on a fresh pseudo-terminal (both streams) with its live area
-/// on; `master` is the terminal's other end, what a user's screen reads.
+/// A console on a fresh pseudo-terminal, stdout on it and stderr on a
+/// second descriptor of it (as `2>&1`), with its live area on unless `live`
+/// is false; `master` is the terminal's other end, what a user's screen reads.
 struct LiveTerminal {
   int master = -1;
   int slave = -1;
-  air::Console console; ///< after the two above: made from the terminal they open
+  int err = -1;
+  air::Console console; ///< after the three above: made from the terminal they open
 
-  LiveTerminal() : console(open_terminal()) { console.start_live(false); }
+  explicit LiveTerminal(bool live = true) : console(open_terminal(live)) {
+    if (live) console.start_live(false);
+  }
   ~LiveTerminal() {
     console.stop_live();
+    ::close(err);
     ::close(slave);
     ::close(master);
   }
@@ -26,12 +31,13 @@ struct LiveTerminal {
   LiveTerminal& operator=(const LiveTerminal&) = delete;
 
 private:
-  air::ConsoleOptions open_terminal() {
+  air::ConsoleOptions open_terminal(bool live) {
     REQUIRE(::openpty(&master, &slave, nullptr, nullptr, nullptr) == 0);
+    err = ::dup(slave);
     air::ConsoleOptions options;
     options.stdout_fd = slave;
-    options.stderr_fd = slave;
-    options.live = true;
+    options.stderr_fd = err;
+    options.live = live;
     return options;
   }
 };
@@ -102,7 +108,7 @@ TEST_CASE("console: one pass's lines reach the live area's terminal in one write
   CHECK(occurrences(pass, "PARTIAL-LINE") == 1); // redrawn once, under the last line
   CHECK(pass.rfind("PARTIAL-LINE") > pass.find("rank 2 line"));
   // Another stream's line ends the batch of the first: each stream's lines
-  // go out through their own sink, in the order they came.
+  // go out in the order they came.
   console.begin_batch();
   console.write(0, "out line\n", 1);
   console.write(1, "err line\n", 1);
@@ -121,35 +127,24 @@ TEST_CASE("console: stdout and stderr on one terminal come out in the order writ
   // Two buffers of their own let a stderr line (or the live area's redraw)
   // pass the stdout lines still waiting: the area's erase then lands on the
   // wrong lines and an old redraw shows up below newer lines.
-  int master = -1;
-  int slave = -1;
-  REQUIRE(::openpty(&master, &slave, nullptr, nullptr, nullptr) == 0);
-  const int err = ::dup(slave); // as `2>&1`: another descriptor, the same terminal
-  air::ConsoleOptions options;
-  options.stdout_fd = slave;
-  options.stderr_fd = err;
-  options.live = false;
-  {
-    air::Console console(options);
-    std::string batch;
-    for (int i = 0; i < 4000; ++i) batch += "out " + std::to_string(i) + " " + std::string(90, 'x') + "\n";
-    console.write(0, batch, 4000);
-    REQUIRE(console.behind(0));                 // far more than a terminal buffers unread
-    std::string shown = drain_terminal(master); // the terminal has room again, stdout's rest still waits
-    console.write(1, "the error line\n", 1);
-    for (int i = 0; i < 100000 && (console.behind(0) || console.behind(1)); ++i) {
-      shown += drain_terminal(master);
-      console.flush();
-    }
+  LiveTerminal term(false);
+  air::Console& console = term.console;
+  const int master = term.master;
+  std::string batch;
+  for (int i = 0; i < 4000; ++i) batch += "out " + std::to_string(i) + " " + std::string(90, 'x') + "\n";
+  console.write(0, batch, 4000);
+  REQUIRE(console.behind(0));                 // far more than a terminal buffers unread
+  std::string shown = drain_terminal(master); // the terminal has room again, stdout's rest still waits
+  console.write(1, "the error line\n", 1);
+  for (int i = 0; i < 100000 && (console.behind(0) || console.behind(1)); ++i) {
     shown += drain_terminal(master);
-    const auto last_out = shown.find("out 3999 ");
-    const auto error = shown.find("the error line");
-    REQUIRE(last_out != std::string::npos);
-    REQUIRE(error != std::string::npos);
-    CHECK(error > last_out);
-    CHECK(console.finish(0) == 0); // nothing dropped
+    console.flush();
   }
-  ::close(err);
-  ::close(slave);
-  ::close(master);
+  shown += drain_terminal(master);
+  const auto last_out = shown.find("out 3999 ");
+  const auto error = shown.find("the error line");
+  REQUIRE(last_out != std::string::npos);
+  REQUIRE(error != std::string::npos);
+  CHECK(error > last_out);
+  CHECK(console.finish(0) == 0); // nothing dropped
 }

@@ -123,7 +123,7 @@ bool RankOutput::read(RankState& r, RankStream& s) {
     close(r, s); // EOF, or an error that ends the stream all the same
     return false;
   }
-  if (s.tty) n += static_cast<ssize_t>(read_more(s.fd.get(), static_cast<std::size_t>(n)));
+  if (s.tty) n = static_cast<ssize_t>(read_more(s.fd.get(), static_cast<std::size_t>(n)));
   deliver(r, s, std::string_view(read_buf_.get(), static_cast<std::size_t>(n)), false);
   if (static_cast<std::size_t>(n) >= k_bulk_read && may_hand_over(r)) readers_.adopt(r);
   return true;
@@ -132,10 +132,9 @@ bool RankOutput::read(RankState& r, RankStream& s) {
 /// A terminal hands over at most its line discipline's buffer (4 KiB) a
 /// read, however much its writer has queued behind it: while reads come
 /// back that full, more is read into the same batch (to k_terminal_batch),
-/// so that the console gets one write for many of them. Returns the bytes
-/// added after the first `have`.
+/// so that the console gets one write for many of them. `have`: the bytes
+/// of the first read; returns the batch's size.
 std::size_t RankOutput::read_more(int fd, std::size_t have) {
-  const std::size_t first = have;
   std::size_t last = have;
   while (last >= k_terminal_read_full && have + k_terminal_read_full < k_terminal_batch) {
     const ssize_t n = ::read(fd, read_buf_.get() + have, k_read_size - have);
@@ -143,7 +142,7 @@ std::size_t RankOutput::read_more(int fd, std::size_t have) {
     last = static_cast<std::size_t>(n);
     have += last;
   }
-  return have - first;
+  return have;
 }
 
 /// Whether the pipes of `r` may be read by a pipe reader: one of several
